@@ -1,0 +1,322 @@
+package ledger
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Delivery is one verified webhook fact to accept.
+type Delivery struct {
+	Source     string
+	EventID    string
+	EventType  string
+	DeliveryID string // transport attempt id when the provider sends one
+	Subject    string // provider subject hint, may be empty
+	Payload    []byte // the raw verified bytes
+
+	// Quarantine, when set, accepts the event directly as QUARANTINED with
+	// this error code: it was verified but has no usable identity, so it is
+	// kept (under a content-hash id) for an operator instead of thrown away.
+	Quarantine string
+}
+
+// Accepted is the outcome of Accept.
+type Accepted struct {
+	Event Event
+	// Duplicate is false for exactly one caller per (source, event_id).
+	Duplicate bool
+	// PayloadMismatch: a duplicate whose bytes differ from the stored payload.
+	PayloadMismatch bool
+}
+
+// MaxPayloadBytes is the largest raw payload the ledger stores (1 MiB).
+const MaxPayloadBytes = 1 << 20
+
+const (
+	chunkBytes    = 350 * 1024 // below DynamoDB's 400 KB item limit with room for keys
+	compressAbove = 1024
+)
+
+// ContentID derives an event id from the payload bytes, for verified
+// deliveries that carry no usable identity.
+func ContentID(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func payloadHash(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return hex.EncodeToString(sum[:16])
+}
+
+// Accept records a verified delivery. One request for the event item: an
+// UpdateItem upsert conditioned on the row being new or unfinished, returning
+// the old row either way (see the package doc). Large payloads then add their
+// chunk writes for a new event. A duplicate of a finished event costs exactly
+// one request and changes nothing.
+func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
+	if err := validID("source", d.Source, MaxIDLength); err != nil {
+		return Accepted{}, err
+	}
+	if err := validID("event id", d.EventID, MaxIDLength); err != nil {
+		return Accepted{}, err
+	}
+	if d.EventType == "" {
+		d.EventType = "unknown"
+	}
+	d.EventType = truncate(d.EventType, MaxTypeLength)
+	d.Subject = truncate(d.Subject, MaxIDLength)
+	d.DeliveryID = truncate(d.DeliveryID, MaxIDLength)
+	if len(d.Payload) > MaxPayloadBytes {
+		return Accepted{}, fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(d.Payload), MaxPayloadBytes)
+	}
+
+	now := l.now()
+	stored, enc, err := encodePayload(d.Payload)
+	if err != nil {
+		return Accepted{}, err
+	}
+	hash := payloadHash(d.Payload)
+	chunks := 0
+	if len(stored) > l.opts.InlinePayloadMax {
+		chunks = (len(stored) + chunkBytes - 1) / chunkBytes
+	}
+
+	status := StatusReceived
+	action := "accept"
+	if d.Quarantine != "" {
+		status = StatusQuarantined
+		action = "quarantine_on_accept"
+	}
+
+	names := map[string]string{"#status": "status", "#item": "item", "#source": "source"}
+	vals := map[string]types.AttributeValue{
+		":status":   sv(string(status)),
+		":itemev":   sv("event"),
+		":received": sv(string(StatusReceived)),
+		":proc":     sv(string(StatusProcessing)),
+		":retry":    sv(string(StatusRetryWait)),
+		":source":   sv(d.Source),
+		":eid":      sv(d.EventID),
+		":etype":    sv(d.EventType),
+		":now":      nv(ms(now)),
+		":zero":     nv(0),
+		":one":      nv(1),
+		":hash":     sv(hash),
+		":size":     nv(int64(len(d.Payload))),
+		":chunks":   nv(int64(chunks)),
+		":enc":      sv(enc),
+		":audit":    auditValue(now, "", status, "intake", action, deliveryReason(d)),
+	}
+	set := []string{
+		"#status = if_not_exists(#status, :status)",
+		"#item = if_not_exists(#item, :itemev)",
+		"#source = if_not_exists(#source, :source)",
+		"event_id = if_not_exists(event_id, :eid)",
+		"event_type = if_not_exists(event_type, :etype)",
+		"received_at = if_not_exists(received_at, :now)",
+		"attempts = if_not_exists(attempts, :zero)",
+		"total_attempts = if_not_exists(total_attempts, :zero)",
+		"payload_hash = if_not_exists(payload_hash, :hash)",
+		"payload_size = if_not_exists(payload_size, :size)",
+		"payload_chunks = if_not_exists(payload_chunks, :chunks)",
+		"payload_enc = if_not_exists(payload_enc, :enc)",
+		"audit = if_not_exists(audit, :audit)",
+		"last_delivery_at = :now",
+	}
+	if d.Subject != "" {
+		vals[":subject"] = sv(d.Subject)
+		set = append(set, "subject = if_not_exists(subject, :subject)")
+	}
+	if d.DeliveryID != "" {
+		vals[":did"] = sv(d.DeliveryID)
+		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)", "last_delivery_id = :did")
+	}
+	if chunks == 0 {
+		vals[":payload"] = &types.AttributeValueMemberB{Value: stored}
+		set = append(set, "payload = if_not_exists(payload, :payload)")
+	}
+	if status == StatusReceived {
+		// Only a new row gets the due keys: the condition below admits an
+		// existing row only while it is unfinished, when it has them already.
+		vals[":shard"] = sv(l.dueShard(d.Source, d.EventID))
+		set = append(set, "due_shard = if_not_exists(due_shard, :shard)", "due_at = if_not_exists(due_at, :now)")
+	} else {
+		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
+		set = append(set, "error_code = if_not_exists(error_code, :code)")
+	}
+	update := "SET " + join(set) + " ADD delivery_count :one"
+
+	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(l.opts.Table),
+		Key:                                 eventKey(d.Source, d.EventID),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR #status IN (:received, :proc, :retry)"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var old map[string]types.AttributeValue
+	switch {
+	case err == nil:
+		old = out.Attributes
+	default:
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, translate(err))
+		}
+		old = ccf.Item // a finished event: nothing was written
+	}
+
+	// A new row has no old status. (DynamoDB returns no attributes for a new
+	// item; minidyn returns its key, so test for the status, not for nil.)
+	if _, existed := old["status"]; !existed {
+		// New row: store the payload chunks before anyone can be told about it.
+		if chunks > 0 {
+			if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
+				return Accepted{}, err
+			}
+		}
+		ev := Event{
+			Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
+			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID,
+			LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
+			PayloadChunks: chunks, ErrorCode: d.Quarantine,
+		}
+		return Accepted{Event: ev}, nil
+	}
+
+	ev, err := decodeEvent(old)
+	if err != nil {
+		return Accepted{}, err
+	}
+	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != hash}
+	if !ev.Status.Terminal() {
+		res.Event.DeliveryCount++
+		res.Event.LastDeliveryID = d.DeliveryID
+		// The first delivery may have crashed between the event write and the
+		// chunk writes; rewriting identical, hash-keyed chunks is idempotent.
+		if ev.PayloadChunks > 0 && !res.PayloadMismatch && ev.Status == StatusReceived {
+			if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, ev.PayloadChunks); err != nil {
+				return Accepted{}, err
+			}
+		}
+	}
+	return res, nil
+}
+
+func deliveryReason(d Delivery) string {
+	if d.DeliveryID == "" {
+		return ""
+	}
+	return "delivery " + d.DeliveryID
+}
+
+func (l *Ledger) putChunks(ctx context.Context, source, eventID, hash string, stored []byte, chunks int) error {
+	expires := l.now().Add(l.opts.PayloadRetention).Unix()
+	for i := 0; i < chunks; i++ {
+		lo, hi := i*chunkBytes, min((i+1)*chunkBytes, len(stored))
+		_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(l.opts.Table),
+			Item: map[string]types.AttributeValue{
+				attrPK:       sv(eventPK(source, eventID)),
+				attrSK:       sv(chunkSK(hash, i)),
+				"data":       &types.AttributeValueMemberB{Value: stored[lo:hi]},
+				TTLAttribute: nv(expires),
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("store payload chunk %d of %s/%s: %w", i, source, eventID, translate(err))
+		}
+	}
+	return nil
+}
+
+func chunkSK(hash string, i int) string { return "PL#" + hash + "#" + strconv.Itoa(i) }
+
+// Payload returns the raw payload bytes of ev: inline from the item, or from
+// its chunk items (one GetItem per chunk). A missing chunk is ErrUnavailable:
+// the intake that wrote the row may not have finished, and a provider retry
+// rewrites it.
+func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
+	stored := ev.payload
+	if ev.PayloadChunks > 0 {
+		var buf bytes.Buffer
+		for i := 0; i < ev.PayloadChunks; i++ {
+			out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+				TableName:      aws.String(l.opts.Table),
+				Key:            map[string]types.AttributeValue{attrPK: sv(eventPK(ev.Source, ev.EventID)), attrSK: sv(chunkSK(ev.PayloadHash, i))},
+				ConsistentRead: aws.Bool(true),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("load payload chunk %d of %s/%s: %w", i, ev.Source, ev.EventID, translate(err))
+			}
+			b, ok := out.Item["data"].(*types.AttributeValueMemberB)
+			if !ok {
+				return nil, fmt.Errorf("payload chunk %d of %s/%s missing: %w", i, ev.Source, ev.EventID, ErrUnavailable)
+			}
+			buf.Write(b.Value)
+		}
+		stored = buf.Bytes()
+	}
+	raw, err := decodePayload(stored, ev.encoded)
+	if err != nil {
+		return nil, fmt.Errorf("payload of %s/%s: %w", ev.Source, ev.EventID, err)
+	}
+	if payloadHash(raw) != ev.PayloadHash {
+		return nil, fmt.Errorf("payload of %s/%s does not match its hash: %w", ev.Source, ev.EventID, ErrUnavailable)
+	}
+	return raw, nil
+}
+
+func encodePayload(raw []byte) ([]byte, string, error) {
+	if len(raw) <= compressAbove {
+		return raw, "raw", nil
+	}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, "", fmt.Errorf("compress payload: %w", err)
+	}
+	if _, err := zw.Write(raw); err != nil {
+		return nil, "", fmt.Errorf("compress payload: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, "", fmt.Errorf("compress payload: %w", err)
+	}
+	if buf.Len() >= len(raw) {
+		return raw, "raw", nil // incompressible: store as is
+	}
+	return buf.Bytes(), "gzip", nil
+}
+
+func decodePayload(stored []byte, enc string) ([]byte, error) {
+	switch enc {
+	case "raw", "":
+		return stored, nil
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(stored))
+		if err != nil {
+			return nil, fmt.Errorf("decompress: %w", err)
+		}
+		raw, err := io.ReadAll(io.LimitReader(zr, MaxPayloadBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("decompress: %w", err)
+		}
+		return raw, nil
+	default:
+		return nil, fmt.Errorf("unknown payload encoding %q", enc)
+	}
+}

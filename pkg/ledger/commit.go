@@ -1,0 +1,348 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ProjectionWrite is the new state of one projection subject, as computed by
+// a projection from an event.
+type ProjectionWrite struct {
+	Name        string         // projection name, e.g. "stripe_subscription"
+	Subject     string         // business entity key, e.g. the subscription id
+	Version     int64          // source revision; higher wins
+	Fingerprint string         // equal fingerprints mean equal business state
+	Terminal    bool           // no later version may change this subject again (a deletion)
+	State       map[string]any // the projected business state
+}
+
+// Intent is one business effect to perform later, exactly once.
+type Intent struct {
+	OperationID string         // stable key: hash(subject, transition, version); the downstream idempotency key
+	Kind        string         // e.g. "entitlement.grant"
+	Subject     string         // the business entity it concerns
+	Payload     map[string]any // what the effect needs
+}
+
+// Projection is the stored state of one subject.
+type Projection struct {
+	Name        string         `dynamodbav:"name"`
+	Subject     string         `dynamodbav:"subject"`
+	Version     int64          `dynamodbav:"version"`
+	Fingerprint string         `dynamodbav:"fingerprint"`
+	Terminal    bool           `dynamodbav:"terminal"`
+	State       map[string]any `dynamodbav:"state"`
+	UpdatedAt   int64          `dynamodbav:"updated_at"`
+	LastEvent   string         `dynamodbav:"last_event"`
+}
+
+// StoredIntent is an outbox intent as stored.
+type StoredIntent struct {
+	OperationID string         `dynamodbav:"operation_id"`
+	Kind        string         `dynamodbav:"kind"`
+	Subject     string         `dynamodbav:"subject"`
+	Status      string         `dynamodbav:"status"`
+	Payload     map[string]any `dynamodbav:"payload"`
+	Causation   string         `dynamodbav:"causation"` // source/event_id that created it
+	CreatedAt   int64          `dynamodbav:"created_at"`
+}
+
+// IntentPending is the status of a newly written intent. The dispatcher
+// (a later issue) moves it on.
+const IntentPending = "PENDING"
+
+// Committed is the outcome of Commit.
+type Committed struct {
+	Result Result
+	// Conflict is set when the projection already holds the same version with a
+	// contradictory state; the event was quarantined, not processed.
+	Conflict bool
+}
+
+func projectionKey(name, subject string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv("PJ#" + name + "#" + subject), attrSK: sv(skProjection)}
+}
+
+func intentKey(op string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv("OP#" + op), attrSK: sv(skIntent)}
+}
+
+// Commit completes a claimed event in one TransactWriteItems: the event moves
+// to PROCESSED only if the claim's lease token is still current (fencing), the
+// projection is written under its version guard, and each intent is put under
+// attribute_not_exists. A failed version guard is not an error: the event is
+// recorded as stale or noop (or quarantined on a same-version conflict) with a
+// second, fenced write.
+//
+// write == nil means no projection handles the event: it is processed with
+// outcome ignored.
+func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, intents []Intent) (Committed, error) {
+	if write == nil {
+		res := Result{Outcome: OutcomeIgnored}
+		return Committed{Result: res}, l.finish(ctx, c, res, "no projection for "+c.Event.EventType)
+	}
+	if err := validID("projection subject", write.Subject, MaxIDLength); err != nil {
+		return Committed{}, err
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		res := Result{Outcome: OutcomeApplied, Projection: write.Name, Subject: write.Subject, Version: write.Version, Intents: len(intents)}
+		items, err := l.commitItems(c, write, intents, res)
+		if err != nil {
+			return Committed{}, err
+		}
+		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return Committed{Result: res}, nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
+		}
+		failed := conditionFailures(tce)
+		if len(failed) == 0 {
+			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
+		}
+		if _, ok := failed[0]; ok {
+			return Committed{}, fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
+		}
+		if old, ok := failed[1]; ok {
+			return l.resolveGuard(ctx, c, write, old)
+		}
+		// An intent with the same operation id exists: another event already
+		// carried this business intent. Keep the one effect; drop ours.
+		kept := intents[:0:0]
+		for i, in := range intents {
+			if _, dup := failed[2+i]; !dup {
+				kept = append(kept, in)
+			}
+		}
+		intents = kept
+	}
+	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, ErrConflict)
+}
+
+// conditionFailures returns, by transaction index, the items whose condition
+// failed, with the old item when DynamoDB returned it.
+func conditionFailures(tce *types.TransactionCanceledException) map[int]map[string]types.AttributeValue {
+	out := map[int]map[string]types.AttributeValue{}
+	for i, r := range tce.CancellationReasons {
+		if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
+			out[i] = r.Item
+		}
+	}
+	return out
+}
+
+func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res Result) ([]types.TransactWriteItem, error) {
+	now := l.now()
+	eventUpdate, err := l.finishUpdate(c, res, "")
+	if err != nil {
+		return nil, err
+	}
+	state, err := attributevalue.MarshalMap(w.State)
+	if err != nil {
+		return nil, fmt.Errorf("%w: projection state: %v", ErrInvalid, err)
+	}
+	pitem := projectionKey(w.Name, w.Subject)
+	pitem["item"] = sv("projection")
+	pitem["name"] = sv(w.Name)
+	pitem["subject"] = sv(w.Subject)
+	pitem["version"] = nv(w.Version)
+	pitem["fingerprint"] = sv(w.Fingerprint)
+	pitem["terminal"] = &types.AttributeValueMemberBOOL{Value: w.Terminal}
+	pitem["state"] = &types.AttributeValueMemberM{Value: state}
+	pitem["updated_at"] = nv(ms(now))
+	pitem["last_event"] = sv(c.Event.Source + "/" + c.Event.EventID)
+
+	items := []types.TransactWriteItem{
+		{Update: eventUpdate},
+		{Put: &types.Put{
+			TableName:                           aws.String(l.opts.Table),
+			Item:                                pitem,
+			ConditionExpression:                 aws.String("attribute_not_exists(pk) OR (version < :v AND terminal = :f AND fingerprint <> :fp)"),
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":v": nv(w.Version), ":f": &types.AttributeValueMemberBOOL{Value: false}, ":fp": sv(w.Fingerprint)},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+	}
+	for _, in := range intents {
+		if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
+			return nil, err
+		}
+		payload, err := attributevalue.MarshalMap(in.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: intent payload: %v", ErrInvalid, err)
+		}
+		it := intentKey(in.OperationID)
+		it["item"] = sv("intent")
+		it["operation_id"] = sv(in.OperationID)
+		it["kind"] = sv(in.Kind)
+		it["subject"] = sv(in.Subject)
+		it["status"] = sv(IntentPending)
+		it["payload"] = &types.AttributeValueMemberM{Value: payload}
+		it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
+		it["created_at"] = nv(ms(now))
+		it[attrDueShard] = sv(l.dueShard("OP", in.OperationID))
+		it[attrDueAt] = nv(ms(now))
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:           aws.String(l.opts.Table),
+			Item:                it,
+			ConditionExpression: aws.String("attribute_not_exists(pk)"),
+		}})
+	}
+	return items, nil
+}
+
+// resolveGuard records what a failed version guard means (DESIGN.md §6).
+func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, oldItem map[string]types.AttributeValue) (Committed, error) {
+	if len(oldItem) == 0 {
+		// The store did not return the old item: read it.
+		out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: projectionKey(w.Name, w.Subject), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return Committed{}, fmt.Errorf("read projection %s/%s: %w", w.Name, w.Subject, translate(err))
+		}
+		oldItem = out.Item
+	}
+	var old Projection
+	if err := attributevalue.UnmarshalMap(oldItem, &old); err != nil {
+		return Committed{}, fmt.Errorf("decode projection %s/%s: %w", w.Name, w.Subject, err)
+	}
+	res := Result{Projection: w.Name, Subject: w.Subject, Version: w.Version}
+	switch {
+	case old.Terminal || old.Version > w.Version:
+		res.Outcome = OutcomeStale
+		why := fmt.Sprintf("projection at version %d", old.Version)
+		if old.Terminal {
+			why += " is terminal"
+		}
+		return Committed{Result: res}, l.finish(ctx, c, res, why)
+	case old.Version == w.Version && old.Fingerprint == w.Fingerprint:
+		res.Outcome = OutcomeNoop
+		return Committed{Result: res}, l.finish(ctx, c, res, "same version, same state")
+	case old.Version == w.Version:
+		msg := fmt.Sprintf("version %d already applied with a different state", w.Version)
+		return Committed{Conflict: true, Result: res}, l.Quarantine(ctx, c, "version_conflict", msg)
+	default:
+		// Newer version, same business state: advance the version (so an
+		// older event can never apply later) but create no intents.
+		res.Outcome = OutcomeNoop
+		return Committed{Result: res}, l.advance(ctx, c, w, old, res)
+	}
+}
+
+func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, res Result) error {
+	eventUpdate, err := l.finishUpdate(c, res, "newer version, same state")
+	if err != nil {
+		return err
+	}
+	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: eventUpdate},
+		{Update: &types.Update{
+			TableName:           aws.String(l.opts.Table),
+			Key:                 projectionKey(w.Name, w.Subject),
+			UpdateExpression:    aws.String("SET version = :v, updated_at = :now, last_event = :ev"),
+			ConditionExpression: aws.String("version = :old AND fingerprint = :fp AND terminal = :f"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":v": nv(w.Version), ":old": nv(old.Version), ":fp": sv(w.Fingerprint), ":f": &types.AttributeValueMemberBOOL{Value: false},
+				":now": nv(ms(l.now())), ":ev": sv(c.Event.Source + "/" + c.Event.EventID),
+			},
+		}},
+	}})
+	if err == nil {
+		return nil
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		if _, ok := conditionFailures(tce)[0]; ok {
+			return fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
+		}
+	}
+	// The projection moved under us: retry the event from the top.
+	return fmt.Errorf("advance projection %s/%s: %w", w.Name, w.Subject, translate(err))
+}
+
+// finishUpdate builds the fenced update that moves a claimed event to
+// PROCESSED with a stored result and a retention TTL.
+func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update, error) {
+	now := l.now()
+	rv, err := attributevalue.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("%w: result: %v", ErrInvalid, err)
+	}
+	if reason == "" {
+		reason = "outcome " + string(res.Outcome)
+	}
+	return &types.Update{
+		TableName: aws.String(l.opts.Table),
+		Key:       eventKey(c.Event.Source, c.Event.EventID),
+		UpdateExpression: aws.String("SET #status = :done, processed_at = :now, #result = :res, expires_at = :ttl, " +
+			"audit = list_append(audit, :audit) REMOVE lease_owner, lease_token, lease_expires_at, due_shard, due_at, next_attempt_at, error_code, error_message"),
+		ConditionExpression:      aws.String("#status = :proc AND lease_token = :tok"),
+		ExpressionAttributeNames: map[string]string{"#status": "status", "#result": "result"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":done": sv(string(StatusProcessed)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
+			":now": nv(ms(now)), ":res": rv, ":ttl": nv(now.Add(l.opts.Retention).Unix()),
+			":audit": auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(string(res.Outcome)+": "+reason, MaxReasonLen)),
+		},
+	}, nil
+}
+
+// finish moves a claimed event to PROCESSED without touching a projection.
+func (l *Ledger) finish(ctx context.Context, c Claim, res Result, reason string) error {
+	u, err := l.finishUpdate(c, res, reason)
+	if err != nil {
+		return err
+	}
+	return l.fencedUpdate(ctx, c, u)
+}
+
+// GetProjection reads a projection (strongly consistent).
+func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Projection, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: projectionKey(name, subject), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Projection{}, fmt.Errorf("get projection %s/%s: %w", name, subject, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return Projection{}, fmt.Errorf("projection %s/%s: %w", name, subject, ErrNotFound)
+	}
+	var p Projection
+	if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
+		return Projection{}, fmt.Errorf("decode projection %s/%s: %w", name, subject, err)
+	}
+	return p, nil
+}
+
+// GetIntent reads an outbox intent (strongly consistent).
+func (l *Ledger) GetIntent(ctx context.Context, operationID string) (StoredIntent, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: intentKey(operationID), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return StoredIntent{}, fmt.Errorf("get intent %s: %w", operationID, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return StoredIntent{}, fmt.Errorf("intent %s: %w", operationID, ErrNotFound)
+	}
+	var in StoredIntent
+	if err := attributevalue.UnmarshalMap(out.Item, &in); err != nil {
+		return StoredIntent{}, fmt.Errorf("decode intent %s: %w", operationID, err)
+	}
+	return in, nil
+}
+
+// ResultJSON renders a stored result as the body of a 200 for a duplicate.
+func ResultJSON(ev Event) []byte {
+	body := map[string]any{
+		"source": ev.Source, "event_id": ev.EventID, "status": ev.Status,
+		"processed_at": ev.ProcessedAt.Format("2006-01-02T15:04:05.000Z07:00"),
+	}
+	if ev.Result != nil {
+		body["result"] = ev.Result
+	}
+	b, _ := json.Marshal(body)
+	return b
+}

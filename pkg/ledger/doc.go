@@ -1,0 +1,53 @@
+// Package ledger provides the event ledger: one DynamoDB table that holds every
+// accepted webhook event, its processing state, its payload, the projections
+// derived from it and the outbox intents it produced.
+//
+// # State machine (DESIGN.md §4)
+//
+//	RECEIVED ──claim──> PROCESSING(lease_owner, lease_token, lease_expires_at, attempts+1)
+//	PROCESSING ──commit──> PROCESSED(outcome: applied | stale | noop | ignored)
+//	PROCESSING ──transient error──> RETRY_WAIT(next_attempt_at) ──claim──> PROCESSING
+//	PROCESSING, lease expired ──claim by another worker──> PROCESSING (new token)
+//	PROCESSING ──attempts exhausted──> DEAD
+//	PROCESSING ──permanent error──> QUARANTINED
+//	DEAD ──redrive from the DLQ──> PROCESSING (audited as a redrive)
+//	DEAD, QUARANTINED ──operator replay(reason, actor)──> RECEIVED (same identity)
+//
+// Every transition is one conditional write that also appends an audit entry
+// (when, what, who, why) to the event item, so the trail can never disagree
+// with the status.
+//
+// # Items
+//
+// The table has a string partition key "pk" and sort key "sk":
+//
+//	EV#<source>#<event_id>  EV            the event: identity, status, lease, audit (small, mutable)
+//	EV#<source>#<event_id>  PL#<hash>#<n> payload chunks when the payload does not fit inline (immutable)
+//	PJ#<name>#<subject>     PJ            a projection: state, version, fingerprint
+//	OP#<operation_id>       OP            an outbox intent
+//
+// Unfinished events (RECEIVED, PROCESSING, RETRY_WAIT) carry "due_shard" and
+// "due_at", the keys of the sparse, write-sharded GSI "due": the reconciler
+// finds stuck work by querying it, never by scanning. Terminal events drop
+// those attributes and gain the TTL attribute "expires_at".
+//
+// # Cost (DESIGN.md §9)
+//
+// DynamoDB bills an update by the size of the whole item. The payload is
+// therefore kept inline only when the compressed payload is small enough that
+// the event item stays within one 1 KB write unit (so carrying it costs
+// nothing extra); otherwise it is written once, before the event item, as
+// immutable chunk items keyed by the payload hash, and status changes never
+// touch it. Payloads are gzip-compressed above 1 KB.
+//
+// # Where this differs from DESIGN.md §6, and why
+//
+// DESIGN.md asks for acceptance by a conditional PutItem whose failure returns
+// the existing row. Accept instead uses one UpdateItem "upsert" with
+// ReturnValues=ALL_OLD: it is the same single-request, atomic test-and-set
+// (exactly one concurrent caller sees no old item, every other caller learns
+// the existing row from the same response, no second read), and it also
+// records the duplicate delivery itself (delivery_count, last_delivery_id),
+// which a failed PutItem cannot do without a second write. Identity fields
+// are written with if_not_exists, so a duplicate never changes them.
+package ledger

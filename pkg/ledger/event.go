@@ -1,0 +1,234 @@
+package ledger
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute names shared by expressions.
+const (
+	attrPK       = "pk"
+	attrSK       = "sk"
+	skEvent      = "EV"
+	skProjection = "PJ"
+	skIntent     = "OP"
+
+	// DueIndex is the sparse GSI over unfinished events.
+	DueIndex     = "due"
+	attrDueShard = "due_shard"
+	attrDueAt    = "due_at"
+	// TTLAttribute is the table's TTL attribute (epoch seconds).
+	TTLAttribute = "expires_at"
+)
+
+// Bounds on what the ledger stores, so a hostile or broken payload cannot
+// grow an item without limit.
+const (
+	MaxIDLength        = 256
+	MaxTypeLength      = 128
+	MaxErrorMessageLen = 512
+	MaxErrorCodeLen    = 64
+	MaxReasonLen       = 512
+)
+
+// AuditEntry is one transition: when, from what to what, by whom and why.
+type AuditEntry struct {
+	At     time.Time `json:"at"`
+	From   Status    `json:"from,omitempty"`
+	To     Status    `json:"to"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Result is what a processed event did; it is the body a duplicate delivery
+// of a processed event receives (the stored result).
+type Result struct {
+	Outcome    Outcome `json:"outcome"`
+	Projection string  `json:"projection,omitempty"`
+	Subject    string  `json:"subject,omitempty"`
+	Version    int64   `json:"version,omitempty"`
+	Intents    int     `json:"intents,omitempty"`
+}
+
+// Event is the read model of one ledger row.
+type Event struct {
+	Source    string
+	EventID   string
+	EventType string
+	Subject   string // provider subject hint from intake, may be empty
+
+	Status        Status
+	Attempts      int // attempts in the current round (reset by redrive and replay)
+	TotalAttempts int
+	LeaseOwner    string
+	LeaseToken    string
+	LeaseExpires  time.Time
+	NextAttemptAt time.Time
+	ErrorCode     string
+	ErrorMessage  string
+
+	ReceivedAt  time.Time
+	ProcessedAt time.Time
+	ExpiresAt   time.Time
+
+	DeliveryCount   int
+	FirstDeliveryID string
+	LastDeliveryID  string
+	LastDeliveryAt  time.Time
+
+	PayloadHash   string
+	PayloadSize   int
+	PayloadChunks int // 0 when inline
+
+	Result *Result
+	Audit  []AuditEntry
+
+	payload []byte // stored bytes when inline (possibly gzip)
+	encoded string // "raw" or "gzip"
+}
+
+// item is the DynamoDB shape of an event. Times are epoch milliseconds so that
+// conditions can compare them.
+type item struct {
+	PK            string         `dynamodbav:"pk"`
+	SK            string         `dynamodbav:"sk"`
+	Source        string         `dynamodbav:"source"`
+	EventID       string         `dynamodbav:"event_id"`
+	EventType     string         `dynamodbav:"event_type"`
+	Subject       string         `dynamodbav:"subject,omitempty"`
+	Status        Status         `dynamodbav:"status"`
+	Attempts      int            `dynamodbav:"attempts"`
+	TotalAttempts int            `dynamodbav:"total_attempts"`
+	LeaseOwner    string         `dynamodbav:"lease_owner,omitempty"`
+	LeaseToken    string         `dynamodbav:"lease_token,omitempty"`
+	LeaseExpires  int64          `dynamodbav:"lease_expires_at,omitempty"`
+	NextAttemptAt int64          `dynamodbav:"next_attempt_at,omitempty"`
+	ErrorCode     string         `dynamodbav:"error_code,omitempty"`
+	ErrorMessage  string         `dynamodbav:"error_message,omitempty"`
+	ReceivedAt    int64          `dynamodbav:"received_at"`
+	ProcessedAt   int64          `dynamodbav:"processed_at,omitempty"`
+	ExpiresAt     int64          `dynamodbav:"expires_at,omitempty"`
+	DeliveryCount int            `dynamodbav:"delivery_count"`
+	FirstDelivery string         `dynamodbav:"first_delivery_id,omitempty"`
+	LastDelivery  string         `dynamodbav:"last_delivery_id,omitempty"`
+	LastDelivAt   int64          `dynamodbav:"last_delivery_at,omitempty"`
+	PayloadHash   string         `dynamodbav:"payload_hash"`
+	PayloadSize   int            `dynamodbav:"payload_size"`
+	PayloadChunks int            `dynamodbav:"payload_chunks"`
+	PayloadEnc    string         `dynamodbav:"payload_enc"`
+	Payload       []byte         `dynamodbav:"payload,omitempty"`
+	Result        *Result        `dynamodbav:"result,omitempty"`
+	Audit         []auditItem    `dynamodbav:"audit"`
+}
+
+type auditItem struct {
+	At     int64  `dynamodbav:"at"`
+	From   string `dynamodbav:"from,omitempty"`
+	To     string `dynamodbav:"to"`
+	Actor  string `dynamodbav:"actor"`
+	Action string `dynamodbav:"action"`
+	Reason string `dynamodbav:"reason,omitempty"`
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func eventPK(source, eventID string) string { return "EV#" + source + "#" + eventID }
+
+func eventKey(source, eventID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK: &types.AttributeValueMemberS{Value: eventPK(source, eventID)},
+		attrSK: &types.AttributeValueMemberS{Value: skEvent},
+	}
+}
+
+// dueShard spreads unfinished events over the GSI partitions.
+func (l *Ledger) dueShard(source, eventID string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(source + "#" + eventID))
+	return fmt.Sprintf("%d", h.Sum32()%uint32(l.opts.DueShards))
+}
+
+func decodeEvent(av map[string]types.AttributeValue) (Event, error) {
+	var it item
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return Event{}, fmt.Errorf("decode event item: %w", err)
+	}
+	ev := Event{
+		Source: it.Source, EventID: it.EventID, EventType: it.EventType, Subject: it.Subject,
+		Status: it.Status, Attempts: it.Attempts, TotalAttempts: it.TotalAttempts,
+		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
+		NextAttemptAt: fromMS(it.NextAttemptAt), ErrorCode: it.ErrorCode, ErrorMessage: it.ErrorMessage,
+		ReceivedAt: fromMS(it.ReceivedAt), ProcessedAt: fromMS(it.ProcessedAt),
+		DeliveryCount: it.DeliveryCount, FirstDeliveryID: it.FirstDelivery, LastDeliveryID: it.LastDelivery,
+		LastDeliveryAt: fromMS(it.LastDelivAt),
+		PayloadHash:    it.PayloadHash, PayloadSize: it.PayloadSize, PayloadChunks: it.PayloadChunks,
+		Result: it.Result, payload: it.Payload, encoded: it.PayloadEnc,
+	}
+	if it.ExpiresAt != 0 {
+		ev.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
+	}
+	for _, a := range it.Audit {
+		ev.Audit = append(ev.Audit, AuditEntry{At: fromMS(a.At), From: Status(a.From), To: Status(a.To), Actor: a.Actor, Action: a.Action, Reason: a.Reason})
+	}
+	return ev, nil
+}
+
+// auditValue encodes one audit entry as a one-element list for list_append.
+func auditValue(at time.Time, from, to Status, actor, action, reason string) types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		"at":     &types.AttributeValueMemberN{Value: fmt.Sprintf("%d", ms(at))},
+		"to":     &types.AttributeValueMemberS{Value: string(to)},
+		"actor":  &types.AttributeValueMemberS{Value: truncate(actor, MaxIDLength)},
+		"action": &types.AttributeValueMemberS{Value: action},
+	}
+	if from != "" {
+		m["from"] = &types.AttributeValueMemberS{Value: string(from)}
+	}
+	if reason != "" {
+		m["reason"] = &types.AttributeValueMemberS{Value: truncate(reason, MaxReasonLen)}
+	}
+	return &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: m}}}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+func validID(kind, v string, maxLen int) error {
+	if v == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalid, kind)
+	}
+	if len(v) > maxLen {
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, kind, maxLen)
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: %s contains control characters", ErrInvalid, kind)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Status is an event's processing state (DESIGN.md §4). It is a different
+// dimension from business state: a cancelled order can have an uncertain refund.
+type Status string
+
+// The processing states.
+const (
+	StatusReceived    Status = "RECEIVED"
+	StatusProcessing  Status = "PROCESSING"
+	StatusProcessed   Status = "PROCESSED"
+	StatusRetryWait   Status = "RETRY_WAIT"
+	StatusDead        Status = "DEAD"
+	StatusQuarantined Status = "QUARANTINED"
+)
+
+// Terminal reports whether no worker will pick the event up again without an
+// operator (or a DLQ redrive).
+func (s Status) Terminal() bool {
+	return s == StatusProcessed || s == StatusDead || s == StatusQuarantined
+}
+
+// Outcome says what a PROCESSED event did to business state.
+type Outcome string
+
+// The outcomes of a processed event.
+const (
+	OutcomeApplied Outcome = "applied" // the projection changed
+	OutcomeStale   Outcome = "stale"   // an older version than the projection holds
+	OutcomeNoop    Outcome = "noop"    // the projection already had this state
+	OutcomeIgnored Outcome = "ignored" // no projection handles this event type
+)
+
+// Errors returned by the ledger. AWS exceptions are translated into these at
+// this boundary; callers use errors.Is.
+var (
+	// ErrNotFound: no event item under that identity.
+	ErrNotFound = errors.New("ledger: event not found")
+	// ErrNotClaimable: the event is in a state that cannot be claimed now
+	// (processed, quarantined, a live lease elsewhere, or a retry not yet due).
+	ErrNotClaimable = errors.New("ledger: event not claimable")
+	// ErrLeaseLost: the caller's lease token is no longer the event's; another
+	// worker took over and this one must not complete (fencing, I5).
+	ErrLeaseLost = errors.New("ledger: lease lost")
+	// ErrConflict: a concurrent writer touched the same items; retry later.
+	ErrConflict = errors.New("ledger: concurrent write conflict")
+	// ErrUnavailable: DynamoDB throttled or failed; retryable.
+	ErrUnavailable = errors.New("ledger: store unavailable")
+	// ErrInvalid: the caller passed something the ledger refuses to store.
+	ErrInvalid = errors.New("ledger: invalid input")
+	// ErrNotReplayable: replay asked for an event that is not DEAD or QUARANTINED.
+	ErrNotReplayable = errors.New("ledger: event not in a replayable state")
+)
+
+// Clock tells the time. Tests inject a fake one so leases, retries and TTLs
+// are deterministic.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// TokenSource mints lease tokens. Each claim gets a fresh one.
+type TokenSource func() string
+
+// RandomTokens mints 128-bit random hex tokens.
+func RandomTokens() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// DynamoDB is the part of the DynamoDB client the ledger uses.
+type DynamoDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+var _ DynamoDB = (*dynamodb.Client)(nil)
+
+// Options configure a Ledger. The zero value of every field has a safe default.
+type Options struct {
+	// Table is the DynamoDB table name (required).
+	Table string
+	// Clock defaults to the wall clock.
+	Clock Clock
+	// Tokens defaults to RandomTokens.
+	Tokens TokenSource
+	// Retention is how long a terminal event is kept before DynamoDB's TTL
+	// removes it. Default 30 days. It must not be shorter than the longest
+	// provider retry window of the sources using this table (Stripe retries
+	// for up to 3 days), or a late retry would be accepted as new.
+	Retention time.Duration
+	// PayloadRetention is how long an out-of-line payload chunk is kept; it is
+	// written once and never updated, so its TTL is fixed at write time.
+	// Default 400 days: far beyond Retention so an unresolved (DEAD or
+	// QUARANTINED) event keeps its body while operators look at it.
+	PayloadRetention time.Duration
+	// DueShards is the number of partitions of the sparse "due" index.
+	// Default 4. Changing it needs a backfill, so pick it once.
+	DueShards int
+	// InlinePayloadMax is the largest stored (compressed) payload kept inside
+	// the event item. Default 600 bytes, which keeps a typical event item
+	// within one write unit.
+	InlinePayloadMax int
+	// Actor names this process in audit entries (for example "processor" or
+	// the Lambda log stream). Default "ledger".
+	Actor string
+}
+
+// MinRetention is the floor for Options.Retention: the longest documented
+// provider retry window (Stripe: 3 days) plus a day of margin.
+const MinRetention = 4 * 24 * time.Hour
+
+// Ledger is the DynamoDB-backed event ledger.
+type Ledger struct {
+	db   DynamoDB
+	opts Options
+}
+
+// New returns a Ledger over db. It validates the options.
+func New(db DynamoDB, opts Options) (*Ledger, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil DynamoDB client", ErrInvalid)
+	}
+	if opts.Table == "" {
+		return nil, fmt.Errorf("%w: table name is required", ErrInvalid)
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.Tokens == nil {
+		opts.Tokens = RandomTokens
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 30 * 24 * time.Hour
+	}
+	if opts.Retention < MinRetention {
+		return nil, fmt.Errorf("%w: retention %s is shorter than the provider retry window floor %s", ErrInvalid, opts.Retention, MinRetention)
+	}
+	if opts.PayloadRetention == 0 {
+		opts.PayloadRetention = 400 * 24 * time.Hour
+	}
+	if opts.PayloadRetention < opts.Retention {
+		return nil, fmt.Errorf("%w: payload retention %s is shorter than event retention %s", ErrInvalid, opts.PayloadRetention, opts.Retention)
+	}
+	if opts.DueShards <= 0 {
+		opts.DueShards = 4
+	}
+	if opts.InlinePayloadMax <= 0 {
+		opts.InlinePayloadMax = 600
+	}
+	if opts.Actor == "" {
+		opts.Actor = "ledger"
+	}
+	return &Ledger{db: db, opts: opts}, nil
+}
+
+// Table returns the table name.
+func (l *Ledger) Table() string { return l.opts.Table }
+
+func (l *Ledger) now() time.Time { return l.opts.Clock.Now().UTC() }

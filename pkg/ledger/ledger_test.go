@@ -1,0 +1,120 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/awstrace"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/localaws"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	L     *ledger.Ledger
+	Clock *ledger.ManualClock
+	Rec   *awstrace.Recorder
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	d := localaws.NewDynamo()
+	t.Cleanup(d.Close)
+	rec := &awstrace.Recorder{}
+	db := d.Client(rec.APIOption)
+	if err := ledger.CreateTable(context.Background(), db, "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	clock := ledger.NewManualClock(t0)
+	n := 0
+	var mu sync.Mutex
+	l, err := ledger.New(db, ledger.Options{Table: "ledger", Clock: clock, Tokens: func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fmt.Sprintf("tok-%d", n)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Reset()
+	return fixture{L: l, Clock: clock, Rec: rec}
+}
+
+func delivery(id string, payload string) ledger.Delivery {
+	return ledger.Delivery{Source: "stripe", EventID: id, EventType: "customer.subscription.updated", DeliveryID: "d-" + id, Payload: []byte(payload)}
+}
+
+func TestAcceptIsOneRequestAndDuplicatesLearnTheRow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a, err := f.L.Accept(ctx, delivery("evt_1", `{"id":"evt_1"}`))
+	if err != nil || a.Duplicate {
+		t.Fatalf("first accept: %+v %v", a, err)
+	}
+	if got := f.Rec.Total("DynamoDB"); got != 1 {
+		t.Fatalf("new event cost %d DynamoDB requests, want 1 (%s)", got, f.Rec)
+	}
+	f.Rec.Reset()
+	d2 := delivery("evt_1", `{"id":"evt_1"}`)
+	d2.DeliveryID = "d-second"
+	b, err := f.L.Accept(ctx, d2)
+	if err != nil || !b.Duplicate || b.Event.Status != ledger.StatusReceived {
+		t.Fatalf("duplicate accept: %+v %v", b, err)
+	}
+	if got := f.Rec.Total("DynamoDB"); got != 1 {
+		t.Fatalf("duplicate cost %d requests, want 1", got)
+	}
+	ev, err := f.L.Get(ctx, "stripe", "evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.DeliveryCount != 2 || ev.LastDeliveryID != "d-second" || ev.FirstDeliveryID != "d-evt_1" {
+		t.Fatalf("delivery bookkeeping: count=%d last=%q first=%q", ev.DeliveryCount, ev.LastDeliveryID, ev.FirstDeliveryID)
+	}
+	if len(ev.Audit) != 1 || ev.Audit[0].Action != "accept" || ev.Audit[0].To != ledger.StatusReceived {
+		t.Fatalf("audit: %+v", ev.Audit)
+	}
+	due, err := f.L.ListDue(ctx, t0, 10)
+	if err != nil || len(due) != 1 || due[0].EventID != "evt_1" {
+		t.Fatalf("due: %+v %v", due, err)
+	}
+}
+
+func TestLargePayloadRoundTripsAndIsNotInTheStatusItem(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, size := range []int{10, 4 << 10, 64 << 10, ledger.MaxPayloadBytes} {
+		// Incompressible enough to force chunking at the largest size.
+		var b strings.Builder
+		x := uint32(size)
+		for b.Len() < size {
+			x = x*1664525 + 1013904223
+			b.WriteByte(byte('a' + x>>27))
+		}
+		id := fmt.Sprintf("evt_size_%d", size)
+		if _, err := f.L.Accept(ctx, delivery(id, b.String())); err != nil {
+			t.Fatalf("accept %d: %v", size, err)
+		}
+		c, err := f.L.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := f.L.Payload(ctx, c.Event)
+		if err != nil || string(raw) != b.String() {
+			t.Fatalf("payload %d round trip: len %d err %v", size, len(raw), err)
+		}
+		if size > 1024 && c.Event.PayloadChunks == 0 {
+			t.Fatalf("payload of %d bytes kept inline", size)
+		}
+	}
+	if _, err := f.L.Accept(ctx, delivery("too_big", strings.Repeat("x", ledger.MaxPayloadBytes+1))); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("over-size payload: %v", err)
+	}
+}

@@ -1,0 +1,226 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// fencedUpdate runs an update whose condition includes the claim's lease
+// token; a failed condition means the lease was lost.
+func (l *Ledger) fencedUpdate(ctx context.Context, c Claim, u *types.Update) error {
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 u.TableName,
+		Key:                       u.Key,
+		UpdateExpression:          u.UpdateExpression,
+		ConditionExpression:       u.ConditionExpression,
+		ExpressionAttributeNames:  u.ExpressionAttributeNames,
+		ExpressionAttributeValues: u.ExpressionAttributeValues,
+	})
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("%s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
+	}
+	return fmt.Errorf("update %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
+}
+
+func (l *Ledger) leaveProcessing(c Claim, to Status, action, code, msg string, extraSet string, extraVals map[string]types.AttributeValue, remove string) *types.Update {
+	now := l.now()
+	vals := map[string]types.AttributeValue{
+		":to": sv(string(to)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
+		":code": sv(truncate(code, MaxErrorCodeLen)), ":msg": sv(truncate(msg, MaxErrorMessageLen)),
+		":audit": auditValue(now, StatusProcessing, to, c.Owner, action, truncate(code+": "+msg, MaxReasonLen)),
+	}
+	for k, v := range extraVals {
+		vals[k] = v
+	}
+	set := "SET #status = :to, error_code = :code, error_message = :msg, audit = list_append(audit, :audit)"
+	if extraSet != "" {
+		set += ", " + extraSet
+	}
+	return &types.Update{
+		TableName:                 aws.String(l.opts.Table),
+		Key:                       eventKey(c.Event.Source, c.Event.EventID),
+		UpdateExpression:          aws.String(set + " REMOVE lease_owner, lease_token, lease_expires_at" + remove),
+		ConditionExpression:       aws.String("#status = :proc AND lease_token = :tok"),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
+		ExpressionAttributeValues: vals,
+	}
+}
+
+// RetryLater releases a claim after a transient failure: RETRY_WAIT until
+// next, findable through the due index at that time.
+func (l *Ledger) RetryLater(ctx context.Context, c Claim, code, msg string, next time.Time) error {
+	u := l.leaveProcessing(c, StatusRetryWait, "retry_later", code, msg,
+		"next_attempt_at = :next, due_at = :next", map[string]types.AttributeValue{":next": nv(ms(next))}, "")
+	return l.fencedUpdate(ctx, c, u)
+}
+
+// Dead records that the attempts are exhausted. The event leaves the due
+// index; operators see it by status, and its message goes on to the DLQ.
+func (l *Ledger) Dead(ctx context.Context, c Claim, code, msg string) error {
+	u := l.leaveProcessing(c, StatusDead, "dead", code, msg, "", nil, ", due_shard, due_at, next_attempt_at")
+	return l.fencedUpdate(ctx, c, u)
+}
+
+// Quarantine records a permanent failure (malformed payload, unknown subject,
+// same-version conflict): no retry helps; an operator must look.
+func (l *Ledger) Quarantine(ctx context.Context, c Claim, code, msg string) error {
+	u := l.leaveProcessing(c, StatusQuarantined, "quarantine", code, msg, "", nil, ", due_shard, due_at, next_attempt_at")
+	return l.fencedUpdate(ctx, c, u)
+}
+
+// Replay moves a DEAD or QUARANTINED event back to RECEIVED with the same
+// identity, resetting the round's attempts and recording who asked and why.
+// The caller then enqueues it.
+func (l *Ledger) Replay(ctx context.Context, source, eventID, actor, reason string) (Event, error) {
+	if actor == "" || reason == "" {
+		return Event{}, fmt.Errorf("%w: replay needs an actor and a reason", ErrInvalid)
+	}
+	now := l.now()
+	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(l.opts.Table),
+		Key:       eventKey(source, eventID),
+		UpdateExpression: aws.String("SET #status = :recv, attempts = :zero, due_shard = :shard, due_at = :now, " +
+			"audit = list_append(audit, :audit) REMOVE next_attempt_at, expires_at"),
+		ConditionExpression:      aws.String("#status IN (:dead, :quar)"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":recv": sv(string(StatusReceived)), ":dead": sv(string(StatusDead)), ":quar": sv(string(StatusQuarantined)),
+			":zero": nv(0), ":shard": sv(l.dueShard(source, eventID)), ":now": nv(ms(now)),
+			":audit": auditValue(now, "", StatusReceived, actor, "replay", reason),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if len(ccf.Item) == 0 {
+				return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, ErrNotFound)
+			}
+			cur, _ := decodeEvent(ccf.Item)
+			return cur, fmt.Errorf("replay %s/%s in %s: %w", source, eventID, cur.Status, ErrNotReplayable)
+		}
+		return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, translate(err))
+	}
+	return decodeEvent(out.Attributes)
+}
+
+// GiveUp marks an unfinished event DEAD without holding its lease: the queue
+// has given up on its message (it reached the dead-letter queue) while the
+// ledger still counted attempts left. It never overrides a live lease.
+func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason string) (Event, error) {
+	now := l.now()
+	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(l.opts.Table),
+		Key:       eventKey(source, eventID),
+		UpdateExpression: aws.String("SET #status = :dead, error_code = :code, error_message = :msg, audit = list_append(audit, :audit) " +
+			"REMOVE lease_owner, lease_token, lease_expires_at, due_shard, due_at, next_attempt_at"),
+		ConditionExpression:      aws.String("#status IN (:recv, :retry) OR (#status = :proc AND lease_expires_at < :now)"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":dead": sv(string(StatusDead)), ":recv": sv(string(StatusReceived)), ":retry": sv(string(StatusRetryWait)),
+			":proc": sv(string(StatusProcessing)), ":now": nv(ms(now)),
+			":code": sv("queue_exhausted"), ":msg": sv(truncate(reason, MaxErrorMessageLen)),
+			":audit": auditValue(now, "", StatusDead, actor, "give_up", reason),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if len(ccf.Item) == 0 {
+				return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, ErrNotFound)
+			}
+			cur, _ := decodeEvent(ccf.Item)
+			return cur, &NotClaimableError{Event: cur, Why: "finished or leased"}
+		}
+		return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, translate(err))
+	}
+	return decodeEvent(out.Attributes)
+}
+
+// Get reads one event (strongly consistent), with its audit trail.
+func (l *Ledger) Get(ctx context.Context, source, eventID string) (Event, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(l.opts.Table),
+		Key:            eventKey(source, eventID),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Event{}, fmt.Errorf("get %s/%s: %w", source, eventID, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return Event{}, fmt.Errorf("get %s/%s: %w", source, eventID, ErrNotFound)
+	}
+	return decodeEvent(out.Item)
+}
+
+// DueRef names an unfinished item found through the due index.
+type DueRef struct {
+	Source  string
+	EventID string
+	Status  Status
+	DueAt   time.Time
+}
+
+// ListDue returns unfinished events whose due time is at or before `before`
+// (RECEIVED since then, leases expired by then, retries due by then), oldest
+// first, at most limit. It queries each shard of the sparse due index: no
+// table scan. Index reads are eventually consistent; the claim re-checks.
+func (l *Ledger) ListDue(ctx context.Context, before time.Time, limit int) ([]DueRef, error) {
+	var refs []DueRef
+	for shard := 0; shard < l.opts.DueShards; shard++ {
+		var start map[string]types.AttributeValue
+		for {
+			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
+				TableName:                aws.String(l.opts.Table),
+				IndexName:                aws.String(DueIndex),
+				KeyConditionExpression:   aws.String("due_shard = :s AND due_at <= :b"),
+				FilterExpression:         aws.String("#item = :ev"),
+				ExpressionAttributeNames: map[string]string{"#item": "item"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":s": sv(strconv.Itoa(shard)), ":b": nv(ms(before)), ":ev": sv("event"),
+				},
+				ExclusiveStartKey: start,
+				Limit:             aws.Int32(int32(max(limit, 1))),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list due shard %d: %w", shard, translate(err))
+			}
+			for _, it := range out.Items {
+				ev, err := decodeEvent(it)
+				if err != nil {
+					return nil, err
+				}
+				due := ev.ReceivedAt
+				if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
+					n, _ := strconv.ParseInt(v.Value, 10, 64)
+					due = fromMS(n)
+				}
+				refs = append(refs, DueRef{Source: ev.Source, EventID: ev.EventID, Status: ev.Status, DueAt: due})
+			}
+			start = out.LastEvaluatedKey
+			if len(start) == 0 || len(refs) >= limit*l.opts.DueShards {
+				break
+			}
+		}
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].DueAt.Before(refs[j].DueAt) })
+	if len(refs) > limit {
+		refs = refs[:limit]
+	}
+	return refs, nil
+}

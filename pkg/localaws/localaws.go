@@ -1,0 +1,127 @@
+// Package localaws provides the AWS APIs this product needs, running
+// in-process for tests and the local stack: DynamoDB from
+// github.com/truora/minidyn/server and SQS from github.com/Admiral-Piett/goaws,
+// both spoken to over their real wire protocols by the real SDK clients.
+//
+// goaws keeps its queues in process-global state, so one SQS server serves a
+// whole test binary; give every test its own queue names (UniqueName).
+package localaws
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Admiral-Piett/goaws/app/gosqs"
+	"github.com/Admiral-Piett/goaws/app/models"
+	"github.com/Admiral-Piett/goaws/app/router"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	smithymw "github.com/aws/smithy-go/middleware"
+	"github.com/sirupsen/logrus"
+	"github.com/truora/minidyn/server"
+)
+
+// Region and credentials used against the emulators. They are visibly fake;
+// the emulators do not check signatures.
+const (
+	Region          = "us-east-1"
+	FakeAccessKey   = "AKIDLOCALFAKEKEY"
+	FakeSecretKey   = "local-fake-secret-not-a-real-key"
+	visibilityTicks = 100 * time.Millisecond
+)
+
+// Config returns an aws.Config for the emulators: fixed region, fake static
+// credentials, and SDK retries limited so injected faults surface at once.
+func Config() aws.Config {
+	return aws.Config{
+		Region:           Region,
+		Credentials:      credentials.NewStaticCredentialsProvider(FakeAccessKey, FakeSecretKey, ""),
+		RetryMaxAttempts: 1,
+	}
+}
+
+// Dynamo is a minidyn server on a loopback port.
+type Dynamo struct {
+	URL string
+	srv *httptest.Server
+}
+
+// NewDynamo starts an empty DynamoDB emulator.
+func NewDynamo() *Dynamo {
+	srv := httptest.NewServer(server.NewServer())
+	return &Dynamo{URL: srv.URL, srv: srv}
+}
+
+// Close stops it.
+func (d *Dynamo) Close() { d.srv.Close() }
+
+// Client returns a DynamoDB client for it; apiOptions are added to the
+// client's middleware (for example an awstrace.Recorder).
+func (d *Dynamo) Client(apiOptions ...func(*middlewareStack) error) *dynamodb.Client {
+	return dynamodb.NewFromConfig(Config(), func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(d.URL)
+		o.APIOptions = append(o.APIOptions, apiOptions...)
+	})
+}
+
+// SQS is the process's goaws server.
+type SQS struct {
+	URL string
+}
+
+var (
+	sqsOnce sync.Once
+	sqsSrv  *SQS
+	sqsErr  error
+	seq     atomic.Int64
+)
+
+// StartSQS starts (once per process) the goaws SQS emulator on a loopback
+// port, with its visibility-timeout and redrive ticker. addr may be "" for
+// a free port.
+func StartSQS(addr string) (*SQS, error) {
+	sqsOnce.Do(func() {
+		logrus.SetOutput(io.Discard)
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			sqsErr = fmt.Errorf("listen for SQS emulator on %s: %w", addr, err)
+			return
+		}
+		host, port, _ := net.SplitHostPort(l.Addr().String())
+		models.CurrentEnvironment.Host = host
+		models.CurrentEnvironment.Port = port
+		models.CurrentEnvironment.Region = ""
+		models.CurrentEnvironment.AccountID = "000000000000"
+		go func() { _ = http.Serve(l, router.New()) }()
+		go gosqs.PeriodicTasks(visibilityTicks, make(chan bool))
+		sqsSrv = &SQS{URL: "http://" + l.Addr().String()}
+	})
+	return sqsSrv, sqsErr
+}
+
+// Client returns an SQS client for it.
+func (s *SQS) Client(apiOptions ...func(*middlewareStack) error) *sqs.Client {
+	return sqs.NewFromConfig(Config(), func(o *sqs.Options) {
+		o.BaseEndpoint = aws.String(s.URL)
+		o.APIOptions = append(o.APIOptions, apiOptions...)
+	})
+}
+
+// UniqueName returns prefix plus a process-unique suffix, for queue and
+// table names that must not collide between tests.
+func UniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, seq.Add(1))
+}
+
+type middlewareStack = smithymw.Stack

@@ -1,0 +1,139 @@
+// Package queue provides the SQS side of the pipeline: the small pointer
+// message that names an accepted event (never its payload), a sender, and
+// the queue specifications (visibility timeout, maxReceiveCount, DLQ) that
+// the CDK stack and the local stack both take from here.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// Errors.
+var (
+	// ErrBadPointer: a message body that is not a pointer this code wrote.
+	ErrBadPointer = errors.New("queue: malformed pointer message")
+	// ErrUnavailable: SQS failed or throttled; retryable.
+	ErrUnavailable = errors.New("queue: unavailable")
+)
+
+// Pointer names one ledger event. It is all a message carries.
+type Pointer struct {
+	V       int    `json:"v"`
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
+	// Reason says why it was sent: "accept", "duplicate", "replay", "reconcile".
+	Reason string `json:"reason,omitempty"`
+}
+
+// MaxPointerBytes bounds what ParsePointer reads.
+const MaxPointerBytes = 2048
+
+// Encode renders the pointer as a message body.
+func (p Pointer) Encode() string {
+	p.V = 1
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// ParsePointer decodes a message body.
+func ParsePointer(body string) (Pointer, error) {
+	if len(body) > MaxPointerBytes {
+		return Pointer{}, fmt.Errorf("%w: %d bytes", ErrBadPointer, len(body))
+	}
+	var p Pointer
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		return Pointer{}, fmt.Errorf("%w: %v", ErrBadPointer, err)
+	}
+	if p.V != 1 || p.Source == "" || p.EventID == "" {
+		return Pointer{}, fmt.Errorf("%w: missing version, source or event id", ErrBadPointer)
+	}
+	return p, nil
+}
+
+// SQS is the part of the SQS client this package uses.
+type SQS interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var _ SQS = (*sqs.Client)(nil)
+
+// Sender sends pointers to one queue.
+type Sender struct {
+	Client SQS
+	URL    string
+}
+
+// Send enqueues one pointer.
+func (s Sender) Send(ctx context.Context, p Pointer) error {
+	_, err := s.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.URL), MessageBody: aws.String(p.Encode())})
+	if err != nil {
+		return fmt.Errorf("send %s/%s: %w: %v", p.Source, p.EventID, ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Spec describes a queue with its dead-letter queue.
+type Spec struct {
+	Name string
+	// VisibilityTimeout is at least 6x the consumer's timeout, as AWS advises
+	// for Lambda event source mappings.
+	VisibilityTimeout time.Duration
+	// MaxReceiveCount is how many receives before SQS moves a message to the
+	// DLQ; the processor's attempt budget equals it.
+	MaxReceiveCount int
+	// DLQRetention keeps dead letters for operators (SQS maximum: 14 days).
+	DLQRetention time.Duration
+}
+
+// DLQName is the dead-letter queue's name.
+func (s Spec) DLQName() string { return s.Name + "-dlq" }
+
+// The processor Lambda's timeout; the events queue's visibility is 6x it.
+const ProcessorTimeout = 30 * time.Second
+
+// Events is the events queue as deployed (names get a stage prefix).
+func Events(prefix string) Spec {
+	return Spec{Name: prefix + "events", VisibilityTimeout: 6 * ProcessorTimeout, MaxReceiveCount: 5, DLQRetention: 14 * 24 * time.Hour}
+}
+
+// Admin is the part of the SQS client that creates queues.
+type Admin interface {
+	CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, opts ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// URLs of a created queue pair.
+type URLs struct{ Queue, DLQ string }
+
+// Create makes the DLQ and the queue with its redrive policy (for the local
+// stack and tests; in AWS the CDK stack owns the queues).
+func Create(ctx context.Context, c Admin, s Spec) (URLs, error) {
+	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(s.DLQName()), Attributes: map[string]string{
+		"MessageRetentionPeriod": strconv.Itoa(int(s.DLQRetention.Seconds())),
+	}})
+	if err != nil {
+		return URLs{}, fmt.Errorf("create queue %s: %w", s.DLQName(), err)
+	}
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return URLs{}, fmt.Errorf("queue arn of %s: %w", s.DLQName(), err)
+	}
+	policy, _ := json.Marshal(map[string]any{"deadLetterTargetArn": attrs.Attributes["QueueArn"], "maxReceiveCount": s.MaxReceiveCount})
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(s.Name), Attributes: map[string]string{
+		"VisibilityTimeout": strconv.Itoa(int(s.VisibilityTimeout.Seconds())),
+		"RedrivePolicy":     string(policy),
+	}})
+	if err != nil {
+		return URLs{}, fmt.Errorf("create queue %s: %w", s.Name, err)
+	}
+	return URLs{Queue: aws.ToString(q.QueueUrl), DLQ: aws.ToString(dlq.QueueUrl)}, nil
+}
