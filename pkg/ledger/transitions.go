@@ -189,10 +189,14 @@ func (l *Ledger) ListDue(ctx context.Context, before time.Time, limit int) ([]Du
 				TableName:                aws.String(l.opts.Table),
 				IndexName:                aws.String(DueIndex),
 				KeyConditionExpression:   aws.String("due_shard = :s AND due_at <= :b"),
-				FilterExpression:         aws.String("#item = :ev"),
-				ExpressionAttributeNames: map[string]string{"#item": "item"},
+				// The status filter is defensive: a finished event has no due
+				// keys and so no index entry, but index reads lag the table
+				// (and minidyn keeps entries whose keys were removed).
+				FilterExpression:         aws.String("#item = :ev AND #status IN (:r, :p, :w)"),
+				ExpressionAttributeNames: map[string]string{"#item": "item", "#status": "status"},
 				ExpressionAttributeValues: map[string]types.AttributeValue{
 					":s": sv(strconv.Itoa(shard)), ":b": nv(ms(before)), ":ev": sv("event"),
+					":r": sv(string(StatusReceived)), ":p": sv(string(StatusProcessing)), ":w": sv(string(StatusRetryWait)),
 				},
 				ExclusiveStartKey: start,
 				Limit:             aws.Int32(int32(max(limit, 1))),

@@ -1,0 +1,244 @@
+// Package intake provides the webhook intake: verify the raw bytes, record
+// the event in the ledger, enqueue a pointer, and answer with the status code
+// that tells the provider whether to retry (DESIGN.md §6, §7).
+//
+// The core (Handler.Handle) takes plain Go values; HandleHTTPAPI adapts it to
+// API Gateway HTTP API (payload format 2.0) events.
+package intake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/provider"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// Request is one delivery: the {source} path parameter, lower-cased headers
+// and the raw body bytes (already base64-decoded if the gateway encoded them).
+type Request struct {
+	Source    string
+	Headers   map[string]string
+	Body      []byte
+	RequestID string
+}
+
+// Response is the HTTP answer. Body is JSON and never echoes internal errors.
+type Response struct {
+	Status int
+	Body   []byte
+}
+
+// Ledger is what intake needs from the ledger.
+type Ledger interface {
+	Accept(ctx context.Context, d ledger.Delivery) (ledger.Accepted, error)
+}
+
+// Queue is what intake needs from the events queue.
+type Queue interface {
+	Send(ctx context.Context, p queue.Pointer) error
+}
+
+// SecretSource resolves a source's active secrets.
+type SecretSource interface {
+	For(ctx context.Context, src source.Source, fresh bool) ([]string, error)
+}
+
+var (
+	_ Ledger       = (*ledger.Ledger)(nil)
+	_ Queue        = queue.Sender{}
+	_ SecretSource = (*source.Secrets)(nil)
+)
+
+// Handler is the intake core.
+type Handler struct {
+	Sources *source.Set
+	Secrets SecretSource
+	Ledger  Ledger
+	Queue   Queue
+	Now     func() time.Time // default time.Now
+	Log     *slog.Logger     // default slog.Default()
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Log != nil {
+		return h.Log
+	}
+	return slog.Default()
+}
+
+func reply(status int, body map[string]any) Response {
+	b, _ := json.Marshal(body)
+	return Response{Status: status, Body: b}
+}
+
+// Handle processes one delivery. It never panics on input and never returns
+// a 2xx before the ledger write succeeded.
+func (h *Handler) Handle(ctx context.Context, req Request) Response {
+	start := h.now()
+	log := h.log().With("source", req.Source, "request_id", req.RequestID)
+	src, ok := h.Sources.Lookup(req.Source)
+	if !ok {
+		log.Warn("unknown source", "status", 404)
+		return reply(http.StatusNotFound, map[string]any{"error": "unknown source"})
+	}
+	if len(req.Body) > src.BodyLimit() {
+		log.Warn("body too large", "status", 413, "bytes", len(req.Body), "limit", src.BodyLimit())
+		return reply(http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large", "limit_bytes": src.BodyLimit()})
+	}
+	verifier, err := provider.For(src.Kind)
+	if err != nil {
+		log.Error("source has an unknown provider kind", "kind", src.Kind)
+		return reply(http.StatusInternalServerError, map[string]any{"error": "source misconfigured"})
+	}
+
+	verified, err := h.verify(ctx, verifier, src, req, false)
+	if errors.Is(err, provider.ErrBadSignature) {
+		// Perhaps the secret was just rotated: reload once and retry.
+		verified, err = h.verify(ctx, verifier, src, req, true)
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, source.ErrSecrets), errors.Is(err, provider.ErrNoSecrets):
+			log.Error("secrets unavailable", "status", 503, "err", err)
+			return reply(http.StatusServiceUnavailable, map[string]any{"error": "temporarily unavailable"})
+		default:
+			log.Warn("signature rejected", "status", 401, "reason", rejectReason(err))
+			return reply(http.StatusUnauthorized, map[string]any{"error": "invalid signature"})
+		}
+	}
+
+	if verified.Unidentified != "" {
+		id := ledger.ContentID(req.Body)
+		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", Payload: req.Body, Quarantine: "no_identity"})
+		if err != nil {
+			return h.storeFailed(log, err)
+		}
+		log.Warn("verified delivery without identity kept quarantined", "event_id", id, "reason", verified.Unidentified, "duplicate", res.Duplicate, "status", 202)
+		return reply(http.StatusAccepted, map[string]any{"status": "quarantined", "event_id": id})
+	}
+
+	status := http.StatusOK
+	results := make([]map[string]any, 0, len(verified.Events))
+	for _, ident := range verified.Events {
+		payload := ident.Payload
+		if payload == nil {
+			payload = req.Body
+		}
+		res, err := h.Ledger.Accept(ctx, ledger.Delivery{
+			Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
+			Subject: ident.Subject, Payload: payload,
+		})
+		if err != nil {
+			return h.storeFailed(log.With("event_id", ident.EventID), err)
+		}
+		evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
+		ev := res.Event
+		if res.Duplicate && ev.Status == ledger.StatusProcessed {
+			evLog.Info("duplicate of a processed event", "outcome", resultOutcome(ev), "duplicate", true)
+			var stored any
+			_ = json.Unmarshal(ledger.ResultJSON(ev), &stored)
+			results = append(results, map[string]any{"event_id": ident.EventID, "status": "processed", "stored": stored})
+			continue
+		}
+		status = http.StatusAccepted
+		if res.PayloadMismatch {
+			evLog.Warn("duplicate event id with different bytes; the first payload is kept", "payload_hash", ev.PayloadHash)
+		}
+		if needsEnqueue(res, h.now()) {
+			reason := "accept"
+			if res.Duplicate {
+				reason = "duplicate"
+			}
+			if err := h.Queue.Send(ctx, queue.Pointer{Source: src.Name, EventID: ident.EventID, Reason: reason}); err != nil {
+				// The row stays RECEIVED; the reconciler re-enqueues it and the
+				// provider's retry will too. 5xx so the provider retries.
+				evLog.Error("enqueue failed after accept; row stays RECEIVED", "status", 500, "err", err)
+				return reply(http.StatusInternalServerError, map[string]any{"error": "temporarily unavailable"})
+			}
+		}
+		evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status, "status", 202)
+		results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": ev.Status})
+	}
+	log.Debug("intake done", "duration_ms", h.now().Sub(start).Milliseconds())
+	if status == http.StatusOK && len(results) == 1 {
+		// One processed duplicate: answer with its stored result.
+		b, _ := json.Marshal(results[0]["stored"])
+		return Response{Status: http.StatusOK, Body: b}
+	}
+	return reply(status, map[string]any{"events": results})
+}
+
+func (h *Handler) verify(ctx context.Context, v provider.Verifier, src source.Source, req Request, fresh bool) (provider.Verified, error) {
+	secrets, err := h.Secrets.For(ctx, src, fresh)
+	if err != nil {
+		return provider.Verified{}, err
+	}
+	return v.Verify(ctx, provider.Request{Headers: req.Headers, Body: req.Body}, provider.Config{
+		Secrets: secrets, Tolerance: src.Tolerance(), Now: h.now,
+	})
+}
+
+// needsEnqueue: a new event always; a duplicate when it is waiting for a
+// worker that may never come (RECEIVED: the first send may have failed;
+// RETRY_WAIT due; PROCESSING with an expired lease). DEAD and QUARANTINED
+// wait for an operator, not for a provider retry.
+func needsEnqueue(res ledger.Accepted, now time.Time) bool {
+	if !res.Duplicate {
+		return res.Event.Status == ledger.StatusReceived
+	}
+	ev := res.Event
+	switch ev.Status {
+	case ledger.StatusReceived:
+		return true
+	case ledger.StatusRetryWait:
+		return !ev.NextAttemptAt.After(now)
+	case ledger.StatusProcessing:
+		return ev.LeaseExpires.Before(now)
+	}
+	return false
+}
+
+func (h *Handler) storeFailed(log *slog.Logger, err error) Response {
+	if errors.Is(err, ledger.ErrInvalid) {
+		log.Warn("ledger refused the event", "status", 400, "err", err)
+		return reply(http.StatusBadRequest, map[string]any{"error": "event identity not storable"})
+	}
+	if errors.Is(err, ledger.ErrUnavailable) || errors.Is(err, ledger.ErrConflict) {
+		log.Error("ledger unavailable", "status", 503, "err", err)
+		return reply(http.StatusServiceUnavailable, map[string]any{"error": "temporarily unavailable"})
+	}
+	log.Error("ledger write failed", "status", 500, "err", err)
+	return reply(http.StatusInternalServerError, map[string]any{"error": "internal error"})
+}
+
+func rejectReason(err error) string {
+	switch {
+	case errors.Is(err, provider.ErrNotSigned):
+		return "not signed"
+	case errors.Is(err, provider.ErrStale):
+		return "timestamp outside tolerance"
+	default:
+		return "no valid signature"
+	}
+}
+
+func resultOutcome(ev ledger.Event) string {
+	if ev.Result == nil {
+		return ""
+	}
+	return string(ev.Result.Outcome)
+}

@@ -1,0 +1,248 @@
+// Package processor provides the event processor: for each pointer message
+// it claims the event with a fenced lease, runs the projection, and commits
+// state, version guard and outbox intents in one transaction. It decides, in
+// one place (Processor.handle), whether a failure is permanent (quarantine and
+// acknowledge) or transient (RETRY_WAIT and a batch item failure), and when
+// the attempts are exhausted (DEAD, and the message goes on to the DLQ).
+//
+// The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
+// event with partial batch responses, so one bad message never fails the
+// batch.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// Message is one received pointer message.
+type Message struct {
+	ID   string
+	Body string
+	// ReceiveCount is SQS's ApproximateReceiveCount (0 when unknown). It is
+	// used only to reach DEAD sooner, never as the only count: emulators and
+	// redrives reset it.
+	ReceiveCount int
+}
+
+// Ledger is what the processor needs from the ledger.
+type Ledger interface {
+	Claim(ctx context.Context, source, eventID string, o ledger.ClaimOptions) (ledger.Claim, error)
+	Payload(ctx context.Context, ev ledger.Event) ([]byte, error)
+	Commit(ctx context.Context, c ledger.Claim, w *ledger.ProjectionWrite, intents []ledger.Intent) (ledger.Committed, error)
+	RetryLater(ctx context.Context, c ledger.Claim, code, msg string, next time.Time) error
+	Dead(ctx context.Context, c ledger.Claim, code, msg string) error
+	Quarantine(ctx context.Context, c ledger.Claim, code, msg string) error
+}
+
+var _ Ledger = (*ledger.Ledger)(nil)
+
+// Options configure a Processor.
+type Options struct {
+	Owner string // lease owner name (for example the Lambda log stream); required
+	// Lease must exceed the function timeout. Default 2 × queue.ProcessorTimeout.
+	Lease time.Duration
+	// MaxAttempts equals the queue's maxReceiveCount. Default 5.
+	MaxAttempts int
+	// RetryBase and RetryCap bound the full-jitter backoff recorded in
+	// next_attempt_at. The cap must not exceed the queue's visibility
+	// timeout, so a message that reappears finds its retry due.
+	RetryBase, RetryCap time.Duration
+	Now               func() time.Time
+	Rand              func() float64 // in [0,1); default math/rand/v2
+	Log               *slog.Logger
+}
+
+// Processor is the processing core.
+type Processor struct {
+	ledger  Ledger
+	sources *source.Set
+	reg     *projection.Registry
+	o       Options
+}
+
+// New returns a Processor.
+func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*Processor, error) {
+	if l == nil || sources == nil || reg == nil {
+		return nil, errors.New("processor: ledger, sources and registry are required")
+	}
+	if o.Owner == "" {
+		return nil, errors.New("processor: owner is required")
+	}
+	if o.Lease <= 0 {
+		o.Lease = 2 * queue.ProcessorTimeout
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = 5 * time.Second
+	}
+	if o.RetryCap <= 0 {
+		o.RetryCap = 6 * queue.ProcessorTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Processor{ledger: l, sources: sources, reg: reg, o: o}, nil
+}
+
+// Process handles a batch and returns the ids of the messages to retry.
+// Messages are handled one by one; a failure of one never affects another.
+func (p *Processor) Process(ctx context.Context, msgs []Message) []string {
+	var failed []string
+	for _, m := range msgs {
+		if !p.handle(ctx, m) {
+			failed = append(failed, m.ID)
+		}
+	}
+	return failed
+}
+
+// handle returns true to acknowledge (delete) the message.
+func (p *Processor) handle(ctx context.Context, m Message) (ack bool) {
+	start := p.o.Now()
+	log := p.o.Log.With("message_id", m.ID)
+	defer func() {
+		// Never let one message take the batch down.
+		if r := recover(); r != nil {
+			log.Error("panic while processing; message will be retried", "panic", fmt.Sprint(r))
+			ack = false
+		}
+	}()
+	ptr, err := queue.ParsePointer(m.Body)
+	if err != nil {
+		// Not a message this system wrote: retrying cannot help, and the
+		// ledger (not the queue) is the record of accepted work.
+		log.Error("dropping malformed message", "err", err)
+		return true
+	}
+	log = log.With("source", ptr.Source, "event_id", ptr.EventID)
+
+	c, err := p.ledger.Claim(ctx, ptr.Source, ptr.EventID, ledger.ClaimOptions{Owner: p.o.Owner, Lease: p.o.Lease, AllowRedrive: true})
+	if err != nil {
+		var nc *ledger.NotClaimableError
+		switch {
+		case errors.As(err, &nc) && nc.Event.Status.Terminal():
+			log.Info("already finished; acknowledging", "ledger_status", nc.Event.Status)
+			return true
+		case errors.As(err, &nc):
+			log.Info("not claimable now; will retry", "why", nc.Why)
+			return false
+		case errors.Is(err, ledger.ErrNotFound):
+			log.Error("pointer to an event the ledger does not hold; dropping", "err", err)
+			return true
+		default:
+			log.Warn("claim failed; will retry", "err", err)
+			return false
+		}
+	}
+	log = log.With("type", c.Event.EventType, "attempt", c.Event.Attempts, "lease_owner", c.Owner)
+	if c.Redrive {
+		log.Info("redriven from the dead-letter queue")
+	}
+	outcome, ack := p.apply(ctx, c, m, log)
+	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", p.o.Now().Sub(start).Milliseconds())
+	return ack
+}
+
+// apply runs the projection and commit for a claimed event.
+func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, log *slog.Logger) (string, bool) {
+	ev := c.Event
+	src, ok := p.sources.Lookup(ev.Source)
+	if !ok {
+		return p.quarantine(ctx, c, "unknown_source", "source "+ev.Source+" is not configured", log)
+	}
+	payload, err := p.ledger.Payload(ctx, ev)
+	if err != nil {
+		return p.transient(ctx, c, m, "payload_unavailable", err, log)
+	}
+	var res projection.Result
+	if proj, ok := p.reg.Lookup(src.Kind, ev.EventType); ok {
+		res, err = proj.Project(projection.Event{
+			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: ev.EventType,
+			Payload: payload, ReceivedAt: ev.ReceivedAt,
+		})
+		if err != nil {
+			if code, perm := projection.AsPermanent(err); perm {
+				return p.quarantine(ctx, c, code, err.Error(), log)
+			}
+			return p.transient(ctx, c, m, "projection_failed", err, log)
+		}
+	}
+	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
+	switch {
+	case err == nil && done.Conflict:
+		log.Warn("same version, contradictory state: quarantined", "subject", done.Result.Subject, "version", done.Result.Version)
+		return "quarantined", true
+	case err == nil:
+		return string(done.Result.Outcome), true
+	case errors.Is(err, ledger.ErrLeaseLost):
+		// Another worker owns the event now; it will finish it. Retry the
+		// message so it is acknowledged once the event is done.
+		log.Warn("lease lost before commit; not completing", "err", err)
+		return "lease_lost", false
+	case errors.Is(err, ledger.ErrInvalid):
+		return p.quarantine(ctx, c, "invalid_projection", err.Error(), log)
+	default:
+		return p.transient(ctx, c, m, "commit_failed", err, log)
+	}
+}
+
+func (p *Processor) quarantine(ctx context.Context, c ledger.Claim, code, msg string, log *slog.Logger) (string, bool) {
+	if err := p.ledger.Quarantine(ctx, c, code, msg); err != nil {
+		log.Error("could not record quarantine; will retry", "code", code, "err", err)
+		return "quarantine_failed", false
+	}
+	log.Warn("quarantined", "code", code, "reason", msg)
+	return "quarantined", true
+}
+
+// transient records a retryable failure: RETRY_WAIT, or DEAD once the
+// attempts (the ledger's own count, or SQS's receive count if higher) reach
+// MaxAttempts. Either way the message is not acknowledged: a RETRY_WAIT
+// message comes back after its visibility timeout, a DEAD one goes on to the
+// DLQ.
+func (p *Processor) transient(ctx context.Context, c ledger.Claim, m Message, code string, cause error, log *slog.Logger) (string, bool) {
+	attempts := max(c.Event.Attempts, m.ReceiveCount)
+	if attempts >= p.o.MaxAttempts {
+		if err := p.ledger.Dead(ctx, c, code, cause.Error()); err != nil {
+			log.Error("could not record DEAD", "err", err)
+		} else {
+			log.Error("attempts exhausted: DEAD", "code", code, "attempts", attempts, "err", cause)
+		}
+		return "dead", false
+	}
+	next := p.o.Now().Add(p.backoff(c.Event.Attempts))
+	if err := p.ledger.RetryLater(ctx, c, code, cause.Error(), next); err != nil {
+		log.Error("could not record RETRY_WAIT", "err", err)
+	} else {
+		log.Warn("transient failure: RETRY_WAIT", "code", code, "next_attempt_at", next, "err", cause)
+	}
+	return "retry", false
+}
+
+// backoff is full jitter: uniform in [0, min(cap, base·2^(attempt-1))].
+func (p *Processor) backoff(attempt int) time.Duration {
+	d := p.o.RetryBase
+	for i := 1; i < attempt && d < p.o.RetryCap; i++ {
+		d *= 2
+	}
+	d = min(d, p.o.RetryCap)
+	return time.Duration(p.o.Rand() * float64(d))
+}

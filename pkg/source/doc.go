@@ -1,0 +1,30 @@
+// Package source provides the webhook source configuration: which sources
+// exist, which provider scheme each speaks, where its secrets live and its
+// options. It is validated once at cold start, with an error that says what
+// is wrong and where.
+//
+// # Format
+//
+// One JSON document, given to the functions in the SOURCES environment
+// variable (or a file named by SOURCES_FILE):
+//
+//	{
+//	  "sources": [
+//	    {
+//	      "name": "stripe",                       // [a-z0-9-], the {source} in POST /webhooks/{source}
+//	      "kind": "stripe",                       // provider scheme, see provider.Kinds()
+//	      "secrets": ["arn:aws:secretsmanager:eu-west-1:123456789012:secret:stripe-whsec-AbCdEf"],
+//	      "tolerance_seconds": 300,               // signed timestamp tolerance (default 300)
+//	      "max_body_bytes": 1048576,              // larger bodies get 413 (default and maximum 1 MiB)
+//	      "options": {"account_metadata_key": "account_id"}
+//	    }
+//	  ]
+//	}
+//
+// A secret reference is a Secrets Manager ARN or name ("sm:<name>" or a bare
+// ARN), or "env:<VAR>" to read an environment variable (local stack and
+// tests only). A secret's value is either the secret itself or a JSON array
+// of secrets, so a rotation can keep old and new active in one place; several
+// references are all active at once. Values are cached for five minutes and
+// never logged.
+package source
