@@ -186,9 +186,9 @@ func (l *Ledger) ListDue(ctx context.Context, before time.Time, limit int) ([]Du
 		var start map[string]types.AttributeValue
 		for {
 			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                aws.String(l.opts.Table),
-				IndexName:                aws.String(DueIndex),
-				KeyConditionExpression:   aws.String("due_shard = :s AND due_at <= :b"),
+				TableName:              aws.String(l.opts.Table),
+				IndexName:              aws.String(DueIndex),
+				KeyConditionExpression: aws.String("due_shard = :s AND due_at <= :b"),
 				// The status filter is defensive: a finished event has no due
 				// keys and so no index entry, but index reads lag the table
 				// (and minidyn keeps entries whose keys were removed).

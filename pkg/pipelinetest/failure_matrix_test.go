@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -620,5 +619,3 @@ func TestQueueGivingUpBeforeTheLedgerEndsDead(t *testing.T) {
 	}
 	requireIntents(t, h, 0)
 }
-
-var _ = fmt.Sprintf

@@ -57,9 +57,9 @@ type Options struct {
 	// next_attempt_at. The cap must not exceed the queue's visibility
 	// timeout, so a message that reappears finds its retry due.
 	RetryBase, RetryCap time.Duration
-	Now               func() time.Time
-	Rand              func() float64 // in [0,1); default math/rand/v2
-	Log               *slog.Logger
+	Now                 func() time.Time
+	Rand                func() float64 // in [0,1); default math/rand/v2
+	Log                 *slog.Logger
 }
 
 // Processor is the processing core.

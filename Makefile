@@ -1,0 +1,39 @@
+# Effectively-once webhooks. `make test` is what CI runs; `make help` lists targets.
+SHELL := /bin/bash
+GO    ?= go
+FUNCTIONS := $(notdir $(wildcard functions/*))
+BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
+
+.PHONY: help build test test-short lint tidy-check clean FORCE
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: $(FUNCTIONS:%=build/%/bootstrap) ## build every Lambda as build/<fn>/bootstrap (linux/arm64)
+	@ls -l $(FUNCTIONS:%=build/%/bootstrap)
+
+build/%/bootstrap: FORCE
+	@mkdir -p $(dir $@)
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $@ ./functions/$*
+
+test: ## run every test against in-process DynamoDB (minidyn) and SQS (goaws)
+	$(GO) test -count=1 -parallel 8 ./...
+
+test-short: ## the fast subset (skips the crash matrix)
+	$(GO) test -short ./...
+
+lint: ## gofmt check, go vet, staticcheck (pinned in go.mod)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+tidy-check: ## fail if go.mod/go.sum are not tidy
+	@cp go.mod /tmp/go.mod.bak; cp go.sum /tmp/go.sum.bak
+	@$(GO) mod tidy
+	@if ! diff -q go.mod /tmp/go.mod.bak >/dev/null || ! diff -q go.sum /tmp/go.sum.bak >/dev/null; then \
+		echo "go.mod/go.sum not tidy; run 'go mod tidy'"; cp /tmp/go.mod.bak go.mod; cp /tmp/go.sum.bak go.sum; exit 1; fi
+	@echo "go.mod and go.sum are tidy"
+
+clean: ## remove build output
+	rm -rf build
+FORCE:
