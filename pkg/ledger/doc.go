@@ -34,11 +34,26 @@
 // # Cost (DESIGN.md §9)
 //
 // DynamoDB bills an update by the size of the whole item. The payload is
-// therefore kept inline only when the compressed payload is small enough that
-// the event item stays within one 1 KB write unit (so carrying it costs
-// nothing extra); otherwise it is written once, before the event item, as
-// immutable chunk items keyed by the payload hash, and status changes never
-// touch it. Payloads are gzip-compressed above 1 KB.
+// therefore kept inline only when it is tiny (InlinePayloadMax, 256 bytes
+// after compression), so the event item stays within one 1 KB write unit;
+// otherwise it is written once, right after the event item is created, as
+// immutable chunk items keyed by the payload hash (at most 350 KB each), and
+// status changes never touch it. Payloads are gzip-compressed above 1 KB.
+//
+// Measured per new event (pipelinetest.TestRequestBudgetPerEvent): an inline
+// payload costs intake 1 UpdateItem + 1 SendMessage and the processor 1 claim
+// + 1 transaction, DESIGN.md §9's budget; an out-of-line payload adds one
+// PutItem at intake and one GetItem in the processor per chunk (one chunk
+// up to 350 KB compressed). For a 4 KB event that extra request saves about
+// 6 write units: at ~2 KB an inline item would bill 2-3 units on each of its
+// five writes. A duplicate of a processed event costs one request either way.
+//
+// The chunks are written after the event item so that a duplicate delivery
+// of a processed event needs nothing but the one conditional update. If the
+// intake dies between the two writes it has not answered 2xx, so the
+// provider retries; the retry finds the row RECEIVED and rewrites the
+// (identical, hash-keyed) chunks before enqueueing. A processor that finds a
+// chunk missing treats it as transient.
 //
 // # Where this differs from DESIGN.md §6, and why
 //

@@ -116,8 +116,9 @@ type Options struct {
 	// Default 4. Changing it needs a backfill, so pick it once.
 	DueShards int
 	// InlinePayloadMax is the largest stored (compressed) payload kept inside
-	// the event item. Default 600 bytes, which keeps a typical event item
-	// within one write unit.
+	// the event item. Default 256 bytes: the event item's own attributes and
+	// audit take most of a 1 KB write unit, and every status change is billed
+	// by the whole item, so a larger payload is cheaper in its own item.
 	InlinePayloadMax int
 	// Actor names this process in audit entries (for example "processor" or
 	// the Lambda log stream). Default "ledger".
@@ -164,7 +165,7 @@ func New(db DynamoDB, opts Options) (*Ledger, error) {
 		opts.DueShards = 4
 	}
 	if opts.InlinePayloadMax <= 0 {
-		opts.InlinePayloadMax = 600
+		opts.InlinePayloadMax = 256
 	}
 	if opts.Actor == "" {
 		opts.Actor = "ledger"
