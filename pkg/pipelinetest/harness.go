@@ -49,6 +49,9 @@ type Options struct {
 	Lease           time.Duration // default 30 s (on the manual clock)
 	RetryCap        time.Duration // default 1 s: a retry is due when its message reappears
 	Registry        *projection.Registry
+	// SourcesDoc replaces the default configuration: one "stripe" source
+	// whose secrets are env:STRIPE_PRIMARY and env:STRIPE_ROTATED.
+	SourcesDoc string
 }
 
 // Harness is one isolated pipeline: its own table and queues.
@@ -85,7 +88,8 @@ func (s *tokenSeq) next() string {
 // Start is the manual clock's start.
 var Start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-const sourcesDoc = `{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:STRIPE_PRIMARY","env:STRIPE_ROTATED"]}]}`
+// DefaultSources is the harness's source configuration.
+const DefaultSources = `{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:STRIPE_PRIMARY","env:STRIPE_ROTATED"]}]}`
 
 // New builds a pipeline for t.
 func New(t testing.TB, o Options) *Harness {
@@ -120,7 +124,10 @@ func New(t testing.TB, o Options) *Harness {
 		t.Fatal(err)
 	}
 	h.Ledger = h.newLedger(h.DB, "observer")
-	if h.Sources, err = source.Parse([]byte(sourcesDoc)); err != nil {
+	if o.SourcesDoc == "" {
+		o.SourcesDoc = DefaultSources
+	}
+	if h.Sources, err = source.Parse([]byte(o.SourcesDoc)); err != nil {
 		t.Fatal(err)
 	}
 	h.IntakeRec = &awstrace.Recorder{}
@@ -359,7 +366,8 @@ func Actions(ev ledger.Event) []string {
 	return out
 }
 
-// String renders a Stripe subscription event body for tests.
+// SubscriptionEvent renders a Stripe customer.subscription.* event body;
+// the period end is fixed, so two events with one status have one state.
 func SubscriptionEvent(eventID, eventType, subID, status string, created int64, account string) []byte {
 	meta := "{}"
 	if account != "" {
@@ -368,5 +376,5 @@ func SubscriptionEvent(eventID, eventType, subID, status string, created int64, 
 	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":%q,"livemode":false,`+
 		`"data":{"object":{"id":%q,"object":"subscription","customer":"cus_test_1","status":%q,"cancel_at_period_end":false,`+
 		`"metadata":%s,"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
-		eventID, created, eventType, subID, status, meta, created+30*24*3600)
+		eventID, created, eventType, subID, status, meta, Start.Unix()+30*24*3600)
 }
