@@ -117,7 +117,7 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		":size":     nv(int64(len(d.Payload))),
 		":chunks":   nv(int64(chunks)),
 		":enc":      sv(enc),
-		":audit":    auditValue(now, "", status, "intake", action, deliveryReason(d)),
+		":audit":    auditValue(now, "", status, l.opts.Actor, action, deliveryReason(d)),
 	}
 	set := []string{
 		"#status = if_not_exists(#status, :status)",

@@ -148,16 +148,8 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			if len(ccf.Item) == 0 {
-				return Claim{}, nil, errCondition
-			}
-			cur, derr := decodeEvent(ccf.Item)
-			if derr != nil {
-				return Claim{}, nil, derr
-			}
-			return Claim{}, &cur, errCondition
+		if cur, failed := conditionFailed(err); failed {
+			return Claim{}, cur, errCondition
 		}
 		return Claim{}, nil, fmt.Errorf("claim %s/%s: %w", source, eventID, translate(err))
 	}

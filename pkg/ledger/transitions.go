@@ -104,13 +104,11 @@ func (l *Ledger) Replay(ctx context.Context, source, eventID, actor, reason stri
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			if len(ccf.Item) == 0 {
-				return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, ErrNotFound)
-			}
-			cur, _ := decodeEvent(ccf.Item)
-			return cur, fmt.Errorf("replay %s/%s in %s: %w", source, eventID, cur.Status, ErrNotReplayable)
+		switch cur, failed := conditionFailed(err); {
+		case failed && cur == nil:
+			return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, ErrNotFound)
+		case failed:
+			return *cur, fmt.Errorf("replay %s/%s in %s: %w", source, eventID, cur.Status, ErrNotReplayable)
 		}
 		return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, translate(err))
 	}
@@ -139,17 +137,33 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason stri
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			if len(ccf.Item) == 0 {
-				return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, ErrNotFound)
-			}
-			cur, _ := decodeEvent(ccf.Item)
-			return cur, &NotClaimableError{Event: cur, Why: "finished or leased"}
+		switch cur, failed := conditionFailed(err); {
+		case failed && cur == nil:
+			return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, ErrNotFound)
+		case failed:
+			return *cur, &NotClaimableError{Event: *cur, Why: "finished or leased"}
 		}
 		return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, translate(err))
 	}
 	return decodeEvent(out.Attributes)
+}
+
+// conditionFailed reports whether err is a failed condition and returns the
+// event as it stood when the store sent it back (nil when there was no item
+// or it could not be decoded).
+func conditionFailed(err error) (*Event, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, false
+	}
+	if _, ok := ccf.Item["status"]; !ok {
+		return nil, true
+	}
+	cur, derr := decodeEvent(ccf.Item)
+	if derr != nil {
+		return nil, true
+	}
+	return &cur, true
 }
 
 // Get reads one event (strongly consistent), with its audit trail.
