@@ -58,7 +58,7 @@ func LoadCommon(getenv func(string) string) (Common, error) {
 		return c, fmt.Errorf("%w: TABLE_NAME is required", ErrConfig)
 	}
 	if c.Sources, err = source.Load(getenv); err != nil {
-		return c, fmt.Errorf("%w: %v", ErrConfig, err)
+		return c, fmt.Errorf("%w: SOURCES/SOURCES_FILE: %w", ErrConfig, err)
 	}
 	days, err := intVar(getenv, "RETENTION_DAYS", 30, 4, 3650)
 	if err != nil {

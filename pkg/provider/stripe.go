@@ -82,15 +82,26 @@ func (Stripe) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 }
 
 func stripeTimestamp(header string) (time.Time, error) {
+	// Exactly one t=: stripe-go signs against the last one, so a header
+	// with a fresh t= prepended to a captured old one would otherwise pass
+	// the tolerance check here and the signature check there (a replay).
+	var ts time.Time
 	for _, part := range strings.Split(header, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if ok && k == "t" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 {
-				return time.Time{}, fmt.Errorf("%w: bad timestamp", ErrBadSignature)
-			}
-			return time.Unix(n, 0), nil
+		if !ok || strings.TrimSpace(k) != "t" {
+			continue
 		}
+		if !ts.IsZero() {
+			return time.Time{}, fmt.Errorf("%w: more than one timestamp", ErrBadSignature)
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return time.Time{}, fmt.Errorf("%w: bad timestamp", ErrBadSignature)
+		}
+		ts = time.Unix(n, 0)
 	}
-	return time.Time{}, fmt.Errorf("%w: no timestamp", ErrBadSignature)
+	if ts.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: no timestamp", ErrBadSignature)
+	}
+	return ts, nil
 }

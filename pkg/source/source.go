@@ -60,6 +60,9 @@ func Parse(doc []byte) (*Set, error) {
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("%w: not valid JSON of the documented shape: %v", ErrConfig, err)
 	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the JSON document", ErrConfig)
+	}
 	if len(raw.Sources) == 0 {
 		return nil, fmt.Errorf("%w: no sources configured", ErrConfig)
 	}
