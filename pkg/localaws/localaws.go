@@ -8,6 +8,7 @@
 package localaws
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -38,13 +39,16 @@ const (
 	visibilityTicks = 100 * time.Millisecond
 )
 
-// Config returns an aws.Config for the emulators: fixed region, fake static
-// credentials, and SDK retries limited so injected faults surface at once.
+// Config returns an aws.Config for the emulators: fixed region and fake
+// static credentials. SDK retries stay at their production default: on
+// loopback a large response occasionally fails to read ("use of closed
+// network connection") and the SDK retries it, as it would in AWS. Injected
+// crashes (package awstrace) sit outside the retry loop, so they still fire
+// exactly once per call.
 func Config() aws.Config {
 	return aws.Config{
-		Region:           Region,
-		Credentials:      credentials.NewStaticCredentialsProvider(FakeAccessKey, FakeSecretKey, ""),
-		RetryMaxAttempts: 1,
+		Region:      Region,
+		Credentials: credentials.NewStaticCredentialsProvider(FakeAccessKey, FakeSecretKey, ""),
 	}
 }
 
@@ -56,8 +60,26 @@ type Dynamo struct {
 
 // NewDynamo starts an empty DynamoDB emulator.
 func NewDynamo() *Dynamo {
-	srv := httptest.NewServer(server.NewServer())
+	srv := httptest.NewServer(DynamoHandler())
 	return &Dynamo{URL: srv.URL, srv: srv}
+}
+
+// DynamoHandler is minidyn's DynamoDB API handler. It reads each request
+// body whole before minidyn decodes it: minidyn answers as soon as the JSON
+// decoder is done, and with a large body (a 350 KB payload chunk) the
+// server could then close the connection while the client was still
+// writing, which the SDK sees as "use of closed network connection".
+func DynamoHandler() http.Handler {
+	h := server.NewServer()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		if err != nil {
+			http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Close stops it.
