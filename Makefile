@@ -4,7 +4,7 @@ GO    ?= go
 FUNCTIONS := $(notdir $(wildcard functions/*))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help build test test-short lint tidy-check clean FORCE
+.PHONY: help build test test-race test-short lint tidy-check clean FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -18,6 +18,9 @@ build/%/bootstrap: FORCE
 
 test: ## run every test against in-process DynamoDB (minidyn) and SQS (goaws)
 	$(GO) test -count=1 -parallel 8 ./...
+
+test-race: ## the tests under the race detector
+	$(GO) test -race -count=1 -parallel 8 ./...
 
 test-short: ## the fast subset (skips the crash matrix)
 	$(GO) test -short ./...

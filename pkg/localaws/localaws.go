@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,11 +126,32 @@ func StartSQS(addr string) (*SQS, error) {
 		models.CurrentEnvironment.Port = port
 		models.CurrentEnvironment.Region = ""
 		models.CurrentEnvironment.AccountID = "000000000000"
-		go func() { _ = http.Serve(l, router.New()) }()
+		go func() { _ = http.Serve(l, serializeCreateQueue(router.New())) }()
 		go gosqs.PeriodicTasks(visibilityTicks, make(chan bool))
 		sqsSrv = &SQS{URL: "http://" + l.Addr().String()}
 	})
 	return sqsSrv, sqsErr
+}
+
+// serializeCreateQueue makes queue creation exclusive: goaws v0.5.4 looks
+// its queue map up without a lock at the top of every action, while
+// CreateQueue and DeleteQueue write that map (found by go test -race with
+// parallel tests). Every other action shares the lock, so they still run
+// concurrently with each other.
+func serializeCreateQueue(next http.Handler) http.Handler {
+	var mu sync.RWMutex
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target := r.Header.Get("X-Amz-Target")
+		action := r.URL.Query().Get("Action")
+		if strings.HasSuffix(target, ".CreateQueue") || strings.HasSuffix(target, ".DeleteQueue") || action == "CreateQueue" || action == "DeleteQueue" {
+			mu.Lock()
+			defer mu.Unlock()
+		} else {
+			mu.RLock()
+			defer mu.RUnlock()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Client returns an SQS client for it.
