@@ -10,6 +10,7 @@
 //	RETENTION_DAYS      days a processed event is kept (default 30, minimum 4)
 //	MAX_ATTEMPTS        processor attempts per event; equals the queue's maxReceiveCount (default 5)
 //	LEASE_SECONDS       processor lease (default 60; must exceed the function timeout)
+//	QUEUE_VISIBILITY_SECONDS  the events queue's visibility timeout (default 180); caps the retry backoff
 //	ALLOW_ENV_SECRETS   "true" lets sources use env: secret references (local stack only)
 //	LOG_LEVEL           debug, info (default), warn, error
 package config
@@ -48,6 +49,9 @@ type Processor struct {
 	Common
 	MaxAttempts int
 	Lease       time.Duration
+	// Visibility is the events queue's visibility timeout; retries are
+	// scheduled within it so a message that comes back finds its retry due.
+	Visibility time.Duration
 }
 
 // LoadCommon reads the shared variables.
@@ -119,6 +123,11 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 		return Processor{}, err
 	}
 	p.Lease = time.Duration(secs) * time.Second
+	vis, err := intVar(getenv, "QUEUE_VISIBILITY_SECONDS", 180, 1, 43200)
+	if err != nil {
+		return Processor{}, err
+	}
+	p.Visibility = time.Duration(vis) * time.Second
 	return p, nil
 }
 

@@ -10,10 +10,12 @@ package localaws
 import (
 	"bytes"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,11 +67,14 @@ func NewDynamo() *Dynamo {
 	return &Dynamo{URL: srv.URL, srv: srv}
 }
 
-// DynamoHandler is minidyn's DynamoDB API handler. It reads each request
-// body whole before minidyn decodes it: minidyn answers as soon as the JSON
-// decoder is done, and with a large body (a 350 KB payload chunk) the
-// server could then close the connection while the client was still
-// writing, which the SDK sees as "use of closed network connection".
+// DynamoHandler is minidyn's DynamoDB API handler with two fixes that make
+// it behave like DynamoDB on the wire:
+//   - it reads each request body whole before minidyn decodes it: minidyn
+//     answers as soon as its JSON decoder is done, and with a large body (a
+//     350 KB payload chunk) the server could then close the connection while
+//     the client was still writing;
+//   - it sets X-Amz-Crc32 on every response, as DynamoDB does: the SDK
+//     checks that header and otherwise logs a checksum mismatch on every call.
 func DynamoHandler() http.Handler {
 	h := server.NewServer()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +84,16 @@ func DynamoHandler() http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		h.ServeHTTP(w, r)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		out := rec.Body.Bytes()
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(out)), 10))
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(out)
 	})
 }
 
@@ -93,6 +107,11 @@ func (d *Dynamo) Client(apiOptions ...func(*middlewareStack) error) *dynamodb.Cl
 		o.BaseEndpoint = aws.String(d.URL)
 		o.APIOptions = append(o.APIOptions, apiOptions...)
 	})
+}
+
+// DynamoAt returns a DynamoDB client for an emulator at url.
+func DynamoAt(url string) *dynamodb.Client {
+	return dynamodb.NewFromConfig(Config(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
 }
 
 // SQS is the process's goaws server.

@@ -1,0 +1,187 @@
+// Package devstack provides the local stack behind `make dev`: the real
+// Lambda bootstrap binaries running under the AWS Lambda Runtime Interface
+// Emulator, DynamoDB (minidyn) and SQS (goaws) over their wire protocols, a
+// local HTTP API that speaks API Gateway HTTP API payload 2.0, an SQS event
+// source mapping with partial batch responses, and a schedule for the
+// reconciler once it exists. No AWS account and no Docker.
+//
+// The functions get the same environment as in AWS plus
+// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS, so production code has
+// no local branch. Queue visibility, maxReceiveCount and DLQs come from
+// package queue, the same place the CDK stack takes them from.
+package devstack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// ErrConfig wraps configuration errors.
+var ErrConfig = errors.New("devstack config")
+
+// File is the checked-in local configuration (scripts/devstack.json): the
+// sources, exactly as deployed, and the visibly fake secrets their env:
+// references resolve to on the local stack.
+type File struct {
+	Sources json.RawMessage   `json:"sources_config"`
+	Secrets map[string]string `json:"secrets"`
+}
+
+// LoadFile reads and validates the local configuration.
+func LoadFile(path string) (File, *source.Set, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return File{}, nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return File{}, nil, fmt.Errorf("%w: %s: %v", ErrConfig, path, err)
+	}
+	set, err := source.Parse(f.Sources)
+	if err != nil {
+		return File{}, nil, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
+	}
+	return f, set, nil
+}
+
+// Config is the stack's shape. Zero values take the documented defaults.
+type Config struct {
+	Root       string // repository root; default "."
+	ConfigFile string // default <Root>/scripts/devstack.json
+	BuildDir   string // host binaries; default <Root>/build/host
+
+	DynamoAddr string // DEV_DYNAMODB_ADDR, default 127.0.0.1:8000
+	SQSAddr    string // DEV_SQS_ADDR, default 127.0.0.1:4100
+	HTTPAddr   string // DEV_HTTP_ADDR, default 127.0.0.1:3000
+	RIEPort    int    // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
+
+	Instances map[string]int // DEV_INTAKE_INSTANCES, DEV_PROCESSOR_INSTANCES; default 2 each
+
+	// Timing. The defaults are the deployed values (package queue); `make
+	// demo` starts the stack with a faster profile so a crash recovers in
+	// seconds rather than minutes.
+	Visibility      time.Duration // DEV_VISIBILITY_SECONDS, default queue.Events().VisibilityTimeout
+	MaxReceiveCount int           // the queue's maxReceiveCount, default queue.Events().MaxReceiveCount
+	FunctionTimeout time.Duration // DEV_FUNCTION_TIMEOUT_SECONDS, default queue.ProcessorTimeout
+	Lease           time.Duration // DEV_LEASE_SECONDS, default 2 × FunctionTimeout
+	BatchWindow     time.Duration // DEV_BATCH_WINDOW_MS, default 500 ms
+	ScheduleRate    time.Duration // DEV_SCHEDULE_SECONDS, default 60 s
+
+	Table  string // default "local-ledger"
+	Prefix string // queue name prefix, default "local-"
+}
+
+// FromEnv builds a Config from DEV_* environment variables.
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		DynamoAddr: getenv("DEV_DYNAMODB_ADDR"),
+		SQSAddr:    getenv("DEV_SQS_ADDR"),
+		HTTPAddr:   getenv("DEV_HTTP_ADDR"),
+		ConfigFile: getenv("DEV_CONFIG"),
+		Instances:  map[string]int{},
+	}
+	ints := []struct {
+		name string
+		dst  *int
+		unit time.Duration
+		dur  *time.Duration
+	}{
+		{"DEV_RIE_BASE_PORT", &c.RIEPort, 0, nil},
+		{"DEV_VISIBILITY_SECONDS", nil, time.Second, &c.Visibility},
+		{"DEV_FUNCTION_TIMEOUT_SECONDS", nil, time.Second, &c.FunctionTimeout},
+		{"DEV_LEASE_SECONDS", nil, time.Second, &c.Lease},
+		{"DEV_BATCH_WINDOW_MS", nil, time.Millisecond, &c.BatchWindow},
+		{"DEV_SCHEDULE_SECONDS", nil, time.Second, &c.ScheduleRate},
+	}
+	for _, v := range ints {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("%w: %s must be a positive integer, got %q", ErrConfig, v.name, s)
+		}
+		if v.dst != nil {
+			*v.dst = n
+		} else {
+			*v.dur = time.Duration(n) * v.unit
+		}
+	}
+	for fn, name := range map[string]string{"intake": "DEV_INTAKE_INSTANCES", "processor": "DEV_PROCESSOR_INSTANCES"} {
+		if s := getenv(name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 || n > 16 {
+				return c, fmt.Errorf("%w: %s must be between 1 and 16, got %q", ErrConfig, name, s)
+			}
+			c.Instances[fn] = n
+		}
+	}
+	return c, nil
+}
+
+func (c *Config) defaults() {
+	events := queue.Events("")
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.Root, ".")
+	def(&c.ConfigFile, c.Root+"/scripts/devstack.json")
+	def(&c.BuildDir, c.Root+"/build/host")
+	if abs, err := filepath.Abs(c.BuildDir); err == nil {
+		c.BuildDir = abs
+	}
+	def(&c.DynamoAddr, "127.0.0.1:8000")
+	def(&c.SQSAddr, "127.0.0.1:4100")
+	def(&c.HTTPAddr, "127.0.0.1:3000")
+	def(&c.Table, "local-ledger")
+	def(&c.Prefix, "local-")
+	if c.RIEPort == 0 {
+		c.RIEPort = 9001
+	}
+	if c.Instances == nil {
+		c.Instances = map[string]int{}
+	}
+	for _, fn := range []string{"intake", "processor"} {
+		if c.Instances[fn] == 0 {
+			c.Instances[fn] = 2
+		}
+	}
+	if c.Visibility == 0 {
+		c.Visibility = events.VisibilityTimeout
+	}
+	if c.MaxReceiveCount == 0 {
+		c.MaxReceiveCount = events.MaxReceiveCount
+	}
+	if c.FunctionTimeout == 0 {
+		c.FunctionTimeout = queue.ProcessorTimeout
+	}
+	if c.Lease == 0 {
+		c.Lease = 2 * c.FunctionTimeout
+	}
+	if c.BatchWindow == 0 {
+		c.BatchWindow = 500 * time.Millisecond
+	}
+	if c.ScheduleRate == 0 {
+		c.ScheduleRate = time.Minute
+	}
+}
+
+// FastProfile shortens the timings for demos and tests: a crashed batch is
+// visible again after 4 s, a lease lasts 4 s.
+func (c *Config) FastProfile() {
+	c.Visibility = 4 * time.Second
+	c.FunctionTimeout = 2 * time.Second
+	c.Lease = 3 * time.Second
+	c.BatchWindow = 200 * time.Millisecond
+}

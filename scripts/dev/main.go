@@ -1,0 +1,51 @@
+// Command dev runs the local stack in the foreground: `make dev`. It builds
+// the function bootstraps for this host, then starts DynamoDB (minidyn) on
+// 127.0.0.1:8000, SQS (goaws) on 127.0.0.1:4100, each function under
+// aws-lambda-rie, the HTTP API on 127.0.0.1:3000 and the SQS event source
+// mapping. Ctrl-C stops everything. Ports and timings: see package devstack
+// (DEV_* variables) and README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/effectively-once/webhooks/pkg/devstack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "dev: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := devstack.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("DEV_FAST") == "1" {
+		cfg.FastProfile()
+	}
+	logs := devstack.NewLogs(os.Stdout)
+	if os.Getenv("DEV_SKIP_BUILD") != "1" {
+		if err := devstack.Build(ctx, cfg, logs); err != nil {
+			return err
+		}
+	}
+	stack, err := devstack.Start(ctx, cfg, logs)
+	if err != nil {
+		return err
+	}
+	logs.Printf("stack", "up; Ctrl-C to stop")
+	<-ctx.Done()
+	logs.Printf("stack", "stopping")
+	stack.Close()
+	return nil
+}
