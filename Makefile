@@ -4,10 +4,16 @@ GO    ?= go
 FUNCTIONS := $(notdir $(wildcard functions/*))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help build test test-race test-short lint tidy-check clean FORCE
+.PHONY: help dev demo build test test-race test-short lint tidy-check clean FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+dev: ## run the whole pipeline locally (foreground; Ctrl-C stops it): HTTP API on 127.0.0.1:3000
+	$(GO) run ./scripts/dev
+
+demo: ## send the demo story to the local stack (starts one if none runs) and print the business outcome
+	$(GO) run ./scripts/demo
 
 build: $(FUNCTIONS:%=build/%/bootstrap) ## build every Lambda as build/<fn>/bootstrap (linux/arm64)
 	@ls -l $(FUNCTIONS:%=build/%/bootstrap)

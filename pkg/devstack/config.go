@@ -62,6 +62,9 @@ type Config struct {
 	SQSAddr    string // DEV_SQS_ADDR, default 127.0.0.1:4100
 	HTTPAddr   string // DEV_HTTP_ADDR, default 127.0.0.1:3000
 	RIEPort    int    // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
+	// AutoPorts picks free ports for everything (tests): the addresses above
+	// are ignored.
+	AutoPorts bool
 
 	Instances map[string]int // DEV_INTAKE_INSTANCES, DEV_PROCESSOR_INSTANCES; default 2 each
 
@@ -148,6 +151,9 @@ func (c *Config) defaults() {
 	def(&c.Prefix, "local-")
 	if c.RIEPort == 0 {
 		c.RIEPort = 9001
+	}
+	if c.AutoPorts {
+		c.DynamoAddr, c.SQSAddr, c.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	}
 	if c.Instances == nil {
 		c.Instances = map[string]int{}

@@ -27,7 +27,8 @@ func (s *Stack) httpAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_dev/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("content-type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ})
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ,
+			"visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds()})
 	})
 	mux.HandleFunc("POST /_dev/crash", func(w http.ResponseWriter, _ *http.Request) {
 		s.crashMu.Lock()

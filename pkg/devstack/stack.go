@@ -42,6 +42,8 @@ type Stack struct {
 	pools   map[string]chan *instance
 	all     []*instance
 	httpSrv *http.Server
+	httpURL string
+	dynURL  string
 	dynSrv  *http.Server
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -156,6 +158,7 @@ func (s *Stack) start(ctx context.Context) error {
 	s.dynSrv = &http.Server{Handler: localaws.DynamoHandler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.dynSrv.Serve(l) }()
 	dynURL := "http://" + l.Addr().String()
+	s.dynURL = dynURL
 	s.logs.Printf("dynamodb", "minidyn listening on %s", dynURL)
 
 	// SQS.
@@ -184,8 +187,16 @@ func (s *Stack) start(ctx context.Context) error {
 		n := cfg.Instances[fn]
 		s.pools[fn] = make(chan *instance, n)
 		for i := 1; i <= n; i++ {
-			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port}
+			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port + 1000}
 			port++
+			if cfg.AutoPorts {
+				if in.port, err = freePort(); err != nil {
+					return err
+				}
+				if in.apiPort, err = freePort(); err != nil {
+					return err
+				}
+			}
 			if err := s.startInstance(ctx, in, dynURL, sq.URL); err != nil {
 				return err
 			}
@@ -205,8 +216,9 @@ func (s *Stack) start(ctx context.Context) error {
 		return fmt.Errorf("HTTP API on %s: %w (set DEV_HTTP_ADDR)", cfg.HTTPAddr, err)
 	}
 	s.httpSrv = &http.Server{Handler: s.httpAPI(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpURL = "http://" + hl.Addr().String()
 	go func() { _ = s.httpSrv.Serve(hl) }()
-	s.logs.Printf("http-api", "POST http://%s/webhooks/{source}", hl.Addr())
+	s.logs.Printf("http-api", "POST %s/webhooks/{source}", s.httpURL)
 
 	// Event source mapping: one poller per processor instance, like Lambda
 	// scaling its pollers with concurrency.
@@ -221,7 +233,22 @@ func (s *Stack) start(ctx context.Context) error {
 }
 
 // HTTPURL is the base URL of the local HTTP API.
-func (s *Stack) HTTPURL() string { return "http://" + s.httpSrv.Addr }
+func (s *Stack) HTTPURL() string { return s.httpURL }
+
+// DynamoURL is the DynamoDB emulator's endpoint.
+func (s *Stack) DynamoURL() string { return s.dynURL }
+
+// Table is the ledger table's name.
+func (s *Stack) Table() string { return s.cfg.Table }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
 
 // Close stops every component and leaves no process behind.
 func (s *Stack) Close() {
@@ -241,10 +268,10 @@ func (s *Stack) Close() {
 // instance is one function instance: an aws-lambda-rie process running the
 // real bootstrap.
 type instance struct {
-	name, fn string
-	port     int
-	mu       sync.Mutex
-	cmd      *exec.Cmd
+	name, fn      string
+	port, apiPort int
+	mu            sync.Mutex
+	cmd           *exec.Cmd
 }
 
 func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }
@@ -283,7 +310,7 @@ func (s *Stack) startInstance(ctx context.Context, in *instance, dynURL, sqsURL 
 	}
 	cmd := exec.Command(rie,
 		"--runtime-interface-emulator-address", in.addr(),
-		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(in.port+1000),
+		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(in.apiPort),
 		"--log-level", "warn",
 		bootstrap)
 	cmd.Env = s.functionEnv(in.fn, dynURL, sqsURL)

@@ -114,6 +114,11 @@ func DynamoAt(url string) *dynamodb.Client {
 	return dynamodb.NewFromConfig(Config(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(url) })
 }
 
+// SQSAt returns an SQS client for an emulator at url.
+func SQSAt(url string) *sqs.Client {
+	return sqs.NewFromConfig(Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
 // SQS is the process's goaws server.
 type SQS struct {
 	URL string

@@ -1,0 +1,318 @@
+// Package demo provides `make demo`: it sends a realistic mix of signed
+// deliveries to a running local stack (duplicates, concurrent duplicates,
+// out-of-order revisions, forged signatures, an unknown subject, a processor
+// killed mid-batch), waits until the pipeline is quiet, and reports the
+// business outcome: per subject its final state and version, intents per
+// operation id, ledger counts by status and outcome, duplicates suppressed,
+// stale events, anything quarantined or dead and why, and every violated
+// invariant of DESIGN.md §5, checked against a model of what the senders
+// meant.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+// Target is the stack the demo drives.
+type Target struct {
+	BaseURL  string // the HTTP API, e.g. http://127.0.0.1:3000
+	DB       *dynamodb.Client
+	Table    string
+	SQS      *sqs.Client
+	QueueURL string
+	DLQURL   string
+	Secret   string                      // the stripe source's (fake) signing secret
+	Crash    func(context.Context) error // arms a processor crash mid-batch; optional
+}
+
+// Options tune a run.
+type Options struct {
+	Subjects int           // default 6
+	Seed     uint64        // default 42: the same seed sends the same story
+	Timeout  time.Duration // how long to wait for quiet; default 90 s
+	Progress io.Writer     // default io.Discard
+}
+
+// delivery is one HTTP request the demo sends.
+type delivery struct {
+	ev      *event
+	secret  string
+	forged  bool
+	attempt int
+}
+
+// event is one provider fact in the model.
+type event struct {
+	ID, Type, Sub, Status, Account string
+	Created                        int64
+	Body                           []byte
+}
+
+func (e *event) version() int64 {
+	rank := map[string]int64{"customer.subscription.created": 1, "customer.subscription.updated": 2, "customer.subscription.deleted": 3}[e.Type]
+	return e.Created*4 + rank
+}
+
+// Run plays the story against t and checks the outcome.
+func Run(ctx context.Context, t Target, o Options) (Report, error) {
+	if o.Subjects <= 0 {
+		o.Subjects = 6
+	}
+	if o.Seed == 0 {
+		o.Seed = 42
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 90 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	start := time.Now()
+	rng := rand.New(rand.NewPCG(o.Seed, 0xdead))
+	story := newStory(o.Subjects, start.Unix())
+	rep := Report{Seed: o.Seed, statusOf: map[string]int{}}
+
+	// 1. Forged signatures first: they must leave no trace.
+	progress(o.Progress, "sending %d forged deliveries (wrong secret)", len(story.forged))
+	for _, ev := range story.forged {
+		rep.record(ev.ID, send(ctx, t.BaseURL, delivery{ev: ev, secret: "whsec_local_FAKE_attacker_guess_9999", forged: true}))
+	}
+
+	// 2. Twenty concurrent deliveries of one event.
+	first := story.events[0]
+	progress(o.Progress, "sending 20 concurrent deliveries of %s", first.ID)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code := send(ctx, t.BaseURL, delivery{ev: first, secret: t.Secret})
+			mu.Lock()
+			rep.record(first.ID, code)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	// 3. A processor crash mid-batch, then everything else shuffled (out of
+	// order), with duplicates, eight senders at once.
+	if t.Crash != nil {
+		progress(o.Progress, "arming a processor crash for the next batch")
+		if err := t.Crash(ctx); err != nil {
+			return rep, fmt.Errorf("arm crash: %w", err)
+		}
+	}
+	var plan []delivery
+	for _, ev := range story.events[1:] {
+		copies := 1
+		if rng.Float64() < 0.35 {
+			copies += 1 + rng.IntN(2)
+		}
+		for i := range copies {
+			plan = append(plan, delivery{ev: ev, secret: t.Secret, attempt: i})
+		}
+	}
+	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	progress(o.Progress, "sending %d deliveries of %d events out of order, with duplicates", len(plan), len(story.events)-1)
+	work := make(chan delivery)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range work {
+				code := send(ctx, t.BaseURL, d)
+				mu.Lock()
+				rep.record(d.ev.ID, code)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i, d := range plan {
+		work <- d
+		if (i+1)%20 == 0 {
+			progress(o.Progress, "  sent %d/%d", i+1, len(plan))
+		}
+	}
+	close(work)
+	wg.Wait()
+
+	// 4. Wait until the pipeline is quiet.
+	snap, quiet := waitQuiet(ctx, t, o)
+	// 5. Late duplicates of processed events: 200 with the stored result.
+	for _, ev := range story.events[:3] {
+		rep.record(ev.ID, send(ctx, t.BaseURL, delivery{ev: ev, secret: t.Secret}))
+	}
+	if quiet {
+		var err error
+		if snap, err = ledger.TakeSnapshot(ctx, t.DB, t.Table); err != nil {
+			return rep, err
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	rep.check(story, snap, quiet, depth(ctx, t.SQS, t.DLQURL))
+	return rep, nil
+}
+
+// story is the model: what the senders meant.
+type story struct {
+	events []*event // every legitimate event; [0] is sent concurrently
+	forged []*event
+	subs   []string
+	orphan *event
+}
+
+// newStory builds the story; ids carry a run tag so the demo can run again
+// and again against one stack.
+func newStory(n int, now int64) *story {
+	s := &story{}
+	base := now - 3600
+	run := strconv.FormatInt(now%(36*36*36*36), 36)
+	statuses := []string{"trialing", "active", "past_due", "active"}
+	for i := range n {
+		sub := fmt.Sprintf("sub_demo%s_%02d", run, i+1)
+		acct := fmt.Sprintf("acct_demo%s_%02d", run, i+1)
+		s.subs = append(s.subs, sub)
+		t0 := base + int64(i)*10
+		for k, st := range statuses {
+			typ := "customer.subscription.updated"
+			if k == 0 {
+				typ = "customer.subscription.created"
+			}
+			s.events = append(s.events, newEvent(fmt.Sprintf("evt_demo%s_%02d_%d", run, i+1, k), typ, sub, st, acct, t0+int64(k)*100))
+		}
+		if i%3 == 2 {
+			s.events = append(s.events, newEvent(fmt.Sprintf("evt_demo%s_%02d_del", run, i+1), "customer.subscription.deleted", sub, "canceled", acct, t0+400))
+		}
+		if i%2 == 1 {
+			// A second event in the same second with the same state: a noop.
+			s.events = append(s.events, newEvent(fmt.Sprintf("evt_demo%s_%02d_same_second", run, i+1), "customer.subscription.updated", sub, "active", acct, t0+300))
+		}
+	}
+	s.orphan = newEvent("evt_demo"+run+"_orphan", "customer.subscription.updated", "sub_demo"+run+"_orphan", "active", "", base)
+	s.events = append(s.events, s.orphan)
+	for k := range 3 {
+		s.forged = append(s.forged, newEvent(fmt.Sprintf("evt_demo%s_forged_%d", run, k), "customer.subscription.updated", s.subs[0], "canceled", "acct_demo"+run+"_01", now))
+	}
+	return s
+}
+
+func newEvent(id, typ, sub, status, account string, created int64) *event {
+	meta := "{}"
+	if account != "" {
+		meta = fmt.Sprintf(`{"account_id":%q}`, account)
+	}
+	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":%q,"livemode":false,"pending_webhooks":1,`+
+		`"data":{"object":{"id":%q,"object":"subscription","customer":"cus_%s","status":%q,"cancel_at_period_end":false,"metadata":%s,`+
+		`"items":{"object":"list","data":[{"id":"si_%s","current_period_end":1800000000,"price":{"id":"price_demo_pro"}}]}}}}`,
+		id, created, typ, sub, sub[4:], status, meta, sub[4:])
+	return &event{ID: id, Type: typ, Sub: sub, Status: status, Account: account, Created: created, Body: body}
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// send posts one signed delivery and returns the HTTP status (0 on a
+// transport error). A 5xx is retried a few times, as a provider would.
+func send(ctx context.Context, base string, d delivery) int {
+	for attempt := range 5 {
+		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: d.ev.Body, Secret: d.secret, Timestamp: time.Now()}).Header
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(d.ev.Body))
+		req.Header.Set("Content-Type", "application/json; charset=utf-8")
+		req.Header.Set("Stripe-Signature", sig)
+		req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks) demo")
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode < 500 {
+				return resp.StatusCode
+			}
+		}
+		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
+	}
+	return 0
+}
+
+func progress(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "demo | "+format+"\n", args...)
+}
+
+// waitQuiet polls until no event is unfinished and the events queue is
+// empty, twice in a row.
+func waitQuiet(ctx context.Context, t Target, o Options) (ledger.Snapshot, bool) {
+	deadline := time.Now().Add(o.Timeout)
+	calm := 0
+	var snap ledger.Snapshot
+	last := ""
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var err error
+		snap, err = ledger.TakeSnapshot(ctx, t.DB, t.Table)
+		if err == nil {
+			unfinished := 0
+			for _, ev := range snap.Events {
+				if !ev.Status.Terminal() {
+					unfinished++
+				}
+			}
+			d := depth(ctx, t.SQS, t.QueueURL)
+			line := fmt.Sprintf("waiting for quiet: %d events, %d unfinished, %d messages in the queue", len(snap.Events), unfinished, d)
+			if line != last {
+				progress(o.Progress, "%s", line)
+				last = line
+			}
+			if unfinished == 0 && d == 0 {
+				if calm++; calm >= 2 {
+					return snap, true
+				}
+			} else {
+				calm = 0
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return snap, false
+}
+
+func depth(ctx context.Context, c *sqs.Client, url string) int {
+	if c == nil || url == "" {
+		return 0
+	}
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	return n
+}
+
+// expectedFinal returns, per subject, the event whose state must win.
+func (s *story) expectedFinal() map[string]*event {
+	final := map[string]*event{}
+	for _, ev := range s.events {
+		if ev.Account == "" {
+			continue
+		}
+		cur := final[ev.Sub]
+		if cur == nil || (cur.Type != "customer.subscription.deleted" && ev.version() > cur.version()) {
+			final[ev.Sub] = ev
+		}
+	}
+	return final
+}

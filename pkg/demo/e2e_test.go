@@ -1,0 +1,108 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/demo"
+	"github.com/effectively-once/webhooks/pkg/devstack"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDemoEndToEnd builds the real bootstraps, starts the local stack from
+// a clean state (its own ports, table and queues), runs the demo story
+// through HTTP, and asserts the report's business facts.
+func TestDemoEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end stack test skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cfg := devstack.Config{Root: "../..", BuildDir: t.TempDir(), AutoPorts: true}
+	cfg.FastProfile()
+	logBuf := &syncBuffer{}
+	logs := devstack.NewLogs(logBuf)
+	if err := devstack.Build(ctx, cfg, logs); err != nil {
+		t.Fatal(err)
+	}
+	stack, err := devstack.Start(ctx, cfg, logs)
+	if err != nil {
+		t.Fatalf("start: %v\n%s", err, logBuf.String())
+	}
+	defer stack.Close()
+	file, _, err := devstack.LoadFile("../../scripts/devstack.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := demo.Target{
+		BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(), SQS: stack.SQS,
+		QueueURL: stack.Queues.Queue, DLQURL: stack.Queues.DLQ, Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"],
+		Crash: func(ctx context.Context) error {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.HTTPURL()+"/_dev/crash", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		},
+	}
+	var progress bytes.Buffer
+	rep, err := demo.Run(ctx, target, demo.Options{Seed: 7, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Log(out.String())
+	if !rep.OK() {
+		t.Fatalf("violations: %v\nstack log tail:\n%s", rep.Violations, tail(logBuf.String(), 60))
+	}
+	if rep.ByHTTP[401] != 3 || rep.ByHTTP[202] == 0 || rep.ByHTTP[200] == 0 || rep.Suppressed < 20 {
+		t.Fatalf("deliveries by status %v, suppressed %d", rep.ByHTTP, rep.Suppressed)
+	}
+	if rep.ByStatus[ledger.StatusQuarantined] != 1 || rep.ByStatus[ledger.StatusProcessed] != rep.Events-1 || rep.MaxPerOp != 1 {
+		t.Fatalf("ledger %v, max intents per op %d", rep.ByStatus, rep.MaxPerOp)
+	}
+	if rep.Intents != rep.ByOutcome[ledger.OutcomeApplied] || rep.ByOutcome[ledger.OutcomeStale] == 0 {
+		t.Fatalf("intents %d, outcomes %v", rep.Intents, rep.ByOutcome)
+	}
+	for _, s := range rep.Subjects {
+		if s.Want != s.Status+" v"+strconv.FormatInt(s.Version, 10) {
+			t.Fatalf("subject %+v", s)
+		}
+	}
+	if !strings.Contains(logBuf.String(), "runtime mid-batch") {
+		t.Fatalf("the processor was never killed mid-batch:\n%s", tail(logBuf.String(), 40))
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,263 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
+)
+
+// Report is the business outcome of a run.
+type Report struct {
+	Seed        uint64
+	Elapsed     time.Duration
+	Deliveries  int
+	ByHTTP      map[int]int // HTTP status → deliveries
+	Events      int         // distinct legitimate events sent
+	Suppressed  int         // deliveries that did not create a new ledger row
+	Subjects    []SubjectOutcome
+	ByStatus    map[ledger.Status]int
+	ByOutcome   map[ledger.Outcome]int
+	Intents     int
+	MaxPerOp    int // most intents recorded for one operation id (must be 1)
+	Quarantined []string
+	Dead        []string
+	DLQDepth    int
+	Takeovers   int // claims of an expired lease (a worker died holding it)
+	Retries     int // claims of a RETRY_WAIT event
+	Violations  []string
+
+	statusOf map[string]int // event id → deliveries, for Suppressed
+}
+
+// SubjectOutcome is one subscription's final business state.
+type SubjectOutcome struct {
+	Subject, Account, Status string
+	Entitled, Deleted        bool
+	Version                  int64
+	Applied, Stale, Noop     int
+	Intents                  int
+	Want                     string // the state the model expects
+}
+
+func (r *Report) record(id string, code int) {
+	if r.ByHTTP == nil {
+		r.ByHTTP = map[int]int{}
+	}
+	r.Deliveries++
+	r.ByHTTP[code]++
+	r.statusOf[id]++
+}
+
+func (r *Report) violate(inv, format string, args ...any) {
+	r.Violations = append(r.Violations, inv+": "+fmt.Sprintf(format, args...))
+}
+
+// check compares the ledger with the model (DESIGN.md §5).
+func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
+	r.ByStatus, r.ByOutcome = map[ledger.Status]int{}, map[ledger.Outcome]int{}
+	r.DLQDepth = dlq
+	if !quiet {
+		r.violate("I1", "the pipeline did not become quiet in time")
+	}
+	events := map[string]ledger.Event{}
+	for _, ev := range snap.Events {
+		events[ev.EventID] = ev
+		r.ByStatus[ev.Status]++
+		if ev.Result != nil && ev.Status == ledger.StatusProcessed {
+			r.ByOutcome[ev.Result.Outcome]++
+		}
+		switch ev.Status {
+		case ledger.StatusQuarantined:
+			r.Quarantined = append(r.Quarantined, fmt.Sprintf("%s: %s (%s)", ev.EventID, ev.ErrorCode, ev.ErrorMessage))
+		case ledger.StatusDead:
+			r.Dead = append(r.Dead, fmt.Sprintf("%s: %s (%s)", ev.EventID, ev.ErrorCode, ev.ErrorMessage))
+		}
+	}
+	r.Events = len(s.events)
+	sent := 0
+	for _, ev := range s.events {
+		sent += r.statusOf[ev.ID]
+	}
+	r.Suppressed = sent - len(s.events)
+
+	// I4: forged deliveries were refused and left nothing.
+	for _, ev := range s.forged {
+		if _, ok := events[ev.ID]; ok {
+			r.violate("I4", "forged delivery %s has a ledger row", ev.ID)
+		}
+	}
+	if r.ByHTTP[401] != len(s.forged) {
+		r.violate("I4", "%d deliveries answered 401, want %d (the forged ones)", r.ByHTTP[401], len(s.forged))
+	}
+	if r.ByHTTP[0] > 0 || r.ByHTTP[500] > 0 || r.ByHTTP[503] > 0 {
+		r.violate("I1", "%d deliveries never got a 2xx after retries", r.ByHTTP[0]+r.ByHTTP[500]+r.ByHTTP[503])
+	}
+
+	// I1 and I6: every accepted event finished as the model says, audited.
+	for _, want := range s.events {
+		ev, ok := events[want.ID]
+		switch {
+		case !ok:
+			r.violate("I1", "accepted event %s has no ledger row", want.ID)
+			continue
+		case want == s.orphan:
+			if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != "unknown_subject" {
+				r.violate("I1", "%s is %s/%s, want QUARANTINED/unknown_subject", ev.EventID, ev.Status, ev.ErrorCode)
+			}
+		case ev.Status != ledger.StatusProcessed:
+			r.violate("I1", "%s ended %s (%s), want PROCESSED", ev.EventID, ev.Status, ev.ErrorCode)
+		}
+		completes := 0
+		for i, a := range ev.Audit {
+			switch a.Action {
+			case "takeover":
+				r.Takeovers++
+			case "retry":
+				r.Retries++
+			}
+			if a.Actor == "" || a.At.IsZero() || a.To == "" {
+				r.violate("I6", "%s audit entry %d lacks who, when or what", ev.EventID, i)
+			}
+			if a.Action == "complete" {
+				completes++
+			}
+		}
+		if len(ev.Audit) == 0 || ev.Audit[0].Action != "accept" {
+			r.violate("I6", "%s audit does not start with its acceptance", ev.EventID)
+		}
+		if ev.Status == ledger.StatusProcessed && completes != 1 {
+			r.violate("I5", "%s completed %d times", ev.EventID, completes)
+		}
+	}
+
+	// I2: one intent per operation id, one per applied event, none otherwise.
+	perOp := map[string]int{}
+	perCause := map[string]int{}
+	perSubject := map[string]int{}
+	for _, in := range snap.Intents {
+		perOp[in.OperationID]++
+		perCause[in.Causation]++
+		perSubject[in.Subject]++
+	}
+	r.Intents = len(snap.Intents)
+	for op, n := range perOp {
+		r.MaxPerOp = max(r.MaxPerOp, n)
+		if n != 1 {
+			r.violate("I2", "operation %s recorded %d times", op, n)
+		}
+	}
+	for _, ev := range snap.Events {
+		n := perCause["stripe/"+ev.EventID]
+		applied := ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied
+		if applied && n != 1 {
+			r.violate("I2", "applied event %s created %d intents, want 1", ev.EventID, n)
+		}
+		if !applied && n != 0 {
+			r.violate("I2", "%s (%s) created %d intents, want 0", ev.EventID, ev.Status, n)
+		}
+	}
+
+	// I3: each subject holds the state of its winning revision.
+	projections := map[string]ledger.Projection{}
+	for _, p := range snap.Projections {
+		if p.Name == projection.StripeSubscriptionProjection {
+			projections[p.Subject] = p
+		}
+	}
+	if _, ok := projections[s.orphan.Sub]; ok {
+		r.violate("I3", "the unknown subject %s got a projection", s.orphan.Sub)
+	}
+	final := s.expectedFinal()
+	for _, sub := range s.subs {
+		want := final[sub]
+		p, ok := projections[sub]
+		out := SubjectOutcome{Subject: sub, Account: want.Account, Want: fmt.Sprintf("%s v%d", want.Status, want.version())}
+		for _, ev := range snap.Events {
+			if ev.Subject != sub || ev.Result == nil {
+				continue
+			}
+			switch ev.Result.Outcome {
+			case ledger.OutcomeApplied:
+				out.Applied++
+			case ledger.OutcomeStale:
+				out.Stale++
+			case ledger.OutcomeNoop:
+				out.Noop++
+			}
+		}
+		if !ok {
+			r.violate("I3", "%s has no projection", sub)
+			r.Subjects = append(r.Subjects, out)
+			continue
+		}
+		out.Status, _ = p.State["status"].(string)
+		out.Entitled, _ = p.State["entitled"].(bool)
+		out.Deleted, _ = p.State["deleted"].(bool)
+		out.Version = p.Version
+		out.Intents = perSubject[want.Account]
+		if out.Status != want.Status || p.Version != want.version() {
+			r.violate("I3", "%s holds %s v%d, want %s v%d", sub, out.Status, p.Version, want.Status, want.version())
+		}
+		if out.Deleted != (want.Type == "customer.subscription.deleted") {
+			r.violate("I3", "%s deleted=%v, want %v", sub, out.Deleted, !out.Deleted)
+		}
+		r.Subjects = append(r.Subjects, out)
+	}
+	if r.ByStatus[ledger.StatusDead] > 0 {
+		r.violate("I1", "%d events DEAD", r.ByStatus[ledger.StatusDead])
+	}
+	sort.Strings(r.Quarantined)
+	sort.Strings(r.Dead)
+}
+
+// OK reports whether no invariant was violated.
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// Print writes the report for people.
+func (r Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "\n=== Business outcome (seed %d, %s) ===\n\n", r.Seed, r.Elapsed.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBJECT\tACCOUNT\tSTATE\tENTITLED\tVERSION\tEXPECTED\tAPPLIED\tSTALE\tNOOP\tINTENTS")
+	for _, s := range r.Subjects {
+		state := s.Status
+		if s.Deleted {
+			state += " (deleted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\t%d\t%d\t%d\t%d\n", s.Subject, s.Account, state, s.Entitled, s.Version, s.Want, s.Applied, s.Stale, s.Noop, s.Intents)
+	}
+	_ = tw.Flush()
+	codes := make([]int, 0, len(r.ByHTTP))
+	for c := range r.ByHTTP {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var http []string
+	for _, c := range codes {
+		http = append(http, fmt.Sprintf("%d×%d", r.ByHTTP[c], c))
+	}
+	fmt.Fprintf(w, "\nDeliveries: %d (%s) for %d distinct events; %d duplicate deliveries suppressed\n", r.Deliveries, strings.Join(http, ", "), r.Events, r.Suppressed)
+	fmt.Fprintf(w, "Ledger by status: %v\n", r.ByStatus)
+	fmt.Fprintf(w, "Processed by outcome: %v (stale = older revisions ignored)\n", r.ByOutcome)
+	fmt.Fprintf(w, "Outbox: %d intents, at most %d per operation id (effects are dispatched once the dispatcher exists)\n", r.Intents, r.MaxPerOp)
+	fmt.Fprintf(w, "Recovery: %d expired leases taken over, %d retries\n", r.Takeovers, r.Retries)
+	fmt.Fprintf(w, "Dead-letter queue depth: %d\n", r.DLQDepth)
+	list := func(title string, items []string) {
+		fmt.Fprintf(w, "%s: %d\n", title, len(items))
+		for _, it := range items {
+			fmt.Fprintf(w, "  - %s\n", it)
+		}
+	}
+	list("Quarantined", r.Quarantined)
+	list("Dead", r.Dead)
+	if r.OK() {
+		fmt.Fprintf(w, "\nInvariants I1–I6: no violation.\n")
+		return
+	}
+	list("\nVIOLATIONS", r.Violations)
+}

@@ -1,0 +1,117 @@
+// Command demo proves the promise on the local stack: `make demo`. It uses
+// a running `make dev` stack if one answers on DEV_HTTP_ADDR, or starts one
+// in-process with fast timings (its logs go to build/demo-stack.log), sends
+// the demo story, waits for quiet, prints the business-outcome report and
+// exits 1 if an invariant of DESIGN.md §5 was violated.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/demo"
+	"github.com/effectively-once/webhooks/pkg/devstack"
+	"github.com/effectively-once/webhooks/pkg/localaws"
+)
+
+func main() {
+	ok, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo: "+err.Error())
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+func run() (bool, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := devstack.FromEnv(os.Getenv)
+	if err != nil {
+		return false, err
+	}
+	file, _, err := devstack.LoadFile(orDefault(cfg.ConfigFile, "scripts/devstack.json"))
+	if err != nil {
+		return false, err
+	}
+	target := demo.Target{Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"]}
+	httpAddr := orDefault(cfg.HTTPAddr, "127.0.0.1:3000")
+
+	var health struct {
+		Table, Queue, DLQ string
+		VisibilitySeconds float64 `json:"visibility_seconds"`
+		LeaseSeconds      float64 `json:"lease_seconds"`
+	}
+	timeout := 90 * time.Second
+	if resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + httpAddr + "/_dev/health"); err == nil {
+		_ = json.NewDecoder(resp.Body).Decode(&health)
+		_ = resp.Body.Close()
+	}
+	if health.Table != "" {
+		fmt.Printf("demo | using the running stack at http://%s\n", httpAddr)
+		target.BaseURL = "http://" + httpAddr
+		target.DB = localaws.DynamoAt("http://" + orDefault(cfg.DynamoAddr, "127.0.0.1:8000"))
+		target.SQS = localaws.SQSAt("http://" + orDefault(cfg.SQSAddr, "127.0.0.1:4100"))
+		target.Table, target.QueueURL, target.DLQURL = health.Table, health.Queue, health.DLQ
+		// A batch killed mid-way comes back after the visibility timeout.
+		timeout = max(timeout, time.Duration(2*health.VisibilitySeconds+2*health.LeaseSeconds+30)*time.Second)
+		if health.VisibilitySeconds > 30 {
+			fmt.Printf("demo | this stack's visibility timeout is %.0f s (the deployed value), so the crash recovery takes minutes; `DEV_FAST=1 make dev` makes it 4 s\n", health.VisibilitySeconds)
+		}
+	} else {
+		logPath := "build/demo-stack.log"
+		if err := os.MkdirAll("build", 0o755); err != nil {
+			return false, err
+		}
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			return false, err
+		}
+		defer logFile.Close()
+		fmt.Printf("demo | no stack on %s: building and starting one (fast timings; logs in %s)\n", httpAddr, logPath)
+		cfg.FastProfile()
+		logs := devstack.NewLogs(logFile)
+		if err := devstack.Build(ctx, cfg, logs); err != nil {
+			return false, err
+		}
+		stack, err := devstack.Start(ctx, cfg, logs)
+		if err != nil {
+			return false, err
+		}
+		defer stack.Close()
+		target.BaseURL, target.DB, target.SQS, target.Table = stack.HTTPURL(), stack.DB, stack.SQS, stack.Table()
+		target.QueueURL, target.DLQURL = stack.Queues.Queue, stack.Queues.DLQ
+	}
+	target.Crash = func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, target.BaseURL+"/_dev/crash", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		return nil
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("DEMO_SEED"), 10, 64)
+	rep, err := demo.Run(ctx, target, demo.Options{Seed: seed, Progress: os.Stdout, Timeout: timeout})
+	if err != nil {
+		return false, err
+	}
+	rep.Print(os.Stdout)
+	return rep.OK(), nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
