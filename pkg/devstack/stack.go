@@ -270,7 +270,6 @@ func (s *Stack) Close() {
 type instance struct {
 	name, fn      string
 	port, apiPort int
-	mu            sync.Mutex
 	cmd           *exec.Cmd
 }
 

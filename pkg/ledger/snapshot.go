@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -57,9 +56,8 @@ func TakeSnapshot(ctx context.Context, db Scanner, table string) (Snapshot, erro
 					return snap, fmt.Errorf("decode intent: %w", err)
 				}
 				snap.Intents = append(snap.Intents, in)
-			case strings.HasPrefix(sk.Value, "PL#"):
-				// payload chunks: not part of the snapshot
 			}
+			// Payload chunks (PL#...) are not part of the snapshot.
 		}
 		if start = out.LastEvaluatedKey; len(start) == 0 {
 			return snap, nil
