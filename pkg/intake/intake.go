@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -64,6 +65,22 @@ type Handler struct {
 	Queue   Queue
 	Now     func() time.Time // default time.Now
 	Log     *slog.Logger     // default slog.Default()
+
+	verifiers sync.Map // source name → provider.Verifier, built once per source
+}
+
+// verifier returns the source's verifier, built from its options on first
+// use (the options were validated when the configuration was parsed).
+func (h *Handler) verifier(src source.Source) (provider.Verifier, error) {
+	if v, ok := h.verifiers.Load(src.Name); ok {
+		return v.(provider.Verifier), nil
+	}
+	v, err := provider.New(src.Kind, src.Options)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := h.verifiers.LoadOrStore(src.Name, v)
+	return actual.(provider.Verifier), nil
 }
 
 func (h *Handler) now() time.Time {
@@ -99,7 +116,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		log.Warn("body too large", "status", 413, "bytes", len(req.Body), "limit", src.BodyLimit())
 		return reply(http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large", "limit_bytes": src.BodyLimit()})
 	}
-	verifier, err := provider.For(src.Kind)
+	verifier, err := h.verifier(src)
 	if err != nil {
 		log.Error("source has an unknown provider kind", "kind", src.Kind)
 		return reply(http.StatusInternalServerError, map[string]any{"error": "source misconfigured"})
@@ -140,7 +157,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		}
 		res, err := h.Ledger.Accept(ctx, ledger.Delivery{
 			Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
-			Subject: ident.Subject, Payload: payload,
+			Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
 		})
 		if err != nil {
 			return h.storeFailed(log.With("event_id", ident.EventID), err)
@@ -172,6 +189,15 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		}
 		evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status, "status", 202)
 		results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": ev.Status})
+	}
+	if verified.Confirm != nil {
+		// Recorded first, acted on second: a failed confirmation gets a 5xx
+		// so the sender retries, and the retry finds the row already there.
+		if err := verified.Confirm(ctx); err != nil {
+			log.Error("confirmation failed after the delivery was recorded", "status", 502, "err", err)
+			return reply(http.StatusBadGateway, map[string]any{"error": "confirmation failed"})
+		}
+		log.Info("confirmed", "events", len(results))
 	}
 	log.Debug("intake done", "duration_ms", h.now().Sub(start).Milliseconds())
 	if status == http.StatusOK && len(results) == 1 {

@@ -178,10 +178,9 @@ func (failingSecrets) For(context.Context, source.Source, bool) ([]string, error
 
 func TestSecretsUnavailableIs503(t *testing.T) {
 	h := pt.New(t, pt.Options{})
-	broken := *h.Intake
-	broken.Secrets = failingSecrets{}
+	broken := &intake.Handler{Sources: h.Intake.Sources, Secrets: failingSecrets{}, Ledger: h.Intake.Ledger, Queue: h.Intake.Queue, Now: h.Intake.Now}
 	body := fixture(t, "stripe/customer.subscription.updated.json")
-	if resp := invoke(t, &broken, gatewayEvent(t, h, body, pt.SecretPrimary)); resp.StatusCode != 503 {
+	if resp := invoke(t, broken, gatewayEvent(t, h, body, pt.SecretPrimary)); resp.StatusCode != 503 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	if h.IntakeRec.Total("") != 0 {

@@ -25,6 +25,12 @@ type Delivery struct {
 	Subject    string // provider subject hint, may be empty
 	Payload    []byte // the raw verified bytes
 
+	// VersionHint is the source's revision of the subject when the delivery
+	// says (kept for operators and the reconciler; projections read the payload).
+	VersionHint string
+	// Attributes are other identities and facts worth keeping (bounded).
+	Attributes map[string]string
+
 	// Quarantine, when set, accepts the event directly as QUARANTINED with
 	// this error code: it was verified but has no usable identity, so it is
 	// kept (under a content-hash id) for an operator instead of thrown away.
@@ -139,6 +145,14 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		vals[":subject"] = sv(d.Subject)
 		set = append(set, "subject = if_not_exists(subject, :subject)")
 	}
+	if d.VersionHint != "" {
+		vals[":vhint"] = sv(truncate(d.VersionHint, MaxIDLength))
+		set = append(set, "version_hint = if_not_exists(version_hint, :vhint)")
+	}
+	if attrs := boundedAttributes(d.Attributes); len(attrs) > 0 {
+		vals[":attrs"] = &types.AttributeValueMemberM{Value: attrs}
+		set = append(set, "attrs = if_not_exists(attrs, :attrs)")
+	}
 	if d.DeliveryID != "" {
 		vals[":did"] = sv(d.DeliveryID)
 		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)", "last_delivery_id = :did")
@@ -191,7 +205,7 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		}
 		ev := Event{
 			Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
-			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID,
+			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
 			LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
 			PayloadChunks: chunks, ErrorCode: d.Quarantine,
 		}
@@ -215,6 +229,26 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		}
 	}
 	return res, nil
+}
+
+// Bounds on Delivery.Attributes.
+const (
+	maxAttributes   = 16
+	maxAttributeLen = 256
+)
+
+func boundedAttributes(in map[string]string) map[string]types.AttributeValue {
+	out := map[string]types.AttributeValue{}
+	for k, v := range in {
+		if len(out) == maxAttributes {
+			break
+		}
+		if k == "" || v == "" {
+			continue
+		}
+		out[truncate(k, 64)] = sv(truncate(v, maxAttributeLen))
+	}
+	return out
 }
 
 func deliveryReason(d Delivery) string {

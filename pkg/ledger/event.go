@@ -61,6 +61,10 @@ type Event struct {
 	EventID   string
 	EventType string
 	Subject   string // provider subject hint from intake, may be empty
+	// VersionHint and Attributes are what the provider's delivery said
+	// beyond the identity (see Delivery).
+	VersionHint string
+	Attributes  map[string]string
 
 	Status        Status
 	Attempts      int // attempts in the current round (reset by redrive and replay)
@@ -95,35 +99,37 @@ type Event struct {
 // item is the DynamoDB shape of an event. Times are epoch milliseconds so that
 // conditions can compare them.
 type item struct {
-	PK            string      `dynamodbav:"pk"`
-	SK            string      `dynamodbav:"sk"`
-	Source        string      `dynamodbav:"source"`
-	EventID       string      `dynamodbav:"event_id"`
-	EventType     string      `dynamodbav:"event_type"`
-	Subject       string      `dynamodbav:"subject,omitempty"`
-	Status        Status      `dynamodbav:"status"`
-	Attempts      int         `dynamodbav:"attempts"`
-	TotalAttempts int         `dynamodbav:"total_attempts"`
-	LeaseOwner    string      `dynamodbav:"lease_owner,omitempty"`
-	LeaseToken    string      `dynamodbav:"lease_token,omitempty"`
-	LeaseExpires  int64       `dynamodbav:"lease_expires_at,omitempty"`
-	NextAttemptAt int64       `dynamodbav:"next_attempt_at,omitempty"`
-	ErrorCode     string      `dynamodbav:"error_code,omitempty"`
-	ErrorMessage  string      `dynamodbav:"error_message,omitempty"`
-	ReceivedAt    int64       `dynamodbav:"received_at"`
-	ProcessedAt   int64       `dynamodbav:"processed_at,omitempty"`
-	ExpiresAt     int64       `dynamodbav:"expires_at,omitempty"`
-	DeliveryCount int         `dynamodbav:"delivery_count"`
-	FirstDelivery string      `dynamodbav:"first_delivery_id,omitempty"`
-	LastDelivery  string      `dynamodbav:"last_delivery_id,omitempty"`
-	LastDelivAt   int64       `dynamodbav:"last_delivery_at,omitempty"`
-	PayloadHash   string      `dynamodbav:"payload_hash"`
-	PayloadSize   int         `dynamodbav:"payload_size"`
-	PayloadChunks int         `dynamodbav:"payload_chunks"`
-	PayloadEnc    string      `dynamodbav:"payload_enc"`
-	Payload       []byte      `dynamodbav:"payload,omitempty"`
-	Result        *Result     `dynamodbav:"result,omitempty"`
-	Audit         []auditItem `dynamodbav:"audit"`
+	PK            string            `dynamodbav:"pk"`
+	SK            string            `dynamodbav:"sk"`
+	Source        string            `dynamodbav:"source"`
+	EventID       string            `dynamodbav:"event_id"`
+	EventType     string            `dynamodbav:"event_type"`
+	Subject       string            `dynamodbav:"subject,omitempty"`
+	VersionHint   string            `dynamodbav:"version_hint,omitempty"`
+	Attrs         map[string]string `dynamodbav:"attrs,omitempty"`
+	Status        Status            `dynamodbav:"status"`
+	Attempts      int               `dynamodbav:"attempts"`
+	TotalAttempts int               `dynamodbav:"total_attempts"`
+	LeaseOwner    string            `dynamodbav:"lease_owner,omitempty"`
+	LeaseToken    string            `dynamodbav:"lease_token,omitempty"`
+	LeaseExpires  int64             `dynamodbav:"lease_expires_at,omitempty"`
+	NextAttemptAt int64             `dynamodbav:"next_attempt_at,omitempty"`
+	ErrorCode     string            `dynamodbav:"error_code,omitempty"`
+	ErrorMessage  string            `dynamodbav:"error_message,omitempty"`
+	ReceivedAt    int64             `dynamodbav:"received_at"`
+	ProcessedAt   int64             `dynamodbav:"processed_at,omitempty"`
+	ExpiresAt     int64             `dynamodbav:"expires_at,omitempty"`
+	DeliveryCount int               `dynamodbav:"delivery_count"`
+	FirstDelivery string            `dynamodbav:"first_delivery_id,omitempty"`
+	LastDelivery  string            `dynamodbav:"last_delivery_id,omitempty"`
+	LastDelivAt   int64             `dynamodbav:"last_delivery_at,omitempty"`
+	PayloadHash   string            `dynamodbav:"payload_hash"`
+	PayloadSize   int               `dynamodbav:"payload_size"`
+	PayloadChunks int               `dynamodbav:"payload_chunks"`
+	PayloadEnc    string            `dynamodbav:"payload_enc"`
+	Payload       []byte            `dynamodbav:"payload,omitempty"`
+	Result        *Result           `dynamodbav:"result,omitempty"`
+	Audit         []auditItem       `dynamodbav:"audit"`
 }
 
 type auditItem struct {
@@ -172,6 +178,7 @@ func decodeEvent(av map[string]types.AttributeValue) (Event, error) {
 	}
 	ev := Event{
 		Source: it.Source, EventID: it.EventID, EventType: it.EventType, Subject: it.Subject,
+		VersionHint: it.VersionHint, Attributes: it.Attrs,
 		Status: it.Status, Attempts: it.Attempts, TotalAttempts: it.TotalAttempts,
 		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
 		NextAttemptAt: fromMS(it.NextAttemptAt), ErrorCode: it.ErrorCode, ErrorMessage: it.ErrorMessage,

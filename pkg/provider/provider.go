@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sort"
 	"time"
 )
 
@@ -32,10 +34,21 @@ type Identity struct {
 	Type         string
 	Subject      string    // provider subject hint, e.g. the object id
 	ProviderTime time.Time // the provider's own event time, when it sends one
+	VersionHint  string    // the source's revision of the subject, when the delivery says (e.g. Shopify updated_at)
+	// Attributes are other facts worth keeping with the event (e.g. Shopify's
+	// webhook id, topic and shop domain). Bounded: at most MaxAttributes
+	// entries of MaxAttributeLen bytes each are stored.
+	Attributes map[string]string
 	// Payload is this event's own bytes when a delivery carries several;
 	// nil means the whole delivery body.
 	Payload []byte
 }
+
+// Bounds on Identity.Attributes.
+const (
+	MaxAttributes   = 16
+	MaxAttributeLen = 256
+)
 
 // Verified is the result of a successful verification.
 type Verified struct {
@@ -43,12 +56,16 @@ type Verified struct {
 	// Unidentified is set, with a reason, when the signature is valid but
 	// the body carries no usable identity.
 	Unidentified string
+	// Confirm, when set, must run after the delivery is recorded in the
+	// ledger (SNS SubscriptionConfirmation: GET the host-checked SubscribeURL).
+	// If it fails, intake answers 5xx so the sender retries.
+	Confirm func(ctx context.Context) error
 }
 
-// Config is what a verifier needs from its source.
+// Config is what a verifier needs from its source for one request.
 type Config struct {
-	Secrets   []string      // every active secret; any may match
-	Tolerance time.Duration // signed-timestamp tolerance; 0 means the scheme default
+	Secrets   []string      // every active secret; any may match (may be empty for SNS, which uses certificates)
+	Tolerance time.Duration // signed-timestamp tolerance; 0 means the scheme's default
 	Now       func() time.Time
 }
 
@@ -60,17 +77,55 @@ type Verifier interface {
 // DefaultTolerance is the signed-timestamp tolerance when a source sets none.
 const DefaultTolerance = 300 * time.Second
 
-// For returns the verifier of a provider kind.
-func For(kind string) (Verifier, error) {
-	switch kind {
-	case "stripe":
-		return Stripe{}, nil
-	}
-	return nil, ErrUnknownKind
+// ErrOptions: a source's options do not fit its provider kind.
+var ErrOptions = errors.New("provider: invalid source options")
+
+// constructors builds a verifier from a source's options. Each kind
+// validates its options here, once, at cold start.
+var constructors = map[string]func(opts map[string]string) (Verifier, error){
+	"stripe": func(opts map[string]string) (Verifier, error) { return Stripe{}, noOptions("stripe", opts) },
 }
 
+// New returns the verifier for a provider kind, configured by the source's
+// options. Errors wrap ErrUnknownKind or ErrOptions and say what is wrong.
+func New(kind string, opts map[string]string) (Verifier, error) {
+	c, ok := constructors[kind]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownKind, kind, Kinds())
+	}
+	return c(opts)
+}
+
+// For returns the verifier of a provider kind with no options.
+func For(kind string) (Verifier, error) { return New(kind, nil) }
+
 // Kinds lists the provider kinds this build verifies.
-func Kinds() []string { return []string{"stripe"} }
+func Kinds() []string {
+	out := make([]string, 0, len(constructors))
+	for k := range constructors {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RequiresSecrets reports whether sources of this kind need secrets (SNS
+// verifies certificates instead).
+func RequiresSecrets(kind string) bool { return kind != "sns" }
+
+// noOptions refuses options for a scheme that has none worth setting
+// (except those every source may carry for its projections).
+func noOptions(kind string, opts map[string]string) error {
+	for k := range opts {
+		if !sharedOptions[k] {
+			return fmt.Errorf("%w: %s takes no option %q", ErrOptions, kind, k)
+		}
+	}
+	return nil
+}
+
+// sharedOptions are source options read outside the verifier.
+var sharedOptions = map[string]bool{"account_metadata_key": true}
 
 func withinTolerance(now, signed time.Time, tol time.Duration) bool {
 	d := now.Sub(signed)

@@ -51,7 +51,7 @@ func (s *Secrets) For(ctx context.Context, src Source, fresh bool) ([]string, er
 		}
 		out = append(out, vals...)
 	}
-	if len(out) == 0 {
+	if len(out) == 0 && len(src.Secrets) > 0 {
 		return nil, fmt.Errorf("source %s: %w: every secret is empty", src.Name, ErrSecrets)
 	}
 	return out, nil

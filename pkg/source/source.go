@@ -27,11 +27,9 @@ type Source struct {
 	Options          map[string]string `json:"options,omitempty"`
 }
 
-// Tolerance returns the signed-timestamp tolerance.
+// Tolerance returns the configured signed-timestamp tolerance; 0 means
+// the provider scheme's own default.
 func (s Source) Tolerance() time.Duration {
-	if s.ToleranceSeconds <= 0 {
-		return provider.DefaultTolerance
-	}
 	return time.Duration(s.ToleranceSeconds) * time.Second
 }
 
@@ -78,8 +76,11 @@ func Parse(doc []byte) (*Set, error) {
 		if !slices.Contains(provider.Kinds(), s.Kind) {
 			return nil, fmt.Errorf("%w: %s: kind %q is not one of %v", ErrConfig, where, s.Kind, provider.Kinds())
 		}
-		if len(s.Secrets) == 0 {
+		if len(s.Secrets) == 0 && provider.RequiresSecrets(s.Kind) {
 			return nil, fmt.Errorf("%w: %s: at least one secret reference is required", ErrConfig, where)
+		}
+		if _, err := provider.New(s.Kind, s.Options); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
 		}
 		for j, ref := range s.Secrets {
 			if err := checkRef(ref); err != nil {
