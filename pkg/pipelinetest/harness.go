@@ -52,6 +52,8 @@ type Options struct {
 	// SourcesDoc replaces the default configuration: one "stripe" source
 	// whose secrets are env:STRIPE_PRIMARY and env:STRIPE_ROTATED.
 	SourcesDoc string
+	// Secrets adds values for env: secret references (visibly fake ones).
+	Secrets map[string]string
 }
 
 // Harness is one isolated pipeline: its own table and queues.
@@ -134,6 +136,9 @@ func New(t testing.TB, o Options) *Harness {
 	h.Intake = &intake.Handler{
 		Sources: h.Sources,
 		Secrets: &source.Secrets{Getenv: func(k string) string {
+			if v, ok := o.Secrets[k]; ok {
+				return v
+			}
 			return map[string]string{"STRIPE_PRIMARY": SecretPrimary, "STRIPE_ROTATED": SecretRotated}[k]
 		}},
 		Ledger: h.newLedger(h.Dynamo.Client(h.IntakeRec.APIOption), "intake"),

@@ -83,7 +83,13 @@ var ErrOptions = errors.New("provider: invalid source options")
 // constructors builds a verifier from a source's options. Each kind
 // validates its options here, once, at cold start.
 var constructors = map[string]func(opts map[string]string) (Verifier, error){
-	"stripe": func(opts map[string]string) (Verifier, error) { return Stripe{}, noOptions("stripe", opts) },
+	"stripe":            func(opts map[string]string) (Verifier, error) { return Stripe{}, noOptions("stripe", opts) },
+	"standard-webhooks": newStandardWebhooks,
+	"shopify":           newShopify,
+	"github":            newGitHub,
+	"quiltt":            newQuiltt,
+	"hmac":              newHMAC,
+	"sns":               newSNS,
 }
 
 // New returns the verifier for a provider kind, configured by the source's
