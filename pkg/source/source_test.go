@@ -206,8 +206,8 @@ func TestParseErrors(t *testing.T) {
 		},
 		{
 			name:   "unknown kind",
-			doc:    doc(`{"name":"gh","kind":"github","secrets":["sm:x"]}`),
-			wantIn: []string{"sources[0]", `"github"`, "kind"},
+			doc:    doc(`{"name":"gh","kind":"carrier-pigeon","secrets":["sm:x"]}`),
+			wantIn: []string{"sources[0]", `"carrier-pigeon"`, "kind"},
 		},
 		{
 			name:   "missing kind",
