@@ -4,7 +4,7 @@ GO    ?= go
 FUNCTIONS := $(notdir $(wildcard functions/*))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help dev demo build test test-race test-short lint tidy-check clean FORCE
+.PHONY: help dev demo build fuzz test test-race test-short lint tidy-check clean FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -22,8 +22,19 @@ build/%/bootstrap: FORCE
 	@mkdir -p $(dir $@)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $@ ./functions/$*
 
-test: ## run every test against in-process DynamoDB (minidyn) and SQS (goaws)
+test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), then each fuzz target briefly
 	$(GO) test -count=1 -parallel 8 ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
+
+FUZZTIME_TEST ?= 3s
+FUZZTIME ?= 60s
+fuzz: ## run every fuzz target (FUZZTIME each, default 60s); a failure leaves its input in testdata/fuzz
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+	    echo "fuzz $$f ($$dir, $(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$dir > /tmp/fuzz-$$f.log 2>&1 || { cat /tmp/fuzz-$$f.log; exit 1; }; \
+	  done; \
+	done
 
 test-race: ## the tests under the race detector
 	$(GO) test -race -count=1 -parallel 8 ./...

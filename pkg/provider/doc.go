@@ -9,7 +9,22 @@
 // intake can keep it quarantined under a content hash: nothing signed is
 // thrown away.
 //
-// Stripe verification uses stripe-go's webhook package for the signature
-// itself; the timestamp tolerance is checked here against an injected clock
-// (stripe-go reads the wall clock and accepts any future timestamp).
+// Schemes, by kind:
+//
+//	stripe             stripe-go's webhook package checks the signature; the tolerance
+//	                   is checked here against an injected clock (stripe-go reads the
+//	                   wall clock and accepts any future timestamp)
+//	standard-webhooks  the Standard Webhooks reference library checks the signature
+//	                   (webhook-* and svix-* headers); tolerance checked here
+//	shopify, github,   hand-written: each is one HMAC over the body (plus a timestamp
+//	quiltt             for Quiltt) and no maintained Go library covers them; a
+//	                   dependency would cost more than the few lines it saves
+//	hmac               hand-written by definition: a configurable scheme for senders
+//	                   we do not know yet
+//	sns                hand-written: no maintained Go library verifies SNS messages
+//	                   (certificate URL checks, canonical strings, both signature
+//	                   versions, subscription confirmation)
+//
+// New builds a verifier from a source's options and validates them once, at
+// cold start.
 package provider
