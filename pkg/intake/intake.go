@@ -129,8 +129,10 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	}
 	if err != nil {
 		switch {
-		case errors.Is(err, source.ErrSecrets), errors.Is(err, provider.ErrNoSecrets):
-			log.Error("secrets unavailable", "status", 503, "err", err)
+		case errors.Is(err, source.ErrSecrets), errors.Is(err, provider.ErrNoSecrets), errors.Is(err, provider.ErrCertUnavailable):
+			// Our side cannot verify right now: a 5xx makes the sender retry
+			// (SNS never retries a 4xx).
+			log.Error("verification material unavailable", "status", 503, "err", err)
 			return reply(http.StatusServiceUnavailable, map[string]any{"error": "temporarily unavailable"})
 		default:
 			log.Warn("signature rejected", "status", 401, "reason", rejectReason(err))
