@@ -39,6 +39,10 @@ type Target struct {
 	DLQURL   string
 	Secret   string                      // the stripe source's (fake) signing secret
 	Crash    func(context.Context) error // arms a processor crash mid-batch; optional
+	// Others are the secrets of the other providers' sources, by source
+	// name ("orders", "shopify", "github", "quiltt"); those present get
+	// their deliveries too.
+	Others ProviderSecrets
 }
 
 // Options tune a run.
@@ -153,6 +157,31 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	close(work)
 	wg.Wait()
 
+	// The other providers: duplicates under new delivery ids, svix-* headers,
+	// a partly duplicate Quiltt batch, and one forged request each.
+	var others []otherDelivery
+	for _, d := range otherStory(story.run) {
+		if _, ok := t.Others[d.source]; ok {
+			others = append(others, d)
+		}
+	}
+	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	if len(others) > 0 {
+		progress(o.Progress, "sending %d deliveries to %d other providers (and one forged request each)", len(others), len(t.Others))
+	}
+	for _, d := range others {
+		code := sendOther(ctx, t.BaseURL, d, t.Others[d.source])
+		rep.recordOther(d, code, false)
+	}
+	for src := range t.Others {
+		for _, d := range others {
+			if d.source == src {
+				rep.recordOther(d, sendOther(ctx, t.BaseURL, d, "local_FAKE_attacker_guess_9999"), true)
+				break
+			}
+		}
+	}
+
 	// 4. Wait until the pipeline is quiet.
 	snap, quiet := waitQuiet(ctx, t, o)
 	// 5. Late duplicates of processed events: 200 with the stored result.
@@ -172,6 +201,7 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 
 // story is the model: what the senders meant.
 type story struct {
+	run    string
 	events []*event // every legitimate event; [0] is sent concurrently
 	forged []*event
 	subs   []string
@@ -184,6 +214,7 @@ func newStory(n int, now int64) *story {
 	s := &story{}
 	base := now - 3600
 	run := strconv.FormatInt(now%(36*36*36*36), 36)
+	s.run = run
 	statuses := []string{"trialing", "active", "past_due", "active"}
 	for i := range n {
 		sub := fmt.Sprintf("sub_demo%s_%02d", run, i+1)

@@ -60,6 +60,10 @@ func TestDemoEndToEnd(t *testing.T) {
 	target := demo.Target{
 		BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(), SQS: stack.SQS,
 		QueueURL: stack.Queues.Queue, DLQURL: stack.Queues.DLQ, Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"],
+		Others: demo.ProviderSecrets{
+			"orders": file.Secrets["LOCAL_ORDERS_WEBHOOK_SECRET"], "shopify": file.Secrets["LOCAL_SHOPIFY_CLIENT_SECRET"],
+			"github": file.Secrets["LOCAL_GITHUB_WEBHOOK_SECRET"], "quiltt": file.Secrets["LOCAL_QUILTT_WEBHOOK_SECRET"],
+		},
 		Crash: func(ctx context.Context) error {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.HTTPURL()+"/_dev/crash", nil)
 			resp, err := http.DefaultClient.Do(req)
@@ -83,7 +87,17 @@ func TestDemoEndToEnd(t *testing.T) {
 	if rep.ByHTTP[401] != 3 || rep.ByHTTP[202] == 0 || rep.ByHTTP[200] == 0 || rep.Suppressed < 20 {
 		t.Fatalf("deliveries by status %v, suppressed %d", rep.ByHTTP, rep.Suppressed)
 	}
-	if rep.ByStatus[ledger.StatusQuarantined] != 1 || rep.ByStatus[ledger.StatusProcessed] != rep.Events-1 || rep.MaxPerOp != 1 {
+	others := 0
+	for src, o := range rep.Others {
+		if o.Processed != len(o.Expected) || o.Forged401 != 1 {
+			t.Fatalf("%s: %+v", src, o)
+		}
+		others += o.Processed
+	}
+	if len(rep.Others) != 4 || rep.Others["quiltt"].Rows != 3 || rep.Others["orders"].Rows != 3 || rep.Others["shopify"].Rows != 1 || rep.Others["github"].Rows != 1 {
+		t.Fatalf("other providers: %d sources", len(rep.Others))
+	}
+	if rep.ByStatus[ledger.StatusQuarantined] != 1 || rep.ByStatus[ledger.StatusProcessed] != rep.Events-1+others || rep.MaxPerOp != 1 {
 		t.Fatalf("ledger %v, max intents per op %d", rep.ByStatus, rep.MaxPerOp)
 	}
 	if rep.Intents != rep.ByOutcome[ledger.OutcomeApplied] || rep.ByOutcome[ledger.OutcomeStale] == 0 {

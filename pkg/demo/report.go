@@ -32,7 +32,44 @@ type Report struct {
 	Retries     int // claims of a RETRY_WAIT event
 	Violations  []string
 
+	// Others: per other provider source, what was sent and what it became.
+	Others map[string]*OtherOutcome
+
 	statusOf map[string]int // event id → deliveries, for Suppressed
+}
+
+// OtherOutcome is one non-Stripe source's result.
+type OtherOutcome struct {
+	Deliveries int
+	ByHTTP     map[int]int
+	Forged401  int
+	Expected   map[string]bool // event ids sent
+	Rows       int             // ledger rows for the source
+	Processed  int
+}
+
+func (r *Report) recordOther(d otherDelivery, code int, forged bool) {
+	if r.Others == nil {
+		r.Others = map[string]*OtherOutcome{}
+	}
+	o := r.Others[d.source]
+	if o == nil {
+		o = &OtherOutcome{ByHTTP: map[int]int{}, Expected: map[string]bool{}}
+		r.Others[d.source] = o
+	}
+	if forged {
+		if code == 401 {
+			o.Forged401++
+		} else {
+			r.violate("I4", "a forged %s delivery was answered %d", d.source, code)
+		}
+		return
+	}
+	o.Deliveries++
+	o.ByHTTP[code]++
+	for _, id := range d.events {
+		o.Expected[id] = true
+	}
 }
 
 // SubjectOutcome is one subscription's final business state.
@@ -67,17 +104,30 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 	}
 	events := map[string]ledger.Event{}
 	for _, ev := range snap.Events {
-		events[ev.EventID] = ev
+		if !strings.Contains(ev.EventID, s.run) {
+			continue // another run's event, or someone else's
+		}
 		r.ByStatus[ev.Status]++
 		if ev.Result != nil && ev.Status == ledger.StatusProcessed {
 			r.ByOutcome[ev.Result.Outcome]++
 		}
 		switch ev.Status {
 		case ledger.StatusQuarantined:
-			r.Quarantined = append(r.Quarantined, fmt.Sprintf("%s: %s (%s)", ev.EventID, ev.ErrorCode, ev.ErrorMessage))
+			r.Quarantined = append(r.Quarantined, fmt.Sprintf("%s/%s: %s (%s)", ev.Source, ev.EventID, ev.ErrorCode, ev.ErrorMessage))
 		case ledger.StatusDead:
-			r.Dead = append(r.Dead, fmt.Sprintf("%s: %s (%s)", ev.EventID, ev.ErrorCode, ev.ErrorMessage))
+			r.Dead = append(r.Dead, fmt.Sprintf("%s/%s: %s (%s)", ev.Source, ev.EventID, ev.ErrorCode, ev.ErrorMessage))
 		}
+		if o := r.Others[ev.Source]; o != nil {
+			o.Rows++
+			if ev.Status == ledger.StatusProcessed {
+				o.Processed++
+			}
+			if !o.Expected[ev.EventID] {
+				r.violate("I4", "%s has an unexpected row %s (forged or duplicate identity)", ev.Source, ev.EventID)
+			}
+			continue
+		}
+		events[ev.EventID] = ev
 	}
 	r.Events = len(s.events)
 	sent := 0
@@ -90,6 +140,17 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 	for _, ev := range s.forged {
 		if _, ok := events[ev.ID]; ok {
 			r.violate("I4", "forged delivery %s has a ledger row", ev.ID)
+		}
+	}
+	for src, o := range r.Others {
+		if o.Rows != len(o.Expected) || o.Processed != len(o.Expected) {
+			r.violate("I1", "%s: %d events sent, %d rows, %d processed", src, len(o.Expected), o.Rows, o.Processed)
+		}
+		if o.ByHTTP[0]+o.ByHTTP[401]+o.ByHTTP[500]+o.ByHTTP[503] > 0 {
+			r.violate("I1", "%s: legitimate deliveries answered %v", src, o.ByHTTP)
+		}
+		if o.Forged401 != 1 {
+			r.violate("I4", "%s: forged delivery not refused", src)
 		}
 	}
 	if r.ByHTTP[401] != len(s.forged) {
@@ -252,6 +313,16 @@ func (r Report) Print(w io.Writer) {
 		for _, it := range items {
 			fmt.Fprintf(w, "  - %s\n", it)
 		}
+	}
+	srcs := make([]string, 0, len(r.Others))
+	for src := range r.Others {
+		srcs = append(srcs, src)
+	}
+	sort.Strings(srcs)
+	for _, src := range srcs {
+		o := r.Others[src]
+		fmt.Fprintf(w, "Source %-8s %d deliveries of %d events → %d ledger rows, %d processed (no projection yet: ignored); forged request refused: %v\n",
+			src+":", o.Deliveries, len(o.Expected), o.Rows, o.Processed, o.Forged401 == 1)
 	}
 	list("Quarantined", r.Quarantined)
 	list("Dead", r.Dead)

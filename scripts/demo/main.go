@@ -43,7 +43,12 @@ func run() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	target := demo.Target{Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"]}
+	target := demo.Target{Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"], Others: demo.ProviderSecrets{}}
+	for src, env := range map[string]string{"orders": "LOCAL_ORDERS_WEBHOOK_SECRET", "shopify": "LOCAL_SHOPIFY_CLIENT_SECRET", "github": "LOCAL_GITHUB_WEBHOOK_SECRET", "quiltt": "LOCAL_QUILTT_WEBHOOK_SECRET"} {
+		if v := file.Secrets[env]; v != "" {
+			target.Others[src] = v
+		}
+	}
 	httpAddr := orDefault(cfg.HTTPAddr, "127.0.0.1:3000")
 
 	var health struct {

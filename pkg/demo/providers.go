@@ -1,0 +1,133 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+)
+
+// ProviderSecrets are the (fake) secrets of the local stack's other sources,
+// keyed by source name. Sources without a secret here are skipped.
+type ProviderSecrets map[string]string
+
+// otherDelivery is one signed request to a non-Stripe source.
+type otherDelivery struct {
+	source  string
+	events  []string // the event ids this delivery carries
+	body    []byte
+	headers func(secret string, now time.Time) map[string]string
+}
+
+// otherStory: for every other provider, a few deliveries with duplicates (a
+// redelivery under a new delivery id, a partly duplicate Quiltt batch) and
+// one forged request. No projection handles these yet, so each event must
+// end PROCESSED (ignored), exactly once.
+func otherStory(run string) []otherDelivery {
+	var out []otherDelivery
+	// Standard Webhooks: the seed 003 order O-42, three revisions out of order, once with svix-* headers.
+	for _, rev := range []struct {
+		id     string
+		rev    int
+		status string
+		svix   bool
+	}{{"msg_o42_12_" + run, 12, "cancelled", false}, {"msg_o42_10_" + run, 10, "created", false}, {"msg_o42_11_" + run, 11, "confirmed", true}, {"msg_o42_12_" + run, 12, "cancelled", true}} {
+		body := fmt.Appendf(nil, `{"type":"order.updated","timestamp":"2026-11-30T12:00:%02dZ","data":{"id":"O-42-%s","revision":%d,"status":%q}}`, rev.rev, run, rev.rev, rev.status)
+		id, svix := rev.id, rev.svix
+		out = append(out, otherDelivery{source: "orders", events: []string{id}, body: body, headers: func(secret string, now time.Time) map[string]string {
+			wh, err := standardwebhooks.NewWebhook(secret)
+			if err != nil {
+				return nil
+			}
+			sig, _ := wh.Sign(id, now, body)
+			prefix := "webhook-"
+			if svix {
+				prefix = "svix-"
+			}
+			return map[string]string{prefix + "id": id, prefix + "timestamp": strconv.FormatInt(now.Unix(), 10), prefix + "signature": sig, "content-type": "application/json"}
+		}})
+	}
+	// Shopify: one orders/updated event delivered twice under two webhook ids.
+	shopBody := fmt.Appendf(nil, `{"id":820982911946154508%s,"admin_graphql_api_id":"gid://shopify/Order/82098291194615%s","updated_at":"2026-11-30T12:00:00-05:00","financial_status":"paid","total_price":"199.00"}`, digits(run), digits(run))
+	for _, wid := range []string{"wh-a-" + run, "wh-b-" + run} {
+		wid := wid
+		out = append(out, otherDelivery{source: "shopify", events: []string{"shop_evt_" + run}, body: shopBody, headers: func(secret string, now time.Time) map[string]string {
+			return map[string]string{"x-shopify-hmac-sha256": b64HMAC(secret, shopBody), "x-shopify-event-id": "shop_evt_" + run, "x-shopify-webhook-id": wid,
+				"x-shopify-topic": "orders/updated", "x-shopify-shop-domain": "demo-shop.myshopify.com", "x-shopify-triggered-at": now.UTC().Format(time.RFC3339), "content-type": "application/json"}
+		}})
+	}
+	// GitHub: a push and its manual redelivery (same X-GitHub-Delivery).
+	ghBody := fmt.Appendf(nil, `{"ref":"refs/heads/main","before":"0000000","after":"%s","repository":{"full_name":"acme/webhooks"},"pusher":{"name":"octocat"}}`, run)
+	for range 2 {
+		out = append(out, otherDelivery{source: "github", events: []string{"gh-delivery-" + run}, body: ghBody, headers: func(secret string, _ time.Time) map[string]string {
+			m := hmac.New(sha256.New, []byte(secret))
+			m.Write(ghBody)
+			return map[string]string{"x-hub-signature-256": "sha256=" + hex.EncodeToString(m.Sum(nil)), "x-github-delivery": "gh-delivery-" + run, "x-github-event": "push", "content-type": "application/json"}
+		}})
+	}
+	// Quiltt: two events, then a partly duplicate delivery (one old, one new).
+	q := func(ids ...string) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"eventTypes":["connection.synced.successful"],"events":[`)
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":%q,"type":"connection.synced.successful","record":{"id":"conn_%s","profileId":"p_demo"}}`, id, id)
+		}
+		b.WriteString(`]}`)
+		return b.Bytes()
+	}
+	for _, ids := range [][]string{{"qevt_1_" + run, "qevt_2_" + run}, {"qevt_2_" + run, "qevt_3_" + run}} {
+		body := q(ids...)
+		out = append(out, otherDelivery{source: "quiltt", events: ids, body: body, headers: func(secret string, now time.Time) map[string]string {
+			ts := strconv.FormatInt(now.Unix(), 10)
+			m := hmac.New(sha256.New, []byte(secret))
+			m.Write([]byte("1" + ts))
+			m.Write(body)
+			return map[string]string{"quiltt-signature": base64.StdEncoding.EncodeToString(m.Sum(nil)), "quiltt-timestamp": ts, "content-type": "application/json"}
+		}})
+	}
+	return out
+}
+
+func b64HMAC(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// digits keeps the run tag numeric for Shopify's numeric ids.
+func digits(run string) string {
+	n, _ := strconv.ParseInt(run, 36, 64)
+	return strconv.FormatInt(n%10000, 10)
+}
+
+// sendOther posts one delivery, signed with secret; 5xx is retried.
+func sendOther(ctx context.Context, base string, d otherDelivery, secret string) int {
+	for attempt := range 5 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/"+d.source, bytes.NewReader(d.body))
+		for k, v := range d.headers(secret, time.Now()) {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode < 500 {
+				return resp.StatusCode
+			}
+		}
+		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
+	}
+	return 0
+}
