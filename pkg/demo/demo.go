@@ -258,15 +258,24 @@ func newEvent(id, typ, sub, status, account string, created int64) *event {
 
 var client = &http.Client{Timeout: 30 * time.Second}
 
-// send posts one signed delivery and returns the HTTP status (0 on a
-// transport error). A 5xx is retried a few times, as a provider would.
+// send posts one signed Stripe delivery and returns the HTTP status.
 func send(ctx context.Context, base string, d delivery) int {
+	return post(ctx, base+"/webhooks/stripe", d.ev.Body, func(now time.Time) map[string]string {
+		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: d.ev.Body, Secret: d.secret, Timestamp: now}).Header
+		return map[string]string{"Content-Type": "application/json; charset=utf-8", "Stripe-Signature": sig,
+			"User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks) demo"}
+	})
+}
+
+// post sends body with freshly signed headers and returns the HTTP status
+// (0 on a transport error). A 5xx is retried a few times, re-signed each
+// time, as a provider would.
+func post(ctx context.Context, url string, body []byte, headers func(now time.Time) map[string]string) int {
 	for attempt := range 5 {
-		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: d.ev.Body, Secret: d.secret, Timestamp: time.Now()}).Header
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(d.ev.Body))
-		req.Header.Set("Content-Type", "application/json; charset=utf-8")
-		req.Header.Set("Stripe-Signature", sig)
-		req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks) demo")
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		for k, v := range headers(time.Now()) {
+			req.Header.Set(k, v)
+		}
 		resp, err := client.Do(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)

@@ -8,8 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -112,22 +110,7 @@ func digits(run string) string {
 	return strconv.FormatInt(n%10000, 10)
 }
 
-// sendOther posts one delivery, signed with secret; 5xx is retried.
+// sendOther posts one delivery signed with secret.
 func sendOther(ctx context.Context, base string, d otherDelivery, secret string) int {
-	for attempt := range 5 {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/"+d.source, bytes.NewReader(d.body))
-		for k, v := range d.headers(secret, time.Now()) {
-			req.Header.Set(k, v)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode < 500 {
-				return resp.StatusCode
-			}
-		}
-		time.Sleep(time.Duration(100*(attempt+1)) * time.Millisecond)
-	}
-	return 0
+	return post(ctx, base+"/webhooks/"+d.source, d.body, func(now time.Time) map[string]string { return d.headers(secret, now) })
 }
