@@ -28,8 +28,9 @@ type otherDelivery struct {
 
 // otherStory: for every other provider, a few deliveries with duplicates (a
 // redelivery under a new delivery id, a partly duplicate Quiltt batch) and
-// one forged request. No projection handles these yet, so each event must
-// end PROCESSED (ignored), exactly once.
+// one forged request. Each event must end PROCESSED exactly once (the O-42
+// cancellation at revision 12 wins over the older revisions and creates its
+// refund and notification intents once).
 func otherStory(run string) []otherDelivery {
 	var out []otherDelivery
 	// Standard Webhooks: the seed 003 order O-42, three revisions out of order, once with svix-* headers.

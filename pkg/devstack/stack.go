@@ -183,6 +183,16 @@ func (s *Stack) start(ctx context.Context) error {
 
 	// Functions under the Runtime Interface Emulator.
 	port := cfg.RIEPort
+	var auto []int
+	if cfg.AutoPorts {
+		total := 0
+		for _, fn := range Functions {
+			total += 2 * cfg.Instances[fn]
+		}
+		if auto, err = freePorts(total); err != nil {
+			return err
+		}
+	}
 	for _, fn := range Functions {
 		n := cfg.Instances[fn]
 		s.pools[fn] = make(chan *instance, n)
@@ -190,12 +200,7 @@ func (s *Stack) start(ctx context.Context) error {
 			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port + 1000}
 			port++
 			if cfg.AutoPorts {
-				if in.port, err = freePort(); err != nil {
-					return err
-				}
-				if in.apiPort, err = freePort(); err != nil {
-					return err
-				}
+				in.port, in.apiPort, auto = auto[0], auto[1], auto[2:]
 			}
 			if err := s.startInstance(ctx, in, dynURL, sq.URL); err != nil {
 				return err
@@ -241,13 +246,25 @@ func (s *Stack) DynamoURL() string { return s.dynURL }
 // Table is the ledger table's name.
 func (s *Stack) Table() string { return s.cfg.Table }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts finds n distinct free ports: all are held open until every one
+// is found, so no two instances get the same port.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // Close stops every component and leaves no process behind.

@@ -109,11 +109,27 @@ func OperationID(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Default returns the registry with every built-in projection.
+// Default returns the registry with every built-in projection: Stripe
+// subscriptions, invoices and payment intents (kind "stripe"), SES delivery
+// status ("sns"), Shopify orders ("shopify"), Quiltt connection health
+// ("quiltt") and the seed 003 order workflow ("standard-webhooks", with
+// the default hop budget).
 func Default(opts StripeOptions) *Registry {
 	r := NewRegistry()
 	sub := NewStripeSubscriptions(opts)
 	r.Register("stripe", sub.EventTypes(), sub)
+	inv := NewStripeInvoices()
+	r.Register("stripe", inv.EventTypes(), inv)
+	pi := NewStripePaymentIntents()
+	r.Register("stripe", pi.EventTypes(), pi)
+	ses := NewSESMessages()
+	r.Register("sns", ses.EventTypes(), ses)
+	shop := NewShopifyOrders()
+	r.Register("shopify", shop.EventTypes(), shop)
+	q := NewQuilttConnections()
+	r.Register("quiltt", q.EventTypes(), q)
+	orders := NewOrders(OrderOptions{})
+	r.Register("standard-webhooks", orders.EventTypes(), orders)
 	return r
 }
 

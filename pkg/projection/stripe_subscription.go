@@ -2,7 +2,6 @@ package projection
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,6 +62,9 @@ func NewStripeSubscriptions(opts StripeOptions) *StripeSubscriptions {
 	return &StripeSubscriptions{opts: opts}
 }
 
+// maxStripeCreated bounds "created" (year 2100) so created×4+rank cannot overflow.
+const maxStripeCreated = 4102444800
+
 // StripeSubscriptionProjection is the projection's name in the ledger.
 const StripeSubscriptionProjection = "stripe_subscription"
 
@@ -119,8 +121,8 @@ func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
 	if err := json.Unmarshal(ev.Payload, &e); err != nil {
 		return Result{}, Permanent("malformed", fmt.Errorf("stripe event is not JSON: %v", err))
 	}
-	if e.Created <= 0 {
-		return Result{}, Permanent("malformed", errors.New("stripe event has no created time"))
+	if e.Created <= 0 || e.Created > maxStripeCreated {
+		return Result{}, Permanent("malformed", fmt.Errorf("stripe event created %d is missing or out of range", e.Created))
 	}
 	var sub stripeSubscription
 	if err := json.Unmarshal(e.Data.Object, &sub); err != nil {

@@ -94,7 +94,7 @@ func TestRegistry(t *testing.T) {
 	if _, ok := r.Lookup("stripe", "customer.subscription.deleted"); !ok {
 		t.Fatal("deleted not registered")
 	}
-	if _, ok := r.Lookup("stripe", "invoice.paid"); ok {
+	if _, ok := r.Lookup("stripe", "charge.refunded"); ok {
 		t.Fatal("unexpected projection")
 	}
 	defer func() {

@@ -1,0 +1,246 @@
+package projection
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+// OrderProjection is the generic order projection's name in the ledger.
+const OrderProjection = "order"
+
+// DefaultHopBudget is how many automation hops an order event may have
+// travelled, counting ours, before it is quarantined as a runaway chain.
+const DefaultHopBudget = 5
+
+// OrderOptions configure the generic order projection. The zero value works.
+type OrderOptions struct {
+	// HopBudget is the largest hop an intent may carry (origin.hop + 1);
+	// an event past it is quarantined with code "hop_budget". Zero or less
+	// means DefaultHopBudget.
+	HopBudget int64
+}
+
+// Orders projects the seed 003 order workflow, delivered as Standard
+// Webhooks: {"type":"order.updated","data":{"id":"O-42","revision":12,
+// "status":"cancelled",...},"origin":{"automation":"A","hop":2}}.
+//
+// # Ordering rule
+//
+// subject = data.id, version = data.revision, an integer the source
+// increments with every change of the order (required: without it there
+// is no safe order, and the event is malformed). Newer revision wins; an
+// older one is stale (a late r11 CONFIRMED never resurrects an r12
+// CANCELLED); the same revision with the same state is a noop; the same
+// revision with a contradictory state is quarantined by the ledger
+// (version_conflict) for authoritative reconciliation, never settled by
+// arrival order. No state is terminal, so those three rules hold for every
+// revision, cancelled or not.
+//
+// # State and fingerprint
+//
+// The state is data as sent (numbers exact), minus the fields that are not
+// business facts: "revision" (it is the version; keeping it would make
+// every revision a change) and "updated_at" (a clock reading that moves
+// with every revision). status is lower-cased, with "canceled" read as
+// "cancelled"; when data has no status, order.created, order.confirmed
+// and order.cancelled imply one. The envelope ("type", "timestamp",
+// "origin") is not state either: an automation that echoes the same
+// business state back under another type or origin changes nothing and
+// triggers nothing (seed 003: no-op suppression before the hop fuse).
+//
+// The type is the event's type as recorded at intake; when that is not an
+// order type (a source whose type_path points elsewhere), the body's
+// "type" is used.
+//
+// # Intents
+//
+// An applied cancelled state emits two intents: "refund" keyed
+// OperationID(order, "refund_due_to_cancellation", revision) and
+// "notify_cancellation" keyed OperationID(order, "notify_cancellation",
+// revision) (DESIGN.md §3). Their payload carries the order id, revision,
+// the money and customer fields when present, and the business state.
+//
+// Note: a later revision that still says cancelled but changes a business
+// field (say, the total) is a new state and emits intents keyed by its own
+// revision. The refund effect must treat "refund this order's
+// cancellation" as settled once one refund for the order succeeded.
+//
+// # Causation and the hop budget
+//
+// The body's "origin" object (e.g. {"automation":"A","hop":2}) is copied
+// into every intent's payload as "origin" with hop+1 (hop absent is 0, so
+// an event without origin gives {"hop":1}); the automation that performs
+// the effect passes it on. When hop+1 exceeds the budget the event is
+// refused with Permanent("hop_budget"): it is quarantined where an
+// operator sees it, whatever its state, because a chain that long is a
+// loop between automations (seed 003 "emergency hop budget").
+type Orders struct {
+	budget int64
+}
+
+var _ Projection = (*Orders)(nil)
+
+// NewOrders returns the projection.
+func NewOrders(opts OrderOptions) *Orders {
+	if opts.HopBudget <= 0 {
+		opts.HopBudget = DefaultHopBudget
+	}
+	return &Orders{budget: opts.HopBudget}
+}
+
+// Name returns the projection name.
+func (*Orders) Name() string { return OrderProjection }
+
+// EventTypes lists the order event types it handles.
+func (*Orders) EventTypes() []string {
+	return []string{"order.created", "order.updated", "order.confirmed", "order.cancelled"}
+}
+
+// orderTypeStatus is the status an order type implies ("" for
+// order.updated: it implies none).
+var orderTypeStatus = map[string]string{
+	"order.created":   "created",
+	"order.updated":   "",
+	"order.confirmed": "confirmed",
+	"order.cancelled": "cancelled",
+}
+
+// orderNotState are data fields that are not business facts.
+var orderNotState = map[string]bool{"revision": true, "updated_at": true}
+
+// orderCopied are data fields copied into intent payloads when present.
+var orderCopied = []string{"customer_id", "currency", "total_minor", "total", "amount_minor", "amount", "payment_id"}
+
+// Project computes the order state from one event.
+func (p *Orders) Project(ev Event) (Result, error) {
+	var body struct {
+		Type   string          `json:"type"`
+		Data   json.RawMessage `json:"data"`
+		Origin json.RawMessage `json:"origin"`
+	}
+	if err := json.Unmarshal(ev.Payload, &body); err != nil {
+		return Result{}, Permanent("malformed", fmt.Errorf("order event is not a JSON object: %v", err))
+	}
+	typ := ev.Type
+	if _, ok := orderTypeStatus[typ]; !ok {
+		typ = body.Type
+	}
+	implied, ok := orderTypeStatus[typ]
+	if !ok {
+		return Result{}, Permanent("unsupported_type", fmt.Errorf("order projection does not handle %q (body type %q)", ev.Type, body.Type))
+	}
+	var data map[string]any
+	if err := decodeObject(body.Data, &data); err != nil || data == nil {
+		return Result{}, Permanent("malformed", errors.New("order event has no data object"))
+	}
+	if hasEmptyKey(data) {
+		// The state keeps every business field; one the store cannot hold
+		// is refused rather than silently dropped.
+		return Result{}, Permanent("malformed", errors.New("order data has a field with an empty name"))
+	}
+	idRaw, _ := json.Marshal(data["id"])
+	id := idText(idRaw)
+	if err := validSubject("data.id", id); err != nil {
+		return Result{}, err
+	}
+	revRaw, _ := json.Marshal(data["revision"])
+	revision, ok := jsonInt(revRaw)
+	if !ok || revision < 0 {
+		return Result{}, Permanent("malformed", fmt.Errorf("order %s: data.revision must be a non-negative integer", id))
+	}
+	status, _ := data["status"].(string)
+	status = strings.ToLower(strings.TrimSpace(status))
+	if status == "canceled" {
+		status = "cancelled"
+	}
+	if status == "" {
+		status = implied
+	}
+	if status == "" {
+		return Result{}, Permanent("malformed", fmt.Errorf("order %s revision %d has no status", id, revision))
+	}
+	origin, err := p.nextOrigin(body.Origin)
+	if err != nil {
+		return Result{}, err
+	}
+
+	state := make(map[string]any, len(data))
+	for k, v := range data {
+		if !orderNotState[k] {
+			state[k] = normalizeJSON(v)
+		}
+	}
+	state["status"] = status
+	res := Result{Write: &ledger.ProjectionWrite{
+		Name: OrderProjection, Subject: id, Version: revision,
+		Fingerprint: Fingerprint(state), State: state,
+	}}
+	if status != "cancelled" {
+		return res, nil
+	}
+	rev := strconv.FormatInt(revision, 10)
+	for _, in := range []struct{ kind, transition string }{
+		{"refund", "refund_due_to_cancellation"},
+		{"notify_cancellation", "notify_cancellation"},
+	} {
+		payload := map[string]any{
+			"order_id": id, "revision": revision, "version": revision, "status": status,
+			"reason": "cancellation", "origin": deepCopy(origin), "order": deepCopy(state),
+		}
+		for _, k := range orderCopied {
+			if v, ok := state[k]; ok {
+				payload[k] = v
+			}
+		}
+		res.Intents = append(res.Intents, ledger.Intent{
+			OperationID: OperationID(id, in.transition, rev),
+			Kind:        in.kind,
+			Subject:     id,
+			Payload:     payload,
+		})
+	}
+	return res, nil
+}
+
+// nextOrigin reads the body's origin and returns it with hop+1, refusing
+// the event when that passes the budget.
+func (p *Orders) nextOrigin(raw json.RawMessage) (map[string]any, error) {
+	origin := map[string]any{}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		if err := decodeObject(t, &origin); err != nil || origin == nil {
+			return nil, Permanent("malformed", errors.New("origin is not a JSON object"))
+		}
+		if hasEmptyKey(origin) {
+			return nil, Permanent("malformed", errors.New("origin has a field with an empty name"))
+		}
+		origin = normalizeJSON(origin).(map[string]any)
+	}
+	var hop int64
+	if h, present := origin["hop"]; present {
+		n, ok := h.(int64)
+		if !ok || n < 0 {
+			return nil, Permanent("malformed", errors.New("origin.hop must be a non-negative integer"))
+		}
+		hop = n
+	}
+	if hop >= p.budget {
+		return nil, Permanent("hop_budget", fmt.Errorf("origin hop %d + 1 exceeds the budget of %d: a runaway automation chain?", hop, p.budget))
+	}
+	origin["hop"] = hop + 1
+	return origin, nil
+}
+
+// deepCopy copies a JSON-shaped map through its JSON form, so intents
+// never share a map or slice with each other or with the write.
+func deepCopy(m map[string]any) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = decodeObject(b, &out)
+	return normalizeJSON(out).(map[string]any)
+}

@@ -1,0 +1,171 @@
+package projection
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+// QuilttConnectionProjection is the Quiltt connection health projection's
+// name in the ledger.
+const QuilttConnectionProjection = "quiltt_connection"
+
+// QuilttConnections projects Quiltt connection events into one health state
+// per connection (record.id). The payload is one events[] element of a
+// Quiltt delivery, as the intake stores it.
+//
+// # State
+//
+// health comes from the event type: connection.synced.successful (and its
+// .initial and .historical variants) is healthy, connection.synced.errored.*
+// is unhealthy (error_kind: repairable, service, provider or institution:
+// the last segment of the type), connection.disconnected is disconnected.
+// The state is {connection_id, health, error_kind}; record fields that
+// change with every sync are not state, so a repeated report of the same
+// health is a noop (same time) or a version advance (newer time), never a
+// change.
+//
+// # Ordering rule
+//
+// version = the element's "at" (Quiltt's "timestamp of when the Event
+// occurred", ISO 8601) in Unix milliseconds: Quiltt batches several events
+// per delivery and retries deliveries, so arrival order says nothing; the
+// event's own time does. An element without "at" falls back to the time
+// the event was received (Event.ReceivedAt, fixed when the ledger first
+// accepted it, so every retry and replay projects the same version). That
+// fallback is arrival order and weaker: two events of one connection in
+// one delivery share a receipt time and, if they disagree, the second is
+// quarantined (version_conflict) instead of guessed at. An element with
+// neither is refused (malformed). Two events of one connection at the same
+// millisecond with different health are quarantined the same way.
+//
+// # Intents
+//
+// An applied change into an unhealthy state emits one "connection.alert"
+// intent keyed OperationID("quiltt_connection", connection id, "unhealthy",
+// version). The ledger applies a write only when the state differs from
+// the stored one, so staying unhealthy alerts once; a change of error kind
+// (a service outage becoming "repairable", which needs the user to
+// reconnect) is a change and alerts again. An unhealthy report older than
+// the stored state is stale and alerts nothing: it is already resolved.
+type QuilttConnections struct{}
+
+var _ Projection = (*QuilttConnections)(nil)
+
+// NewQuilttConnections returns the projection.
+func NewQuilttConnections() *QuilttConnections { return &QuilttConnections{} }
+
+// Name returns the projection name.
+func (*QuilttConnections) Name() string { return QuilttConnectionProjection }
+
+// EventTypes lists the Quiltt event types it handles.
+func (*QuilttConnections) EventTypes() []string {
+	return []string{
+		"connection.synced.successful", "connection.synced.successful.initial", "connection.synced.successful.historical",
+		"connection.synced.errored.repairable", "connection.synced.errored.service",
+		"connection.synced.errored.provider", "connection.synced.errored.institution",
+		"connection.disconnected",
+	}
+}
+
+// Connection health states.
+const (
+	HealthHealthy      = "healthy"
+	HealthUnhealthy    = "unhealthy"
+	HealthDisconnected = "disconnected"
+)
+
+// quilttHealth maps an event type to health and error kind.
+func quilttHealth(typ string) (health, kind string, ok bool) {
+	switch {
+	case typ == "connection.synced.successful" || typ == "connection.synced.successful.initial" || typ == "connection.synced.successful.historical":
+		return HealthHealthy, "", true
+	case strings.HasPrefix(typ, "connection.synced.errored."):
+		kind = strings.TrimPrefix(typ, "connection.synced.errored.")
+		return HealthUnhealthy, kind, kind != "" && !strings.Contains(kind, ".")
+	case typ == "connection.disconnected":
+		return HealthDisconnected, "", true
+	}
+	return "", "", false
+}
+
+type quilttEvent struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	At     string `json:"at"`
+	Record struct {
+		ID        string `json:"id"`
+		ProfileID string `json:"profileId"`
+		Status    string `json:"status"`
+		Source    string `json:"source"`
+	} `json:"record"`
+	Profile struct {
+		ID string `json:"id"`
+	} `json:"profile"`
+}
+
+// Project computes the connection health from one event element.
+func (*QuilttConnections) Project(ev Event) (Result, error) {
+	var e quilttEvent
+	if err := json.Unmarshal(ev.Payload, &e); err != nil {
+		return Result{}, Permanent("malformed", fmt.Errorf("quiltt event is not JSON: %v", err))
+	}
+	typ := e.Type
+	if typ == "" {
+		typ = ev.Type
+	}
+	if ev.Type != "" && e.Type != "" && ev.Type != e.Type {
+		return Result{}, Permanent("malformed", fmt.Errorf("event type %q but the element says %q", ev.Type, e.Type))
+	}
+	health, kind, ok := quilttHealth(typ)
+	if !ok {
+		return Result{}, Permanent("unsupported_type", fmt.Errorf("quiltt connection projection does not handle %q", typ))
+	}
+	conn := e.Record.ID
+	if err := validSubject("record.id (the connection)", conn); err != nil {
+		return Result{}, err
+	}
+	var version int64
+	var err error
+	switch {
+	case e.At != "":
+		version, err = unixMillis("at", e.At)
+	case !ev.ReceivedAt.IsZero() && ev.ReceivedAt.UnixMilli() > 0:
+		version = ev.ReceivedAt.UnixMilli()
+	default:
+		err = Permanent("malformed", errors.New("quiltt event has no \"at\" and no receipt time"))
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	state := map[string]any{
+		"connection_id": conn,
+		"health":        health,
+		"error_kind":    kind,
+	}
+	res := Result{Write: &ledger.ProjectionWrite{
+		Name: QuilttConnectionProjection, Subject: conn, Version: version,
+		Fingerprint: Fingerprint(state), State: state,
+	}}
+	if health == HealthUnhealthy {
+		profile := e.Record.ProfileID
+		if profile == "" {
+			profile = e.Profile.ID
+		}
+		res.Intents = []ledger.Intent{{
+			OperationID: OperationID(QuilttConnectionProjection, conn, HealthUnhealthy, strconv.FormatInt(version, 10)),
+			Kind:        "connection.alert",
+			Subject:     conn,
+			Payload: map[string]any{
+				"connection_id": conn, "profile_id": profile, "event_type": typ, "error_kind": kind,
+				"connection_status": e.Record.Status, "provider": e.Record.Source,
+				"at": e.At, "version": version,
+			},
+		}}
+	}
+	return res, nil
+}
