@@ -1,0 +1,398 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// IntentStatus is an outbox intent's dispatch state. It is a different
+// dimension from an event's Status: a processed event can own an UNCERTAIN
+// intent.
+//
+//	PENDING ──claim──> DISPATCHING(lease_owner, lease_token, lease_expires_at, attempts+1)
+//	DISPATCHING ──record──> SUCCEEDED | FAILED | QUARANTINED   (terminal: no due keys)
+//	DISPATCHING ──record──> RETRY_WAIT(next_attempt_at) | UNCERTAIN(next_check_at)  (due_at = that time)
+//	RETRY_WAIT, UNCERTAIN when due ──claim──> DISPATCHING
+//	DISPATCHING, lease expired ──claim by another dispatcher──> DISPATCHING (new token)
+type IntentStatus string
+
+// The intent states.
+const (
+	IntentStatusPending     IntentStatus = IntentPending
+	IntentStatusDispatching IntentStatus = "DISPATCHING"
+	IntentStatusSucceeded   IntentStatus = "SUCCEEDED"
+	IntentStatusFailed      IntentStatus = "FAILED"
+	IntentStatusUncertain   IntentStatus = "UNCERTAIN"
+	IntentStatusRetryWait   IntentStatus = "RETRY_WAIT"
+	IntentStatusQuarantined IntentStatus = "QUARANTINED"
+)
+
+// Terminal reports whether no dispatcher will pick the intent up again.
+func (s IntentStatus) Terminal() bool {
+	return s == IntentStatusSucceeded || s == IntentStatusFailed || s == IntentStatusQuarantined
+}
+
+// IntentState is the full read model of one intent item: what commit wrote
+// plus the dispatch bookkeeping and the audit trail.
+type IntentState struct {
+	OperationID string
+	Kind        string
+	Subject     string
+	Status      IntentStatus
+	Payload     map[string]any
+	Causation   string
+	CreatedAt   time.Time
+
+	Attempts       int
+	FirstAttemptAt time.Time // first claim: when the downstream may first have seen the key
+	LeaseOwner     string
+	LeaseToken     string
+	LeaseExpires   time.Time
+	NextAttemptAt  time.Time // RETRY_WAIT
+	NextCheckAt    time.Time // UNCERTAIN
+	ErrorCode      string
+	Detail         string
+	FinishedAt     time.Time
+	Audit          []AuditEntry
+}
+
+type intentItem struct {
+	OperationID    string       `dynamodbav:"operation_id"`
+	Kind           string       `dynamodbav:"kind"`
+	Subject        string       `dynamodbav:"subject"`
+	Status         IntentStatus `dynamodbav:"status"`
+	Payload        any          `dynamodbav:"payload"` // a map; commit stores an empty payload as NULL
+	Causation      string       `dynamodbav:"causation"`
+	CreatedAt      int64        `dynamodbav:"created_at"`
+	Attempts       int          `dynamodbav:"attempts"`
+	FirstAttemptAt int64        `dynamodbav:"first_attempt_at"`
+	LeaseOwner     string       `dynamodbav:"lease_owner"`
+	LeaseToken     string       `dynamodbav:"lease_token"`
+	LeaseExpires   int64        `dynamodbav:"lease_expires_at"`
+	NextAttemptAt  int64        `dynamodbav:"next_attempt_at"`
+	NextCheckAt    int64        `dynamodbav:"next_check_at"`
+	ErrorCode      string       `dynamodbav:"error_code"`
+	Detail         string       `dynamodbav:"detail"`
+	FinishedAt     int64        `dynamodbav:"finished_at"`
+	Audit          []auditItem  `dynamodbav:"audit"`
+}
+
+func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
+	var it intentItem
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return IntentState{}, fmt.Errorf("decode intent item: %w", err)
+	}
+	in := IntentState{
+		OperationID: it.OperationID, Kind: it.Kind, Subject: it.Subject, Status: it.Status,
+		Causation: it.Causation, CreatedAt: fromMS(it.CreatedAt),
+		Attempts: it.Attempts, FirstAttemptAt: fromMS(it.FirstAttemptAt),
+		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
+		NextAttemptAt: fromMS(it.NextAttemptAt), NextCheckAt: fromMS(it.NextCheckAt),
+		ErrorCode: it.ErrorCode, Detail: it.Detail, FinishedAt: fromMS(it.FinishedAt),
+	}
+	if p, ok := it.Payload.(map[string]any); ok {
+		in.Payload = p
+	}
+	for _, a := range it.Audit {
+		in.Audit = append(in.Audit, AuditEntry{At: fromMS(a.At), From: Status(a.From), To: Status(a.To), Actor: a.Actor, Action: a.Action, Reason: a.Reason})
+	}
+	return in, nil
+}
+
+// IntentClaim is a lease on one intent. Only the holder of Token can record
+// its outcome.
+type IntentClaim struct {
+	Intent  IntentState // as it is after the claim (DISPATCHING)
+	Owner   string
+	Token   string
+	Expires time.Time
+	// From is the status the intent was claimed from. UNCERTAIN, and a
+	// takeover from DISPATCHING, mean an earlier attempt may have reached the
+	// downstream: the caller must look the outcome up or reuse the same key.
+	From IntentStatus
+}
+
+// MaybeSent reports whether an earlier attempt may have reached the
+// downstream without its outcome being recorded.
+func (c IntentClaim) MaybeSent() bool {
+	return c.From == IntentStatusUncertain || c.From == IntentStatusDispatching
+}
+
+// IntentNotClaimableError says why an intent could not be claimed, with the
+// intent as it stands.
+type IntentNotClaimableError struct {
+	Intent IntentState
+	Why    string
+}
+
+func (e *IntentNotClaimableError) Error() string {
+	return fmt.Sprintf("intent %s not claimable (%s): %s", e.Intent.OperationID, e.Intent.Status, e.Why)
+}
+
+// Is makes errors.Is(err, ErrNotClaimable) true.
+func (e *IntentNotClaimableError) Is(target error) bool { return target == ErrNotClaimable }
+
+// ClaimIntent takes the lease on an intent with one conditional UpdateItem
+// when it is PENDING. From RETRY_WAIT or UNCERTAIN (when due) or from an
+// expired DISPATCHING lease it costs a second request, conditioned on the
+// exact state the first one returned, so the audit entry names the
+// transition truthfully. Each claim mints a new token.
+func (l *Ledger) ClaimIntent(ctx context.Context, op string, o ClaimOptions) (IntentClaim, error) {
+	if o.Owner == "" || o.Lease <= 0 {
+		return IntentClaim{}, fmt.Errorf("%w: claim needs an owner and a positive lease", ErrInvalid)
+	}
+	if err := validID("operation id", op, MaxIDLength); err != nil {
+		return IntentClaim{}, err
+	}
+	from := IntentStatusPending
+	var old IntentState
+	for range 3 {
+		c, cur, err := l.claimIntentFrom(ctx, op, from, old, o)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errCondition) {
+			return IntentClaim{}, err
+		}
+		if cur == nil {
+			return IntentClaim{}, fmt.Errorf("claim intent %s: %w", op, ErrNotFound)
+		}
+		old = *cur
+		now := l.now()
+		switch old.Status {
+		case IntentStatusPending:
+		case IntentStatusRetryWait:
+			if old.NextAttemptAt.After(now) {
+				return IntentClaim{}, &IntentNotClaimableError{Intent: old, Why: "retry not due until " + old.NextAttemptAt.Format(time.RFC3339Nano)}
+			}
+		case IntentStatusUncertain:
+			if old.NextCheckAt.After(now) {
+				return IntentClaim{}, &IntentNotClaimableError{Intent: old, Why: "check not due until " + old.NextCheckAt.Format(time.RFC3339Nano)}
+			}
+		case IntentStatusDispatching:
+			if !old.LeaseExpires.Before(now) {
+				return IntentClaim{}, &IntentNotClaimableError{Intent: old, Why: "leased by " + old.LeaseOwner + " until " + old.LeaseExpires.Format(time.RFC3339Nano)}
+			}
+		default:
+			return IntentClaim{}, &IntentNotClaimableError{Intent: old, Why: "finished"}
+		}
+		from = old.Status
+	}
+	return IntentClaim{}, fmt.Errorf("claim intent %s: state kept changing: %w", op, ErrConflict)
+}
+
+func (l *Ledger) claimIntentFrom(ctx context.Context, op string, from IntentStatus, old IntentState, o ClaimOptions) (IntentClaim, *IntentState, error) {
+	now := l.now()
+	token := l.opts.Tokens()
+	expires := now.Add(o.Lease)
+	action, reason := "claim", ""
+	vals := map[string]types.AttributeValue{
+		":from":  sv(string(from)),
+		":disp":  sv(string(IntentStatusDispatching)),
+		":owner": sv(truncate(o.Owner, MaxIDLength)),
+		":tok":   sv(token),
+		":exp":   nv(ms(expires)),
+		":one":   nv(1),
+		":zero":  nv(0),
+		":now":   nv(ms(now)),
+		":shard": sv(l.dueShard("OP", op)),
+		":empty": &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+		":item":  sv("intent"),
+	}
+	cond := "#item = :item AND #status = :from"
+	switch from {
+	case IntentStatusRetryWait:
+		cond += " AND next_attempt_at <= :now"
+		action = "retry"
+	case IntentStatusUncertain:
+		cond += " AND next_check_at <= :now"
+		action, reason = "recheck", "outcome of an earlier attempt unknown"
+	case IntentStatusDispatching:
+		cond += " AND lease_token = :oldtok AND lease_expires_at < :now"
+		vals[":oldtok"] = sv(old.LeaseToken)
+		action, reason = "takeover", "lease of "+old.LeaseOwner+" expired at "+old.LeaseExpires.Format(time.RFC3339Nano)
+	}
+	vals[":audit"] = auditValue(now, Status(from), Status(IntentStatusDispatching), o.Owner, action, reason)
+
+	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(l.opts.Table),
+		Key:       intentKey(op),
+		UpdateExpression: aws.String("SET #status = :disp, lease_owner = :owner, lease_token = :tok, lease_expires_at = :exp, " +
+			"due_shard = :shard, due_at = :exp, attempts = if_not_exists(attempts, :zero) + :one, " +
+			"first_attempt_at = if_not_exists(first_attempt_at, :now), " +
+			"audit = list_append(if_not_exists(audit, :empty), :audit) REMOVE next_attempt_at, next_check_at"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#status": "status", "#item": "item"},
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if _, ok := ccf.Item["status"]; !ok {
+				return IntentClaim{}, nil, errCondition
+			}
+			cur, derr := decodeIntent(ccf.Item)
+			if derr != nil {
+				return IntentClaim{}, nil, derr
+			}
+			return IntentClaim{}, &cur, errCondition
+		}
+		return IntentClaim{}, nil, fmt.Errorf("claim intent %s: %w", op, translate(err))
+	}
+	in, err := decodeIntent(out.Attributes)
+	if err != nil {
+		return IntentClaim{}, nil, err
+	}
+	return IntentClaim{Intent: in, Owner: o.Owner, Token: token, Expires: expires, From: from}, nil, nil
+}
+
+// IntentOutcome is what one dispatch attempt learned.
+type IntentOutcome struct {
+	// Status is where the intent goes: SUCCEEDED, FAILED, QUARANTINED,
+	// RETRY_WAIT or UNCERTAIN.
+	Status IntentStatus
+	// Next is when a waiting intent (RETRY_WAIT, UNCERTAIN) is due again.
+	Next time.Time
+	// Code is a short machine-readable reason ("http_503", "timeout").
+	Code string
+	// Detail is a human-readable explanation; it is truncated to
+	// MaxErrorMessageLen and must not carry secrets or whole payloads.
+	Detail string
+}
+
+// RecordIntent ends a claim with its outcome. It is fenced on the claim's
+// token: if another dispatcher took the intent over, it returns ErrLeaseLost
+// and writes nothing.
+func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutcome) error {
+	now := l.now()
+	op := c.Intent.OperationID
+	vals := map[string]types.AttributeValue{
+		":to": sv(string(out.Status)), ":disp": sv(string(IntentStatusDispatching)), ":tok": sv(c.Token),
+		":code": sv(truncate(out.Code, MaxErrorCodeLen)), ":detail": sv(truncate(out.Detail, MaxErrorMessageLen)),
+		":empty": &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+		":audit": auditValue(now, Status(IntentStatusDispatching), Status(out.Status), c.Owner, "record",
+			truncate(out.Code+": "+out.Detail, MaxReasonLen)),
+	}
+	set := "SET #status = :to, error_code = :code, detail = :detail, audit = list_append(if_not_exists(audit, :empty), :audit)"
+	remove := " REMOVE lease_owner, lease_token, lease_expires_at"
+	switch out.Status {
+	case IntentStatusSucceeded, IntentStatusFailed, IntentStatusQuarantined:
+		set += ", finished_at = :now"
+		vals[":now"] = nv(ms(now))
+		remove += ", due_shard, due_at, next_attempt_at, next_check_at"
+	case IntentStatusRetryWait, IntentStatusUncertain:
+		if out.Next.IsZero() {
+			return fmt.Errorf("%w: %s needs a next time", ErrInvalid, out.Status)
+		}
+		attr, other := "next_attempt_at", "next_check_at"
+		if out.Status == IntentStatusUncertain {
+			attr, other = other, attr
+		}
+		set += ", " + attr + " = :next, due_at = :next"
+		vals[":next"] = nv(ms(out.Next))
+		remove += ", " + other
+	default:
+		return fmt.Errorf("%w: cannot record intent status %q", ErrInvalid, out.Status)
+	}
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(l.opts.Table),
+		Key:                       intentKey(op),
+		UpdateExpression:          aws.String(set + remove),
+		ConditionExpression:       aws.String("#status = :disp AND lease_token = :tok"),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
+		ExpressionAttributeValues: vals,
+	})
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("record intent %s by %s: %w", op, c.Owner, ErrLeaseLost)
+	}
+	return fmt.Errorf("record intent %s: %w", op, translate(err))
+}
+
+// GetIntentState reads an intent with its dispatch bookkeeping and audit
+// trail (strongly consistent).
+func (l *Ledger) GetIntentState(ctx context.Context, op string) (IntentState, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: intentKey(op), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return IntentState{}, fmt.Errorf("get intent %s: %w", op, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return IntentState{}, fmt.Errorf("intent %s: %w", op, ErrNotFound)
+	}
+	return decodeIntent(out.Item)
+}
+
+// IntentDueRef names an unfinished intent found through the due index.
+type IntentDueRef struct {
+	OperationID string
+	Status      IntentStatus
+	DueAt       time.Time
+}
+
+// ListDueIntents returns unfinished intents due at or before `before`
+// (PENDING since then, leases expired, retries and checks due), oldest first,
+// at most limit. Like ListDue it queries each shard of the sparse due index;
+// reads are eventually consistent and ClaimIntent re-checks.
+func (l *Ledger) ListDueIntents(ctx context.Context, before time.Time, limit int) ([]IntentDueRef, error) {
+	if limit <= 0 {
+		limit = 1
+	}
+	var refs []IntentDueRef
+	for shard := 0; shard < l.opts.DueShards; shard++ {
+		var start map[string]types.AttributeValue
+		for {
+			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
+				TableName:              aws.String(l.opts.Table),
+				IndexName:              aws.String(DueIndex),
+				KeyConditionExpression: aws.String("due_shard = :s AND due_at <= :b"),
+				// Defensive status filter: see ListDue.
+				FilterExpression:         aws.String("#item = :in AND #status IN (:p, :d, :w, :u)"),
+				ExpressionAttributeNames: map[string]string{"#item": "item", "#status": "status"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":s": sv(strconv.Itoa(shard)), ":b": nv(ms(before)), ":in": sv("intent"),
+					":p": sv(string(IntentStatusPending)), ":d": sv(string(IntentStatusDispatching)),
+					":w": sv(string(IntentStatusRetryWait)), ":u": sv(string(IntentStatusUncertain)),
+				},
+				ExclusiveStartKey: start,
+				Limit:             aws.Int32(int32(limit)),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list due intents shard %d: %w", shard, translate(err))
+			}
+			for _, it := range out.Items {
+				var r struct {
+					OperationID string       `dynamodbav:"operation_id"`
+					Status      IntentStatus `dynamodbav:"status"`
+					DueAt       int64        `dynamodbav:"due_at"`
+				}
+				if err := attributevalue.UnmarshalMap(it, &r); err != nil {
+					return nil, fmt.Errorf("decode due intent: %w", err)
+				}
+				refs = append(refs, IntentDueRef{OperationID: r.OperationID, Status: r.Status, DueAt: fromMS(r.DueAt)})
+			}
+			start = out.LastEvaluatedKey
+			if len(start) == 0 || len(refs) >= limit*l.opts.DueShards {
+				break
+			}
+		}
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].DueAt.Before(refs[j].DueAt) })
+	if len(refs) > limit {
+		refs = refs[:limit]
+	}
+	return refs, nil
+}

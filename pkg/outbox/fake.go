@@ -1,0 +1,217 @@
+package outbox
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// FakeMode is what FakeDownstream does with one request.
+type FakeMode int
+
+// The modes. FakeApply is the default when nothing is scripted.
+const (
+	FakeApply           FakeMode = iota // apply (or replay a remembered key) and answer 200
+	FakeFail500                         // answer 500 without applying
+	FakeThrottle429                     // answer 429 with Retry-After without applying
+	FakeUnavailable503                  // answer 503 (with Retry-After if set) without applying
+	FakeReject400                       // answer 400 without applying
+	FakeHangBeforeApply                 // hang until the client gives up; nothing applied
+	FakeHangAfterApply                  // apply, then hang until the client gives up
+)
+
+// FakeBehavior scripts one request.
+type FakeBehavior struct {
+	Mode       FakeMode
+	RetryAfter time.Duration // for 429 and 503, sent as whole seconds
+}
+
+// FakeCall is one request the fake received.
+type FakeCall struct {
+	Key      string
+	Body     []byte
+	Replayed bool // answered from the idempotency store
+	Mode     FakeMode
+}
+
+type fakeEntry struct {
+	at   time.Time
+	body []byte
+}
+
+// FakeDownstream is an http.Handler that behaves like an idempotent
+// downstream API: it deduplicates POSTs by Idempotency-Key within Window,
+// replaying the stored response without a second effective call, and counts
+// effective calls per key. Requests can be scripted to fail or hang. It is
+// safe for concurrent use; serve it with httptest.NewServer.
+type FakeDownstream struct {
+	// Window is how long a key is remembered; 0 means forever.
+	Window time.Duration
+	// Now defaults to time.Now; tests inject their clock to move past Window.
+	Now func() time.Time
+	// Secret, when set, is the bearer token every request must carry.
+	Secret string
+	// Conflict makes duplicates answer 409 echoing Idempotency-Key instead
+	// of replaying the stored 200.
+	Conflict bool
+	// HangLimit bounds a hang when the client never disconnects. Default 30s.
+	HangLimit time.Duration
+
+	mu        sync.Mutex
+	script    []FakeBehavior
+	keys      map[string]fakeEntry
+	effective map[string]int
+	calls     []FakeCall
+	applied   int
+}
+
+var _ http.Handler = (*FakeDownstream)(nil)
+
+// Then scripts the next requests, one behavior each, in order; after the
+// script runs out requests are applied normally.
+func (f *FakeDownstream) Then(b ...FakeBehavior) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.script = append(f.script, b...)
+}
+
+// Effective returns how many times the effect for key really happened.
+func (f *FakeDownstream) Effective(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.effective[key]
+}
+
+// Calls returns every request received, duplicates and failures included.
+func (f *FakeDownstream) Calls() []FakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]FakeCall(nil), f.calls...)
+}
+
+// Lookup reports whether key was applied and is still remembered; it makes
+// the fake usable behind a StatusLookup.
+func (f *FakeDownstream) Lookup(key string) (applied, known bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.keys[key]
+	if ok && f.expired(e) {
+		return false, false
+	}
+	return ok, true
+}
+
+func (f *FakeDownstream) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+func (f *FakeDownstream) expired(e fakeEntry) bool {
+	return f.Window > 0 && f.now().Sub(e.at) >= f.Window
+}
+
+// ServeHTTP handles one call.
+func (f *FakeDownstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if f.Secret != "" && r.Header.Get("Authorization") != "Bearer "+f.Secret {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		http.Error(w, "missing Idempotency-Key", http.StatusBadRequest)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+
+	f.mu.Lock()
+	b := FakeBehavior{Mode: FakeApply}
+	if len(f.script) > 0 {
+		b, f.script = f.script[0], f.script[1:]
+	}
+	call := FakeCall{Key: key, Body: body, Mode: b.Mode}
+	switch b.Mode {
+	case FakeFail500, FakeThrottle429, FakeUnavailable503, FakeReject400, FakeHangBeforeApply:
+		f.calls = append(f.calls, call)
+		f.mu.Unlock()
+		f.fail(w, r, b)
+		return
+	}
+	if f.keys == nil {
+		f.keys = map[string]fakeEntry{}
+		f.effective = map[string]int{}
+	}
+	e, seen := f.keys[key]
+	if seen && !f.expired(e) {
+		call.Replayed = true
+	} else {
+		f.applied++
+		f.effective[key]++
+		resp, _ := json.Marshal(map[string]any{"applied": true, "key": key, "effect_id": f.applied})
+		e = fakeEntry{at: f.now(), body: resp}
+		f.keys[key] = e
+	}
+	f.calls = append(f.calls, call)
+	f.mu.Unlock()
+
+	if b.Mode == FakeHangAfterApply {
+		f.hang(r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if call.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		if f.Conflict {
+			w.Header().Set("Idempotency-Key", key)
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write(e.body)
+			return
+		}
+	}
+	_, _ = w.Write(e.body)
+}
+
+func (f *FakeDownstream) fail(w http.ResponseWriter, r *http.Request, b FakeBehavior) {
+	if b.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((b.RetryAfter+time.Second-1)/time.Second)))
+	}
+	switch b.Mode {
+	case FakeFail500:
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	case FakeThrottle429:
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	case FakeUnavailable503:
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	case FakeReject400:
+		http.Error(w, "invalid request", http.StatusBadRequest)
+	case FakeHangBeforeApply:
+		f.hang(r)
+	}
+}
+
+// hang blocks until the client disconnects or HangLimit passes, and then
+// answers nothing useful.
+func (f *FakeDownstream) hang(r *http.Request) {
+	limit := f.HangLimit
+	if limit <= 0 {
+		limit = 30 * time.Second
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+	case <-t.C:
+	}
+}

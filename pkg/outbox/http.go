@@ -1,0 +1,127 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+// HTTPEffect POSTs the call as JSON to URL with the header
+// Idempotency-Key: <operation id> and, when Secret is set, a bearer token.
+//
+// Classification: 2xx is success; 409 whose response echoes the same
+// Idempotency-Key is success (already applied); 429 and 503 are retryable
+// and honour Retry-After; 408 and other 5xx are retryable; other 4xx are
+// permanent; a timeout or lost connection after the request was written is
+// uncertain, before it was written retryable.
+type HTTPEffect struct {
+	Name   string // the intent kind it performs
+	URL    string
+	Secret string // optional bearer token; never logged or recorded
+	// Client defaults to one with a 10 second timeout. Its timeout must be
+	// shorter than the dispatcher's lease.
+	Client *http.Client
+	// Clock turns an HTTP-date Retry-After into a wait; default wall clock.
+	Clock ledger.Clock
+}
+
+var _ Effect = (*HTTPEffect)(nil)
+
+// MaxDetail bounds the response text kept in errors and results.
+const MaxDetail = 200
+
+// Kind returns the intent kind.
+func (e *HTTPEffect) Kind() string { return e.Name }
+
+type wireCall struct {
+	Key     string         `json:"key"`
+	Kind    string         `json:"kind"`
+	Subject string         `json:"subject"`
+	Payload map[string]any `json:"payload,omitempty"`
+}
+
+// Do performs one call.
+func (e *HTTPEffect) Do(ctx context.Context, c Call) (Result, error) {
+	body, err := json.Marshal(wireCall(c))
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: encode %s: %v", ErrPermanent, c.Key, err)
+	}
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, e.URL, bytes.NewReader(body))
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: build request: %v", ErrPermanent, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", c.Key)
+	if e.Secret != "" {
+		req.Header.Set("Authorization", "Bearer "+e.Secret)
+	}
+	client := e.Client
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		what := "connection lost"
+		if os.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
+			what = "timeout"
+		}
+		if wrote.Load() {
+			return Result{}, fmt.Errorf("%w: %s %s after the request was sent", ErrUncertain, c.Key, what)
+		}
+		return Result{}, &RetryableError{Err: fmt.Errorf("%s %s before the request was sent", c.Key, what)}
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, MaxDetail))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	detail := strings.ToValidUTF8(string(snippet), "")
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		return Result{StatusCode: code, Detail: detail}, nil
+	case code == http.StatusConflict && resp.Header.Get("Idempotency-Key") == c.Key:
+		return Result{StatusCode: code, Replayed: true, Detail: detail}, nil
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		return Result{}, &RetryableError{RetryAfter: e.retryAfter(resp.Header.Get("Retry-After")), Err: fmt.Errorf("%s: HTTP %d", c.Key, code)}
+	case code == http.StatusRequestTimeout || code >= 500:
+		return Result{}, &RetryableError{Err: fmt.Errorf("%s: HTTP %d: %s", c.Key, code, detail)}
+	default:
+		return Result{}, fmt.Errorf("%w: %s: HTTP %d: %s", ErrPermanent, c.Key, code, detail)
+	}
+}
+
+// retryAfter parses delta-seconds or an HTTP-date; anything else is 0.
+func (e *HTTPEffect) retryAfter(v string) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		now := time.Now()
+		if e.Clock != nil {
+			now = e.Clock.Now()
+		}
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}

@@ -1,0 +1,274 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+// Errors an Effect returns, and the classification the dispatcher records.
+var (
+	// ErrPermanent: the downstream refused the call and no retry can help
+	// (a 4xx other than 409-same-key, 429 and 408). The intent is FAILED.
+	ErrPermanent = errors.New("outbox: permanent failure")
+	// ErrUncertain: the request was sent and the answer was lost (a timeout or
+	// a dropped connection after writing). The effect may have happened; only
+	// the same idempotency key may be used again.
+	ErrUncertain = errors.New("outbox: outcome uncertain")
+	// ErrNoEffect: no Effect is registered for the intent's kind.
+	ErrNoEffect = errors.New("outbox: no effect for kind")
+)
+
+// RetryableError says the call did not take effect and may be retried,
+// not before RetryAfter when the downstream said so (429/503 Retry-After).
+type RetryableError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *RetryableError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("retryable (after %s): %v", e.RetryAfter, e.Err)
+	}
+	return fmt.Sprintf("retryable: %v", e.Err)
+}
+
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// Class is what an effect's error means for the intent.
+type Class int
+
+// The classes.
+const (
+	ClassOK        Class = iota // the effect happened (or had already happened under this key)
+	ClassPermanent              // refused; FAILED
+	ClassRetryable              // not applied; RETRY_WAIT
+	ClassUncertain              // maybe applied; UNCERTAIN
+)
+
+// Classify is the one place that maps an effect's error to a Class. An
+// error it does not recognise is uncertain: the dispatcher cannot know
+// whether the request left, so it keeps the key and does not give up early.
+// The duration is the downstream's Retry-After, if any.
+func Classify(err error) (Class, time.Duration) {
+	var re *RetryableError
+	switch {
+	case err == nil:
+		return ClassOK, 0
+	case errors.Is(err, ErrPermanent):
+		return ClassPermanent, 0
+	case errors.As(err, &re):
+		return ClassRetryable, re.RetryAfter
+	default:
+		return ClassUncertain, 0
+	}
+}
+
+// Call is one request to perform an intent's effect.
+type Call struct {
+	Key     string // the operation id: the downstream idempotency key, the same on every attempt
+	Kind    string
+	Subject string
+	Payload map[string]any
+}
+
+// Result is what a successful call returned.
+type Result struct {
+	StatusCode int    // the HTTP status, when the effect is HTTP
+	Replayed   bool   // the downstream said it had already applied this key
+	Detail     string // short, for the audit trail; never secrets
+}
+
+// Effect performs one kind of intent. Do returns nil on success, or an error
+// that Classify understands (ErrPermanent, *RetryableError, ErrUncertain).
+type Effect interface {
+	Kind() string
+	Do(ctx context.Context, c Call) (Result, error)
+}
+
+// StatusLookup is implemented by effects whose downstream can say whether a
+// key was applied. known is false when the downstream does not know (for
+// example, it forgot the key).
+type StatusLookup interface {
+	Lookup(ctx context.Context, key string) (applied bool, known bool, err error)
+}
+
+// Ledger is the part of the ledger the dispatcher uses.
+type Ledger interface {
+	ClaimIntent(ctx context.Context, op string, o ledger.ClaimOptions) (ledger.IntentClaim, error)
+	RecordIntent(ctx context.Context, c ledger.IntentClaim, out ledger.IntentOutcome) error
+}
+
+var _ Ledger = (*ledger.Ledger)(nil)
+
+// Dispatcher performs intents. Its zero value (with Ledger and Effects set)
+// uses the defaults documented on each field.
+type Dispatcher struct {
+	Ledger  Ledger
+	Effects map[string]Effect // by intent kind
+	// Clock defaults to the wall clock.
+	Clock ledger.Clock
+	// Rand returns a number in [0, 1) for jitter; defaults to math/rand/v2.
+	Rand func() float64
+	// Owner names this dispatcher in leases and audit entries. Default "outbox".
+	Owner string
+	// Lease must exceed the effect's own timeout. Default 1 minute.
+	Lease time.Duration
+	// MaxAttempts bounds the attempts of an intent. Default 8.
+	MaxAttempts int
+	// Base and Cap bound the full-jitter backoff: a wait is uniform in
+	// [0, min(Cap, Base·2^(attempts-1))), and never shorter than the
+	// downstream's Retry-After. Defaults 1s and 5m.
+	Base, Cap time.Duration
+	// IdempotencyWindow is how long the downstream remembers a key. An
+	// intent whose outcome is uncertain is retried with its key only while
+	// the retry can finish inside the window (measured from the first
+	// attempt); after that it is QUARANTINED. Default 24h.
+	IdempotencyWindow time.Duration
+}
+
+// Outcome is what one Dispatch did.
+type Outcome struct {
+	Status   ledger.IntentStatus
+	Next     time.Time // when a waiting intent is due again
+	Attempts int
+	Called   bool // the effect was called during this dispatch
+	Err      error
+}
+
+func (d *Dispatcher) now() time.Time {
+	if d.Clock == nil {
+		return time.Now().UTC()
+	}
+	return d.Clock.Now().UTC()
+}
+
+func (d *Dispatcher) lease() time.Duration {
+	if d.Lease <= 0 {
+		return time.Minute
+	}
+	return d.Lease
+}
+
+func (d *Dispatcher) window() time.Duration {
+	if d.IdempotencyWindow <= 0 {
+		return 24 * time.Hour
+	}
+	return d.IdempotencyWindow
+}
+
+// Backoff returns the wait before the next attempt after attempts attempts,
+// honouring retryAfter as a floor.
+func (d *Dispatcher) Backoff(attempts int, retryAfter time.Duration) time.Duration {
+	base, ceil := d.Base, d.Cap
+	if base <= 0 {
+		base = time.Second
+	}
+	if ceil <= 0 {
+		ceil = 5 * time.Minute
+	}
+	limit := base
+	for i := 1; i < attempts && limit < ceil; i++ {
+		limit *= 2
+	}
+	limit = min(limit, ceil)
+	r := d.Rand
+	if r == nil {
+		r = rand.Float64
+	}
+	wait := time.Duration(r() * float64(limit))
+	return max(wait, retryAfter)
+}
+
+// Dispatch claims the intent op, performs its effect with the intent's own
+// key, and records the outcome under the claim's token. An intent that is
+// not claimable now (finished, leased elsewhere, not yet due) returns an
+// error matching ledger.ErrNotClaimable without calling anything.
+func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
+	owner := d.Owner
+	if owner == "" {
+		owner = "outbox"
+	}
+	c, err := d.Ledger.ClaimIntent(ctx, op, ledger.ClaimOptions{Owner: owner, Lease: d.lease()})
+	if err != nil {
+		return Outcome{}, fmt.Errorf("dispatch %s: %w", op, err)
+	}
+	in := c.Intent
+	eff, ok := d.Effects[in.Kind]
+	if !ok {
+		return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "no_effect",
+			Detail: fmt.Sprintf("%v %q", ErrNoEffect, in.Kind)})
+	}
+	call := Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: in.Payload}
+
+	if c.MaybeSent() {
+		lookedUp := false
+		if lk, ok := eff.(StatusLookup); ok {
+			applied, known, lerr := lk.Lookup(ctx, call.Key)
+			switch {
+			case lerr == nil && known && applied:
+				return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "lookup_applied",
+					Detail: "the downstream reports the key as applied"})
+			case lerr == nil && known:
+				lookedUp = true // not applied: a retry with the same key is safe
+			}
+		}
+		first := in.FirstAttemptAt
+		if first.IsZero() {
+			first = in.CreatedAt
+		}
+		// The retry must reach the downstream while it still remembers the
+		// key; the lease bounds how long this attempt can take.
+		if !lookedUp && !d.now().Add(d.lease()).Before(first.Add(d.window())) {
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "idempotency_window_passed",
+				Detail: fmt.Sprintf("outcome unknown since %s and the downstream's %s idempotency window has passed; an operator must check", first.Format(time.RFC3339), d.window())})
+		}
+	}
+
+	res, callErr := eff.Do(ctx, call)
+	class, retryAfter := Classify(callErr)
+	maxAttempts := d.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 8
+	}
+	now := d.now()
+	var out ledger.IntentOutcome
+	switch class {
+	case ClassOK:
+		out = ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: fmt.Sprintf("ok_%d", res.StatusCode), Detail: res.Detail}
+		if res.Replayed {
+			out.Code = "replayed"
+		}
+	case ClassPermanent:
+		out = ledger.IntentOutcome{Status: ledger.IntentStatusFailed, Code: "permanent", Detail: callErr.Error()}
+	case ClassRetryable:
+		if in.Attempts >= maxAttempts {
+			out = ledger.IntentOutcome{Status: ledger.IntentStatusFailed, Code: "attempts_exhausted", Detail: callErr.Error()}
+			break
+		}
+		out = ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "retryable", Detail: callErr.Error(),
+			Next: now.Add(d.Backoff(in.Attempts, retryAfter))}
+	default:
+		if in.Attempts >= maxAttempts {
+			out = ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "uncertain_attempts_exhausted", Detail: callErr.Error()}
+			break
+		}
+		out = ledger.IntentOutcome{Status: ledger.IntentStatusUncertain, Code: "uncertain", Detail: callErr.Error(),
+			Next: now.Add(d.Backoff(in.Attempts, 0))}
+	}
+	o, err := d.record(ctx, c, true, out)
+	o.Err = callErr
+	return o, err
+}
+
+func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bool, out ledger.IntentOutcome) (Outcome, error) {
+	o := Outcome{Status: out.Status, Next: out.Next, Attempts: c.Intent.Attempts, Called: called}
+	if err := d.Ledger.RecordIntent(ctx, c, out); err != nil {
+		return o, fmt.Errorf("dispatch %s: %w", c.Intent.OperationID, err)
+	}
+	return o, nil
+}
