@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -348,51 +346,21 @@ type IntentDueRef struct {
 // at most limit. Like ListDue it queries each shard of the sparse due index;
 // reads are eventually consistent and ClaimIntent re-checks.
 func (l *Ledger) ListDueIntents(ctx context.Context, before time.Time, limit int) ([]IntentDueRef, error) {
-	if limit <= 0 {
-		limit = 1
+	items, err := l.queryDue(ctx, before, limit, "intent",
+		Status(IntentStatusPending), Status(IntentStatusDispatching), Status(IntentStatusRetryWait), Status(IntentStatusUncertain))
+	if err != nil {
+		return nil, err
 	}
-	var refs []IntentDueRef
-	for shard := 0; shard < l.opts.DueShards; shard++ {
-		var start map[string]types.AttributeValue
-		for {
-			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:              aws.String(l.opts.Table),
-				IndexName:              aws.String(DueIndex),
-				KeyConditionExpression: aws.String("due_shard = :s AND due_at <= :b"),
-				// Defensive status filter: see ListDue.
-				FilterExpression:         aws.String("#item = :in AND #status IN (:p, :d, :w, :u)"),
-				ExpressionAttributeNames: map[string]string{"#item": "item", "#status": "status"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":s": sv(strconv.Itoa(shard)), ":b": nv(ms(before)), ":in": sv("intent"),
-					":p": sv(string(IntentStatusPending)), ":d": sv(string(IntentStatusDispatching)),
-					":w": sv(string(IntentStatusRetryWait)), ":u": sv(string(IntentStatusUncertain)),
-				},
-				ExclusiveStartKey: start,
-				Limit:             aws.Int32(int32(limit)),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("list due intents shard %d: %w", shard, translate(err))
-			}
-			for _, it := range out.Items {
-				var r struct {
-					OperationID string       `dynamodbav:"operation_id"`
-					Status      IntentStatus `dynamodbav:"status"`
-					DueAt       int64        `dynamodbav:"due_at"`
-				}
-				if err := attributevalue.UnmarshalMap(it, &r); err != nil {
-					return nil, fmt.Errorf("decode due intent: %w", err)
-				}
-				refs = append(refs, IntentDueRef{OperationID: r.OperationID, Status: r.Status, DueAt: fromMS(r.DueAt)})
-			}
-			start = out.LastEvaluatedKey
-			if len(start) == 0 || len(refs) >= limit*l.opts.DueShards {
-				break
-			}
+	refs := make([]IntentDueRef, 0, len(items))
+	for _, it := range items {
+		var r struct {
+			OperationID string       `dynamodbav:"operation_id"`
+			Status      IntentStatus `dynamodbav:"status"`
 		}
-	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].DueAt.Before(refs[j].DueAt) })
-	if len(refs) > limit {
-		refs = refs[:limit]
+		if err := attributevalue.UnmarshalMap(it.item, &r); err != nil {
+			return nil, fmt.Errorf("decode due intent: %w", err)
+		}
+		refs = append(refs, IntentDueRef{OperationID: r.OperationID, Status: r.Status, DueAt: it.dueAt})
 	}
 	return refs, nil
 }

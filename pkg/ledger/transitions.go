@@ -195,50 +195,77 @@ type DueRef struct {
 // first, at most limit. It queries each shard of the sparse due index: no
 // table scan. Index reads are eventually consistent; the claim re-checks.
 func (l *Ledger) ListDue(ctx context.Context, before time.Time, limit int) ([]DueRef, error) {
-	var refs []DueRef
+	items, err := l.queryDue(ctx, before, limit, "event", StatusReceived, StatusProcessing, StatusRetryWait)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]DueRef, 0, len(items))
+	for _, it := range items {
+		ev, err := decodeEvent(it.item)
+		if err != nil {
+			return nil, err
+		}
+		refs = append(refs, DueRef{Source: ev.Source, EventID: ev.EventID, Status: ev.Status, DueAt: it.dueAt})
+	}
+	return refs, nil
+}
+
+type dueItem struct {
+	item  map[string]types.AttributeValue
+	dueAt time.Time
+}
+
+// queryDue reads the due index, every shard, for items of one kind in one
+// of the given (unfinished) statuses, oldest first, at most limit. The
+// status filter is defensive: a finished item has no due keys and so no index
+// entry, but index reads lag the table (and minidyn keeps entries whose keys
+// were removed).
+func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
+	if limit <= 0 {
+		limit = 1
+	}
+	vals := map[string]types.AttributeValue{":b": nv(ms(before)), ":kind": sv(kind)}
+	var in []string
+	for i, st := range statuses {
+		k := ":st" + strconv.Itoa(i)
+		vals[k] = sv(string(st))
+		in = append(in, k)
+	}
+	var items []dueItem
 	for shard := 0; shard < l.opts.DueShards; shard++ {
+		vals[":s"] = sv(strconv.Itoa(shard))
 		var start map[string]types.AttributeValue
 		for {
 			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:              aws.String(l.opts.Table),
-				IndexName:              aws.String(DueIndex),
-				KeyConditionExpression: aws.String("due_shard = :s AND due_at <= :b"),
-				// The status filter is defensive: a finished event has no due
-				// keys and so no index entry, but index reads lag the table
-				// (and minidyn keeps entries whose keys were removed).
-				FilterExpression:         aws.String("#item = :ev AND #status IN (:r, :p, :w)"),
-				ExpressionAttributeNames: map[string]string{"#item": "item", "#status": "status"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":s": sv(strconv.Itoa(shard)), ":b": nv(ms(before)), ":ev": sv("event"),
-					":r": sv(string(StatusReceived)), ":p": sv(string(StatusProcessing)), ":w": sv(string(StatusRetryWait)),
-				},
-				ExclusiveStartKey: start,
-				Limit:             aws.Int32(int32(max(limit, 1))),
+				TableName:                 aws.String(l.opts.Table),
+				IndexName:                 aws.String(DueIndex),
+				KeyConditionExpression:    aws.String("due_shard = :s AND due_at <= :b"),
+				FilterExpression:          aws.String("#item = :kind AND #status IN (" + join(in) + ")"),
+				ExpressionAttributeNames:  map[string]string{"#item": "item", "#status": "status"},
+				ExpressionAttributeValues: vals,
+				ExclusiveStartKey:         start,
+				Limit:                     aws.Int32(int32(limit)),
 			})
 			if err != nil {
-				return nil, fmt.Errorf("list due shard %d: %w", shard, translate(err))
+				return nil, fmt.Errorf("list due %ss, shard %d: %w", kind, shard, translate(err))
 			}
 			for _, it := range out.Items {
-				ev, err := decodeEvent(it)
-				if err != nil {
-					return nil, err
-				}
-				due := ev.ReceivedAt
+				due := time.Time{}
 				if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
 					n, _ := strconv.ParseInt(v.Value, 10, 64)
 					due = fromMS(n)
 				}
-				refs = append(refs, DueRef{Source: ev.Source, EventID: ev.EventID, Status: ev.Status, DueAt: due})
+				items = append(items, dueItem{item: it, dueAt: due})
 			}
 			start = out.LastEvaluatedKey
-			if len(start) == 0 || len(refs) >= limit*l.opts.DueShards {
+			if len(start) == 0 || len(items) >= limit*l.opts.DueShards {
 				break
 			}
 		}
 	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].DueAt.Before(refs[j].DueAt) })
-	if len(refs) > limit {
-		refs = refs[:limit]
+	sort.Slice(items, func(i, j int) bool { return items[i].dueAt.Before(items[j].dueAt) })
+	if len(items) > limit {
+		items = items[:limit]
 	}
-	return refs, nil
+	return items, nil
 }
