@@ -1230,3 +1230,19 @@ func TestSNSThroughNew(t *testing.T) {
 		t.Errorf("server saw %d requests, want still 1", n)
 	}
 }
+
+// TestSNSSystemRootsTrustTheTLSFetch is the production trust path (no
+// trust_ca_file): what binds a certificate to SNS is that it came over TLS
+// from an allowed host; its own chain is not required (SNS need not serve
+// intermediates), but its validity window is.
+func TestSNSSystemRootsTrustTheTLSFetch(t *testing.T) {
+	e := newSNSEnv(t, map[string]string{"trust_ca_file": ""})
+	ok := snsSign(t, e.notification(now), e.pki.key)
+	if _, err := e.v.Verify(t.Context(), snsRequest(ok), provider.Config{Now: fixedClock(now)}); err != nil {
+		t.Fatalf("valid message over a trusted TLS fetch: %v", err)
+	}
+	expired := snsSign(t, snsWith(e.notification(now), "SigningCertURL", e.at("/expired.pem")), e.pki.key)
+	if _, err := e.v.Verify(t.Context(), snsRequest(expired), provider.Config{Now: fixedClock(now)}); err == nil {
+		t.Fatal("an expired signing certificate was accepted")
+	}
+}
