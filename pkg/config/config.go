@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,14 @@ type Processor struct {
 	// Visibility is the events queue's visibility timeout; retries are
 	// scheduled within it so a message that comes back finds its retry due.
 	Visibility time.Duration
+}
+
+// Logger returns the JSON logger every function uses, tagged with its name,
+// and makes it the default.
+func (c Common) Logger(function string) *slog.Logger {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: c.LogLevel})).With("function", function)
+	slog.SetDefault(log)
+	return log
 }
 
 // LoadCommon reads the shared variables.

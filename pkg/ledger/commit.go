@@ -304,34 +304,15 @@ func (l *Ledger) finish(ctx context.Context, c Claim, res Result, reason string)
 
 // GetProjection reads a projection (strongly consistent).
 func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Projection, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: projectionKey(name, subject), ConsistentRead: aws.Bool(true)})
+	it, err := l.getItem(ctx, projectionKey(name, subject), "projection "+name+"/"+subject)
 	if err != nil {
-		return Projection{}, fmt.Errorf("get projection %s/%s: %w", name, subject, translate(err))
-	}
-	if len(out.Item) == 0 {
-		return Projection{}, fmt.Errorf("projection %s/%s: %w", name, subject, ErrNotFound)
+		return Projection{}, err
 	}
 	var p Projection
-	if err := attributevalue.UnmarshalMap(out.Item, &p); err != nil {
+	if err := attributevalue.UnmarshalMap(it, &p); err != nil {
 		return Projection{}, fmt.Errorf("decode projection %s/%s: %w", name, subject, err)
 	}
 	return p, nil
-}
-
-// GetIntent reads an outbox intent (strongly consistent).
-func (l *Ledger) GetIntent(ctx context.Context, operationID string) (StoredIntent, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: intentKey(operationID), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return StoredIntent{}, fmt.Errorf("get intent %s: %w", operationID, translate(err))
-	}
-	if len(out.Item) == 0 {
-		return StoredIntent{}, fmt.Errorf("intent %s: %w", operationID, ErrNotFound)
-	}
-	var in StoredIntent
-	if err := attributevalue.UnmarshalMap(out.Item, &in); err != nil {
-		return StoredIntent{}, fmt.Errorf("decode intent %s: %w", operationID, err)
-	}
-	return in, nil
 }
 
 // ResultJSON renders a stored result as the body of a 200 for a duplicate.

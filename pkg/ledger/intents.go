@@ -324,14 +324,11 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 // GetIntentState reads an intent with its dispatch bookkeeping and audit
 // trail (strongly consistent).
 func (l *Ledger) GetIntentState(ctx context.Context, op string) (IntentState, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: intentKey(op), ConsistentRead: aws.Bool(true)})
+	it, err := l.getItem(ctx, intentKey(op), "intent "+op)
 	if err != nil {
-		return IntentState{}, fmt.Errorf("get intent %s: %w", op, translate(err))
+		return IntentState{}, err
 	}
-	if len(out.Item) == 0 {
-		return IntentState{}, fmt.Errorf("intent %s: %w", op, ErrNotFound)
-	}
-	return decodeIntent(out.Item)
+	return decodeIntent(it)
 }
 
 // IntentDueRef names an unfinished intent found through the due index.

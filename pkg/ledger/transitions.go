@@ -168,18 +168,24 @@ func conditionFailed(err error) (*Event, bool) {
 
 // Get reads one event (strongly consistent), with its audit trail.
 func (l *Ledger) Get(ctx context.Context, source, eventID string) (Event, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(l.opts.Table),
-		Key:            eventKey(source, eventID),
-		ConsistentRead: aws.Bool(true),
-	})
+	it, err := l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID)
 	if err != nil {
-		return Event{}, fmt.Errorf("get %s/%s: %w", source, eventID, translate(err))
+		return Event{}, err
+	}
+	return decodeEvent(it)
+}
+
+// getItem is a strongly consistent read of one item; a missing item is
+// ErrNotFound. what names the item in errors.
+func (l *Ledger) getItem(ctx context.Context, key map[string]types.AttributeValue, what string) (map[string]types.AttributeValue, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", what, translate(err))
 	}
 	if len(out.Item) == 0 {
-		return Event{}, fmt.Errorf("get %s/%s: %w", source, eventID, ErrNotFound)
+		return nil, fmt.Errorf("get %s: %w", what, ErrNotFound)
 	}
-	return decodeEvent(out.Item)
+	return out.Item, nil
 }
 
 // DueRef names an unfinished item found through the due index.

@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stripe/stripe-go/v82/webhook"
@@ -323,33 +322,19 @@ func (h *Harness) Redrive() int {
 	return n
 }
 
-// Intents returns every outbox intent in the table (a test-only scan).
-func (h *Harness) Intents() []ledger.StoredIntent {
-	var out []ledger.StoredIntent
-	for _, it := range h.scan("intent") {
-		var in ledger.StoredIntent
-		in.OperationID = it["operation_id"].(*dtypes.AttributeValueMemberS).Value
-		in.Kind = it["kind"].(*dtypes.AttributeValueMemberS).Value
-		in.Subject = it["subject"].(*dtypes.AttributeValueMemberS).Value
-		in.Causation = it["causation"].(*dtypes.AttributeValueMemberS).Value
-		out = append(out, in)
-	}
-	return out
-}
+// Intents returns every outbox intent in the table.
+func (h *Harness) Intents() []ledger.StoredIntent { return h.snapshot().Intents }
 
-// Projections returns how many projection items exist (a test-only scan).
-func (h *Harness) Projections() int { return len(h.scan("projection")) }
+// Projections returns how many projection items exist.
+func (h *Harness) Projections() int { return len(h.snapshot().Projections) }
 
-func (h *Harness) scan(kind string) []map[string]dtypes.AttributeValue {
-	out, err := h.DB.Scan(context.Background(), &dynamodb.ScanInput{
-		TableName: aws.String(h.Table), FilterExpression: aws.String("#i = :k"),
-		ExpressionAttributeNames:  map[string]string{"#i": "item"},
-		ExpressionAttributeValues: map[string]dtypes.AttributeValue{":k": &dtypes.AttributeValueMemberS{Value: kind}},
-	})
+func (h *Harness) snapshot() ledger.Snapshot {
+	h.T.Helper()
+	snap, err := ledger.TakeSnapshot(context.Background(), h.DB, h.Table)
 	if err != nil {
-		h.T.Fatalf("scan: %v", err)
+		h.T.Fatalf("snapshot: %v", err)
 	}
-	return out.Items
+	return snap
 }
 
 // Event reads one event or fails the test.
