@@ -10,11 +10,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
 func main() {
@@ -45,6 +47,7 @@ func run() error {
 	}
 	p, err := processor.New(l, cfg.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
 		Owner: owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: log,
+		Effects: queue.Sender{Client: sqs.NewFromConfig(awsCfg), URL: cfg.EffectsQueueURL},
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@
 //
 //	TABLE_NAME          ledger table (required)
 //	EVENTS_QUEUE_URL    events queue URL (required by intake)
+//	EFFECTS_QUEUE_URL   effects (outbox) queue URL (required by the processor)
+//	EFFECTS             effect configuration JSON (or EFFECTS_FILE), required by the dispatcher; see package outbox
 //	SOURCES             source configuration JSON (or SOURCES_FILE: a path to it); see package source
 //	RETENTION_DAYS      days a processed event is kept (default 30, minimum 4)
 //	MAX_ATTEMPTS        processor attempts per event; equals the queue's maxReceiveCount (default 5)
@@ -24,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/source"
 )
 
@@ -48,8 +51,10 @@ type Intake struct {
 // Processor adds the attempt budget and lease.
 type Processor struct {
 	Common
-	MaxAttempts int
-	Lease       time.Duration
+	// EffectsQueueURL is where committed intents are announced.
+	EffectsQueueURL string
+	MaxAttempts     int
+	Lease           time.Duration
 	// Visibility is the events queue's visibility timeout; retries are
 	// scheduled within it so a message that comes back finds its retry due.
 	Visibility time.Duration
@@ -65,13 +70,39 @@ func (c Common) Logger(function string) *slog.Logger {
 
 // LoadCommon reads the shared variables.
 func LoadCommon(getenv func(string) string) (Common, error) {
-	var c Common
-	var err error
-	if c.Table = getenv("TABLE_NAME"); c.Table == "" {
-		return c, fmt.Errorf("%w: TABLE_NAME is required", ErrConfig)
+	c, err := loadBase(getenv)
+	if err != nil {
+		return c, err
 	}
 	if c.Sources, err = source.Load(getenv); err != nil {
 		return c, fmt.Errorf("%w: SOURCES/SOURCES_FILE: %w", ErrConfig, err)
+	}
+	if !c.EnvSecret {
+		for _, name := range c.Sources.Names() {
+			src, _ := c.Sources.Lookup(name)
+			for _, ref := range src.Secrets {
+				if err := c.checkRef("source "+name, ref); err != nil {
+					return c, err
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+// checkRef refuses env: secret references outside a local stack.
+func (c Common) checkRef(owner, ref string) error {
+	if !c.EnvSecret && strings.HasPrefix(ref, "env:") {
+		return fmt.Errorf("%w: %s uses an env: secret reference; use Secrets Manager (or set ALLOW_ENV_SECRETS=true on a local stack)", ErrConfig, owner)
+	}
+	return nil
+}
+
+// loadBase reads what every function reads, sources aside.
+func loadBase(getenv func(string) string) (Common, error) {
+	var c Common
+	if c.Table = getenv("TABLE_NAME"); c.Table == "" {
+		return c, fmt.Errorf("%w: TABLE_NAME is required", ErrConfig)
 	}
 	days, err := intVar(getenv, "RETENTION_DAYS", 30, 4, 3650)
 	if err != nil {
@@ -91,16 +122,6 @@ func LoadCommon(getenv func(string) string) (Common, error) {
 		return c, fmt.Errorf("%w: LOG_LEVEL must be debug, info, warn or error", ErrConfig)
 	}
 	c.EnvSecret = getenv("ALLOW_ENV_SECRETS") == "true"
-	if !c.EnvSecret {
-		for _, name := range c.Sources.Names() {
-			src, _ := c.Sources.Lookup(name)
-			for _, ref := range src.Secrets {
-				if strings.HasPrefix(ref, "env:") {
-					return c, fmt.Errorf("%w: source %s uses an env: secret reference; use Secrets Manager (or set ALLOW_ENV_SECRETS=true on a local stack)", ErrConfig, name)
-				}
-			}
-		}
-	}
 	return c, nil
 }
 
@@ -123,7 +144,10 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 	if err != nil {
 		return Processor{}, err
 	}
-	p := Processor{Common: c}
+	p := Processor{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
+	if p.EffectsQueueURL == "" {
+		return Processor{}, fmt.Errorf("%w: EFFECTS_QUEUE_URL is required", ErrConfig)
+	}
 	if p.MaxAttempts, err = intVar(getenv, "MAX_ATTEMPTS", 5, 1, 1000); err != nil {
 		return Processor{}, err
 	}
@@ -138,6 +162,50 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 	}
 	p.Visibility = time.Duration(vis) * time.Second
 	return p, nil
+}
+
+// Dispatcher is the dispatcher function's configuration. It reads no
+// sources: it performs effects, it does not verify webhooks.
+type Dispatcher struct {
+	Common
+	Effects         []outbox.EffectConfig
+	EffectsQueueURL string
+	MaxAttempts     int
+	Lease           time.Duration
+}
+
+// LoadDispatcher reads the dispatcher function's variables: TABLE_NAME,
+// EFFECTS or EFFECTS_FILE, EFFECTS_QUEUE_URL, DISPATCH_MAX_ATTEMPTS
+// (default 8) and DISPATCH_LEASE_SECONDS (default 60; above the function
+// timeout), plus the common RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS.
+func LoadDispatcher(getenv func(string) string) (Dispatcher, error) {
+	c, err := loadBase(getenv)
+	if err != nil {
+		return Dispatcher{}, err
+	}
+	d := Dispatcher{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
+	if d.Effects, err = outbox.LoadEffects(getenv); err != nil {
+		return Dispatcher{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", ErrConfig, err)
+	}
+	for _, e := range d.Effects {
+		if e.Secret != "" {
+			if err := c.checkRef("effect "+e.Kind, e.Secret); err != nil {
+				return Dispatcher{}, err
+			}
+		}
+	}
+	if d.EffectsQueueURL == "" {
+		return Dispatcher{}, fmt.Errorf("%w: EFFECTS_QUEUE_URL is required", ErrConfig)
+	}
+	if d.MaxAttempts, err = intVar(getenv, "DISPATCH_MAX_ATTEMPTS", 8, 1, 100); err != nil {
+		return Dispatcher{}, err
+	}
+	secs, err := intVar(getenv, "DISPATCH_LEASE_SECONDS", 60, 1, 43200)
+	if err != nil {
+		return Dispatcher{}, err
+	}
+	d.Lease = time.Duration(secs) * time.Second
+	return d, nil
 }
 
 func intVar(getenv func(string) string, name string, def, lo, hi int) (int, error) {

@@ -16,14 +16,17 @@ const (
 	smSources  = `{"sources":[{"name":"stripe","kind":"stripe","secrets":["sm:stripe-whsec"]}]}`
 	envSources = `{"sources":[{"name":"stripe-local","kind":"stripe","secrets":["sm:a","env:STRIPE_WHSEC"]}]}`
 	queueURL   = "https://sqs.eu-west-1.amazonaws.com/123456789012/events"
+	effectsURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/effects"
+	effectsDoc = `{"effects":[{"kind":"refund","url":"https://payments.example/refunds","secret":"sm:refund-token"}]}`
 )
 
 // baseEnv is the smallest environment every function accepts.
 func baseEnv() map[string]string {
 	return map[string]string{
-		"TABLE_NAME":       "ledger",
-		"EVENTS_QUEUE_URL": queueURL,
-		"SOURCES":          smSources,
+		"TABLE_NAME":        "ledger",
+		"EVENTS_QUEUE_URL":  queueURL,
+		"EFFECTS_QUEUE_URL": effectsURL,
+		"SOURCES":           smSources,
 	}
 }
 
@@ -235,6 +238,7 @@ func TestLoadErrors(t *testing.T) {
 		{"SOURCES invalid", map[string]string{"SOURCES": `{"sources":[]}`}, allLoaders, "SOURCES"},
 		{"SOURCES_FILE unreadable", map[string]string{"SOURCES": "", "SOURCES_FILE": "/nonexistent/sources.json"}, allLoaders, "SOURCES_FILE"},
 		{"EVENTS_QUEUE_URL missing", map[string]string{"EVENTS_QUEUE_URL": ""}, []loader{loadIntake}, "EVENTS_QUEUE_URL"},
+		{"EFFECTS_QUEUE_URL missing", map[string]string{"EFFECTS_QUEUE_URL": ""}, []loader{loadProcessor}, "EFFECTS_QUEUE_URL"},
 		{"RETENTION_DAYS not an integer", map[string]string{"RETENTION_DAYS": "thirty"}, allLoaders, "RETENTION_DAYS"},
 		{"RETENTION_DAYS below the minimum", map[string]string{"RETENTION_DAYS": "3"}, allLoaders, "RETENTION_DAYS"},
 		{"RETENTION_DAYS zero", map[string]string{"RETENTION_DAYS": "0"}, allLoaders, "RETENTION_DAYS"},
@@ -297,5 +301,50 @@ func TestSourceErrorsKeepTheirType(t *testing.T) {
 	})
 	if !errors.Is(err, config.ErrConfig) || !errors.Is(err, source.ErrConfig) {
 		t.Fatalf("err %v: want both config.ErrConfig and source.ErrConfig", err)
+	}
+}
+
+func TestLoadDispatcher(t *testing.T) {
+	env := func(changes map[string]string) func(string) string {
+		e := map[string]string{"TABLE_NAME": "ledger", "EFFECTS_QUEUE_URL": effectsURL, "EFFECTS": effectsDoc}
+		maps.Copy(e, changes)
+		return func(k string) string { return e[k] }
+	}
+	d, err := config.LoadDispatcher(env(nil))
+	if err != nil {
+		t.Fatalf("LoadDispatcher: %v", err)
+	}
+	if d.MaxAttempts != 8 || d.Lease != time.Minute || len(d.Effects) != 1 || d.Effects[0].Kind != "refund" ||
+		d.Effects[0].Window() != 24*time.Hour || d.Effects[0].Timeout() != 10*time.Second || d.Sources != nil {
+		t.Fatalf("defaults: %+v", d)
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		wantVar string
+	}{
+		{"no effects", map[string]string{"EFFECTS": ""}, "EFFECTS"},
+		{"effects not json", map[string]string{"EFFECTS": "refund=https://x"}, "EFFECTS"},
+		{"unknown field", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","token":"t"}]}`}, "EFFECTS"},
+		{"plain http off loopback", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"http://payments.example"}]}`}, "loopback"},
+		{"secret value instead of a reference", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","secret":"sk_live_abc"}]}`}, "secret"},
+		{"timeout too long", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","timeout_seconds":60}]}`}, "timeout_seconds"},
+		{"kind twice", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example"},{"kind":"refund","url":"https://y.example"}]}`}, "twice"},
+		{"env secret without ALLOW_ENV_SECRETS", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","secret":"env:TOKEN"}]}`}, "ALLOW_ENV_SECRETS"},
+		{"no effects queue", map[string]string{"EFFECTS_QUEUE_URL": ""}, "EFFECTS_QUEUE_URL"},
+		{"attempts zero", map[string]string{"DISPATCH_MAX_ATTEMPTS": "0"}, "DISPATCH_MAX_ATTEMPTS"},
+		{"lease not a number", map[string]string{"DISPATCH_LEASE_SECONDS": "1m"}, "DISPATCH_LEASE_SECONDS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.LoadDispatcher(env(tc.env))
+			if !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), tc.wantVar) {
+				t.Fatalf("err %v, want a configuration error naming %s", err, tc.wantVar)
+			}
+		})
+	}
+	local, err := config.LoadDispatcher(env(map[string]string{"ALLOW_ENV_SECRETS": "true",
+		"EFFECTS": `{"effects":[{"kind":"notify","url":"http://127.0.0.1:9000/notify","secret":"env:TOKEN","idempotency_window_hours":1}]}`}))
+	if err != nil || local.Effects[0].Window() != time.Hour {
+		t.Fatalf("local stack effects: %+v %v", local.Effects, err)
 	}
 }

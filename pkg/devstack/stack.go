@@ -36,8 +36,10 @@ type Stack struct {
 	file   File
 	logs   *Logs
 	Queues queue.URLs
-	DB     *dynamodb.Client
-	SQS    *sqs.Client
+	// EffectsQueues is the outbox queue pair the processor announces to.
+	EffectsQueues queue.URLs
+	DB            *dynamodb.Client
+	SQS           *sqs.Client
 
 	pools   map[string]chan *instance
 	all     []*instance
@@ -180,6 +182,11 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", spec.Name, spec.VisibilityTimeout, spec.MaxReceiveCount, spec.DLQName())
+	effects := queue.Effects(cfg.Prefix)
+	if s.EffectsQueues, err = queue.Create(ctx, s.SQS, effects); err != nil {
+		return err
+	}
+	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", effects.Name, effects.VisibilityTimeout, effects.MaxReceiveCount, effects.DLQName())
 
 	// Functions under the Runtime Interface Emulator.
 	port := cfg.RIEPort
@@ -303,6 +310,7 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
 		"TABLE_NAME=" + s.cfg.Table,
 		"EVENTS_QUEUE_URL=" + s.Queues.Queue,
+		"EFFECTS_QUEUE_URL=" + s.EffectsQueues.Queue,
 		"SOURCES=" + string(s.file.Sources),
 		"ALLOW_ENV_SECRETS=true",
 		"MAX_ATTEMPTS=" + strconv.Itoa(s.cfg.MaxReceiveCount),

@@ -55,7 +55,7 @@ type StoredIntent struct {
 }
 
 // IntentPending is the status of a newly written intent. The dispatcher
-// (a later issue) moves it on.
+// moves it on (see IntentStatus).
 const IntentPending = "PENDING"
 
 // Committed is the outcome of Commit.
@@ -64,6 +64,11 @@ type Committed struct {
 	// Conflict is set when the projection already holds the same version with a
 	// contradictory state; the event was quarantined, not processed.
 	Conflict bool
+	// Intents are the operation ids this commit wrote (PENDING). An intent
+	// whose operation id already existed (another event carried the same
+	// business intent) is not among them. The caller announces these to the
+	// dispatcher; the reconciler finds any whose announcement was lost.
+	Intents []string
 }
 
 func projectionKey(name, subject string) map[string]types.AttributeValue {
@@ -99,7 +104,11 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 		}
 		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
-			return Committed{Result: res}, nil
+			ops := make([]string, 0, len(intents))
+			for _, in := range intents {
+				ops = append(ops, in.OperationID)
+			}
+			return Committed{Result: res, Intents: ops}, nil
 		}
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {

@@ -60,6 +60,7 @@ type IntentState struct {
 	ErrorCode      string
 	Detail         string
 	FinishedAt     time.Time
+	ExpiresAt      time.Time // when DynamoDB's TTL may delete a finished intent
 	Audit          []AuditEntry
 }
 
@@ -81,6 +82,7 @@ type intentItem struct {
 	ErrorCode      string       `dynamodbav:"error_code"`
 	Detail         string       `dynamodbav:"detail"`
 	FinishedAt     int64        `dynamodbav:"finished_at"`
+	ExpiresAt      int64        `dynamodbav:"expires_at"`
 	Audit          []auditItem  `dynamodbav:"audit"`
 }
 
@@ -96,6 +98,9 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
 		NextAttemptAt: fromMS(it.NextAttemptAt), NextCheckAt: fromMS(it.NextCheckAt),
 		ErrorCode: it.ErrorCode, Detail: it.Detail, FinishedAt: fromMS(it.FinishedAt),
+	}
+	if it.ExpiresAt > 0 {
+		in.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 	}
 	if p, ok := it.Payload.(map[string]any); ok {
 		in.Payload = p
@@ -285,7 +290,16 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 	set := "SET #status = :to, error_code = :code, detail = :detail, audit = list_append(if_not_exists(audit, :empty), :audit)"
 	remove := " REMOVE lease_owner, lease_token, lease_expires_at"
 	switch out.Status {
-	case IntentStatusSucceeded, IntentStatusFailed, IntentStatusQuarantined:
+	case IntentStatusSucceeded, IntentStatusFailed:
+		// A finished intent expires with the events: its projection's
+		// version guard, not this item, stops the effect from being created
+		// again, so keeping it longer only costs storage.
+		set += ", finished_at = :now, " + TTLAttribute + " = :ttl"
+		vals[":now"] = nv(ms(now))
+		vals[":ttl"] = nv(now.Add(l.opts.Retention).Unix())
+		remove += ", due_shard, due_at, next_attempt_at, next_check_at"
+	case IntentStatusQuarantined:
+		// Kept until an operator resolves it, like a quarantined event.
 		set += ", finished_at = :now"
 		vals[":now"] = nv(ms(now))
 		remove += ", due_shard, due_at, next_attempt_at, next_check_at"

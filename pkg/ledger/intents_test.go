@@ -82,6 +82,15 @@ func TestIntentTransitions(t *testing.T) {
 				if len(due) != 0 || !got.FinishedAt.Equal(t0) {
 					t.Fatalf("terminal intent still due: %+v finished=%v", due, got.FinishedAt)
 				}
+				// Succeeded and failed intents expire with the events (default
+				// retention 30 days); a quarantined one waits for an operator.
+				wantTTL := time.Time{}
+				if tc.outcome.Status != ledger.IntentStatusQuarantined {
+					wantTTL = t0.Add(30 * 24 * time.Hour)
+				}
+				if !got.ExpiresAt.Equal(wantTTL) {
+					t.Fatalf("expires_at = %v, want %v", got.ExpiresAt, wantTTL)
+				}
 				if _, err := f.L.ClaimIntent(ctx, "op1", claimOpts); !errors.Is(err, ledger.ErrNotClaimable) {
 					t.Fatalf("claim of terminal intent: %v", err)
 				}
@@ -228,5 +237,48 @@ func TestListDueIntentsSkipsEventsAndOrders(t *testing.T) {
 	}
 	if one, _ := f.L.ListDueIntents(ctx, t0.Add(time.Hour), 1); len(one) != 1 || one[0].OperationID != "op1" {
 		t.Fatalf("limit 1: %+v", one)
+	}
+}
+
+// Two events that carry one business intent (the same operation id) create
+// one intent; the second commit reports only the ids it wrote, so only they
+// are announced to the dispatcher.
+func TestCommitReportsOnlyNewIntents(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	commit := func(eventID, subject string, ops ...string) ledger.Committed {
+		t.Helper()
+		if _, err := f.L.Accept(ctx, delivery(eventID, `{"id":"x"}`)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.L.Claim(ctx, "stripe", eventID, ledger.ClaimOptions{Owner: "proc", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ins []ledger.Intent
+		for _, op := range ops {
+			ins = append(ins, ledger.Intent{OperationID: op, Kind: "refund", Subject: subject, Payload: map[string]any{"by": eventID}})
+		}
+		w := &ledger.ProjectionWrite{Name: "order", Subject: subject, Version: 1, Fingerprint: "cancelled", State: map[string]any{"status": "cancelled"}}
+		done, err := f.L.Commit(ctx, c, w, ins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return done
+	}
+	first := commit("evt_a", "O-1", "op-refund", "op-notify")
+	if len(first.Intents) != 2 || first.Intents[0] != "op-refund" || first.Intents[1] != "op-notify" || first.Result.Intents != 2 {
+		t.Fatalf("first commit: %+v", first)
+	}
+	second := commit("evt_b", "O-2", "op-refund", "op-other")
+	if len(second.Intents) != 1 || second.Intents[0] != "op-other" || second.Result.Intents != 1 {
+		t.Fatalf("second commit must report only the new intent: %+v", second)
+	}
+	got, err := f.L.GetIntentState(ctx, "op-refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Causation != "stripe/evt_a" || got.Payload["by"] != "evt_a" {
+		t.Fatalf("the first event's intent was overwritten: %+v", got)
 	}
 }

@@ -85,6 +85,18 @@ func (f *FakeDownstream) Effective(key string) int {
 	return f.effective[key]
 }
 
+// EffectiveByKey returns a copy of the effective-call count of every key
+// the fake applied at least once.
+func (f *FakeDownstream) EffectiveByKey() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]int, len(f.effective))
+	for k, v := range f.effective {
+		out[k] = v
+	}
+	return out
+}
+
 // Calls returns every request received, duplicates and failures included.
 func (f *FakeDownstream) Calls() []FakeCall {
 	f.mu.Lock()
@@ -116,13 +128,28 @@ func (f *FakeDownstream) expired(e fakeEntry) bool {
 }
 
 // ServeHTTP handles one call.
+//
+// A GET with ?key=<operation id> is the status endpoint HTTPEffect.StatusURL
+// expects: {"key":…, "applied":bool, "known":bool}; a key past Window is not
+// known.
 func (f *FakeDownstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
+	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
 	if f.Secret != "" && r.Header.Get("Authorization") != "Bearer "+f.Secret {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if r.Method == http.MethodGet {
+		key := r.URL.Query().Get("key")
+		if key == "" {
+			http.Error(w, "missing key", http.StatusBadRequest)
+			return
+		}
+		applied, known := f.Lookup(key)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(StatusAnswer{Key: key, Applied: applied, Known: known})
 		return
 	}
 	key := r.Header.Get("Idempotency-Key")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -26,10 +27,21 @@ import (
 // and honour Retry-After; 408 and other 5xx are retryable; other 4xx are
 // permanent; a timeout or lost connection after the request was written is
 // uncertain, before it was written retryable.
+//
+// With StatusURL set it is also a StatusLookup: GET StatusURL?key=<key>
+// answering {"applied":bool,"known":bool} (404 means not known).
 type HTTPEffect struct {
 	Name   string // the intent kind it performs
 	URL    string
 	Secret string // optional bearer token; never logged or recorded
+	// Token, when set, returns the bearer token per call (a secret that
+	// rotates, read through a cache); it wins over Secret.
+	Token func(ctx context.Context) (string, error)
+	// StatusURL is the downstream's status endpoint, if it has one.
+	StatusURL string
+	// Window is how long the downstream remembers an idempotency key;
+	// 0 leaves the dispatcher's default.
+	Window time.Duration
 	// Client defaults to one with a 10 second timeout. Its timeout must be
 	// shorter than the dispatcher's lease.
 	Client *http.Client
@@ -38,6 +50,80 @@ type HTTPEffect struct {
 }
 
 var _ Effect = (*HTTPEffect)(nil)
+
+var _ StatusLookup = (*HTTPEffect)(nil)
+
+// StatusAnswer is the status endpoint's JSON answer.
+type StatusAnswer struct {
+	Key     string `json:"key"`
+	Applied bool   `json:"applied"`
+	Known   bool   `json:"known"`
+}
+
+// IdempotencyWindow is how long the downstream remembers a key (0: the
+// dispatcher's default).
+func (e *HTTPEffect) IdempotencyWindow() time.Duration { return e.Window }
+
+func (e *HTTPEffect) client() *http.Client {
+	if e.Client == nil {
+		return &http.Client{Timeout: 10 * time.Second}
+	}
+	return e.Client
+}
+
+func (e *HTTPEffect) authorize(ctx context.Context, req *http.Request) error {
+	tok := e.Secret
+	if e.Token != nil {
+		var err error
+		if tok, err = e.Token(ctx); err != nil {
+			return err
+		}
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return nil
+}
+
+// Lookup asks the status endpoint whether key was applied. Without a
+// StatusURL the answer is "not known", so the dispatcher falls back to a
+// retry with the same key inside the idempotency window.
+func (e *HTTPEffect) Lookup(ctx context.Context, key string) (applied, known bool, err error) {
+	if e.StatusURL == "" {
+		return false, false, nil
+	}
+	u, err := url.Parse(e.StatusURL)
+	if err != nil {
+		return false, false, fmt.Errorf("status url: %w", err)
+	}
+	q := u.Query()
+	q.Set("key", key)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, false, err
+	}
+	if err := e.authorize(ctx, req); err != nil {
+		return false, false, err
+	}
+	resp, err := e.client().Do(req)
+	if err != nil {
+		return false, false, fmt.Errorf("status lookup %s: %w", key, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var a StatusAnswer
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&a); err != nil {
+			return false, false, fmt.Errorf("status lookup %s: bad answer: %w", key, err)
+		}
+		return a.Applied, a.Known, nil
+	case http.StatusNotFound:
+		return false, false, nil
+	default:
+		return false, false, fmt.Errorf("status lookup %s: HTTP %d", key, resp.StatusCode)
+	}
+}
 
 // MaxDetail bounds the response text kept in errors and results.
 const MaxDetail = 200
@@ -70,14 +156,11 @@ func (e *HTTPEffect) Do(ctx context.Context, c Call) (Result, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", c.Key)
-	if e.Secret != "" {
-		req.Header.Set("Authorization", "Bearer "+e.Secret)
+	if err := e.authorize(ctx, req); err != nil {
+		// Nothing was sent: safe to retry once the secret is readable.
+		return Result{}, &RetryableError{Err: fmt.Errorf("%s: bearer token: %w", c.Key, err)}
 	}
-	client := e.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := client.Do(req)
+	resp, err := e.client().Do(req)
 	if err != nil {
 		what := "connection lost"
 		if os.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded) {

@@ -123,3 +123,37 @@ func TestFakeDownstreamDeduplicatesWithinWindow(t *testing.T) {
 		t.Fatalf("calls %d", len(down.Calls()))
 	}
 }
+
+// The status endpoint answers for applied, unapplied and forgotten keys;
+// the bearer token comes from Token (a rotating secret) on every request.
+func TestHTTPEffectStatusLookup(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	down := &outbox.FakeDownstream{Window: time.Hour, Now: func() time.Time { return now }, Secret: "tok_test_FAKE"}
+	srv := httptest.NewServer(down)
+	defer srv.Close()
+	eff := &outbox.HTTPEffect{Name: "k", URL: srv.URL, StatusURL: srv.URL + "/status",
+		Token: func(context.Context) (string, error) { return "tok_test_FAKE", nil }}
+	if applied, known, err := eff.Lookup(ctx, "op-1"); err != nil || applied || !known {
+		t.Fatalf("before: applied=%v known=%v err=%v", applied, known, err)
+	}
+	if _, err := eff.Do(ctx, outbox.Call{Key: "op-1", Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if applied, known, err := eff.Lookup(ctx, "op-1"); err != nil || !applied || !known {
+		t.Fatalf("after: applied=%v known=%v err=%v", applied, known, err)
+	}
+	now = now.Add(2 * time.Hour)
+	if applied, known, err := eff.Lookup(ctx, "op-1"); err != nil || applied || known {
+		t.Fatalf("past the window: applied=%v known=%v err=%v", applied, known, err)
+	}
+	noStatus := &outbox.HTTPEffect{Name: "k", URL: srv.URL}
+	if _, known, err := noStatus.Lookup(ctx, "op-1"); known || err != nil {
+		t.Fatalf("without a status URL the answer must be unknown: known=%v err=%v", known, err)
+	}
+	badToken := &outbox.HTTPEffect{Name: "k", URL: srv.URL, Token: func(context.Context) (string, error) { return "", errors.New("secrets unavailable") }}
+	_, err := badToken.Do(ctx, outbox.Call{Key: "op-2", Kind: "k"})
+	if class, _ := outbox.Classify(err); class != outbox.ClassRetryable || len(down.Calls()) != 1 {
+		t.Fatalf("unreadable secret: class %v err %v, requests %d (nothing may be sent)", class, err, len(down.Calls()))
+	}
+}

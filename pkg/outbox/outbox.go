@@ -97,6 +97,13 @@ type StatusLookup interface {
 	Lookup(ctx context.Context, key string) (applied bool, known bool, err error)
 }
 
+// Windowed is implemented by effects that know how long their downstream
+// remembers an idempotency key; a positive answer overrides the
+// dispatcher's IdempotencyWindow for that effect.
+type Windowed interface {
+	IdempotencyWindow() time.Duration
+}
+
 // Ledger is the part of the ledger the dispatcher uses.
 type Ledger interface {
 	ClaimIntent(ctx context.Context, op string, o ledger.ClaimOptions) (ledger.IntentClaim, error)
@@ -154,7 +161,10 @@ func (d *Dispatcher) lease() time.Duration {
 	return d.Lease
 }
 
-func (d *Dispatcher) window() time.Duration {
+func (d *Dispatcher) window(eff Effect) time.Duration {
+	if w, ok := eff.(Windowed); ok && w.IdempotencyWindow() > 0 {
+		return w.IdempotencyWindow()
+	}
 	if d.IdempotencyWindow <= 0 {
 		return 24 * time.Hour
 	}
@@ -223,9 +233,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		}
 		// The retry must reach the downstream while it still remembers the
 		// key; the lease bounds how long this attempt can take.
-		if !lookedUp && !d.now().Add(d.lease()).Before(first.Add(d.window())) {
+		if !lookedUp && !d.now().Add(d.lease()).Before(first.Add(d.window(eff))) {
 			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "idempotency_window_passed",
-				Detail: fmt.Sprintf("outcome unknown since %s and the downstream's %s idempotency window has passed; an operator must check", first.Format(time.RFC3339), d.window())})
+				Detail: fmt.Sprintf("outcome unknown since %s and the downstream's %s idempotency window has passed; an operator must check", first.Format(time.RFC3339), d.window(eff))})
 		}
 	}
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
@@ -60,6 +61,10 @@ type Options struct {
 	Now                 func() time.Time
 	Rand                func() float64 // in [0,1); default math/rand/v2
 	Log                 *slog.Logger
+	// Effects announces the intents a commit wrote. When nil, or when the
+	// send fails, the intents stay PENDING and the reconciler announces
+	// them; the event is complete either way.
+	Effects outbox.Announcer
 }
 
 // Processor is the processing core.
@@ -191,6 +196,7 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, log *s
 		log.Warn("same version, contradictory state: quarantined", "subject", done.Result.Subject, "version", done.Result.Version)
 		return "quarantined", true
 	case err == nil:
+		p.announce(ctx, done.Intents, log)
 		return string(done.Result.Outcome), true
 	case errors.Is(err, ledger.ErrLeaseLost):
 		// Another worker owns the event now; it will finish it. Retry the
@@ -201,6 +207,27 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, log *s
 		return p.quarantine(ctx, c, "invalid_projection", err.Error(), log)
 	default:
 		return p.transient(ctx, c, m, "commit_failed", err, log)
+	}
+}
+
+// announce tells the dispatcher about new intents. It is after the commit
+// on purpose: an intent must exist before a dispatcher looks for it. A crash
+// or an SQS failure between the two leaves the intents PENDING, which the
+// reconciler's sweep finds (the same gap as intake's put→send).
+func (p *Processor) announce(ctx context.Context, ops []string, log *slog.Logger) {
+	if len(ops) == 0 {
+		return
+	}
+	if p.o.Effects == nil {
+		log.Warn("no effects queue configured; intents wait for the reconciler", "intents", len(ops))
+		return
+	}
+	ps := make([]queue.IntentPointer, len(ops))
+	for i, op := range ops {
+		ps[i] = queue.IntentPointer{OperationID: op, Reason: "commit"}
+	}
+	if unsent, err := p.o.Effects.SendIntents(ctx, ps); err != nil {
+		log.Warn("could not announce intents; the reconciler will", "unsent", unsent, "err", err)
 	}
 }
 

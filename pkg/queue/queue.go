@@ -59,9 +59,41 @@ func ParsePointer(body string) (Pointer, error) {
 	return p, nil
 }
 
+// IntentPointer names one outbox intent by its operation id. It is all an
+// effects-queue message carries; the intent itself is in the ledger.
+type IntentPointer struct {
+	V           int    `json:"v"`
+	OperationID string `json:"operation_id"`
+	// Reason says why it was sent: "commit", "reconcile", "operator".
+	Reason string `json:"reason,omitempty"`
+}
+
+// Encode renders the pointer as a message body.
+func (p IntentPointer) Encode() string {
+	p.V = 1
+	b, _ := json.Marshal(p)
+	return string(b)
+}
+
+// ParseIntentPointer decodes an effects-queue message body.
+func ParseIntentPointer(body string) (IntentPointer, error) {
+	if len(body) > MaxPointerBytes {
+		return IntentPointer{}, fmt.Errorf("%w: %d bytes", ErrBadPointer, len(body))
+	}
+	var p IntentPointer
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		return IntentPointer{}, fmt.Errorf("%w: %v", ErrBadPointer, err)
+	}
+	if p.V != 1 || p.OperationID == "" {
+		return IntentPointer{}, fmt.Errorf("%w: missing version or operation id", ErrBadPointer)
+	}
+	return p, nil
+}
+
 // SQS is the part of the SQS client this package uses.
 type SQS interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
 var _ SQS = (*sqs.Client)(nil)
@@ -79,6 +111,43 @@ func (s Sender) Send(ctx context.Context, p Pointer) error {
 		return fmt.Errorf("send %s/%s: %w: %v", p.Source, p.EventID, ErrUnavailable, err)
 	}
 	return nil
+}
+
+// MaxBatch is SQS's limit of entries per SendMessageBatch.
+const MaxBatch = 10
+
+// SendIntents announces intents, up to MaxBatch per request. It returns the
+// operation ids that were not sent (SQS failed or refused the entry) with an
+// error; the intents stay PENDING in the ledger and the reconciler announces
+// them later, so a failure here delays an effect but never loses it.
+func (s Sender) SendIntents(ctx context.Context, ps []IntentPointer) (unsent []string, err error) {
+	var errs []error
+	for start := 0; start < len(ps); start += MaxBatch {
+		chunk := ps[start:min(start+MaxBatch, len(ps))]
+		entries := make([]sqstypes.SendMessageBatchRequestEntry, len(chunk))
+		for i, p := range chunk {
+			entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(p.Encode())}
+		}
+		out, serr := s.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.URL), Entries: entries})
+		if serr != nil {
+			for _, p := range chunk {
+				unsent = append(unsent, p.OperationID)
+			}
+			errs = append(errs, serr)
+			continue
+		}
+		for _, f := range out.Failed {
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			if i >= 0 && i < len(chunk) {
+				unsent = append(unsent, chunk[i].OperationID)
+			}
+			errs = append(errs, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
+		}
+	}
+	if len(unsent) > 0 {
+		return unsent, fmt.Errorf("announce %d intents: %w: %w", len(unsent), ErrUnavailable, errors.Join(errs...))
+	}
+	return nil, nil
 }
 
 // Spec describes a queue with its dead-letter queue.
@@ -103,6 +172,20 @@ const ProcessorTimeout = 30 * time.Second
 // Events is the events queue as deployed (names get a stage prefix).
 func Events(prefix string) Spec {
 	return Spec{Name: prefix + "events", VisibilityTimeout: 6 * ProcessorTimeout, MaxReceiveCount: 5, DLQRetention: 14 * 24 * time.Hour}
+}
+
+// The dispatcher Lambda's timeout: the HTTP effect's own timeout (10 s) plus
+// the ledger writes around it, with room to spare. The effects queue's
+// visibility is 6x it.
+const DispatcherTimeout = 30 * time.Second
+
+// Effects is the effects (outbox) queue as deployed. Its maxReceiveCount is
+// above the dispatcher's attempt budget (8) because a receive that finds the
+// intent leased elsewhere or not yet due also counts; a message that still
+// reaches the DLQ leaves its intent unfinished in the ledger, where the
+// reconciler finds it.
+func Effects(prefix string) Spec {
+	return Spec{Name: prefix + "effects", VisibilityTimeout: 6 * DispatcherTimeout, MaxReceiveCount: 10, DLQRetention: 14 * 24 * time.Hour}
 }
 
 // Admin is the part of the SQS client that creates queues.

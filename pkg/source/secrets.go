@@ -57,6 +57,18 @@ func (s *Secrets) For(ctx context.Context, src Source, fresh bool) ([]string, er
 	return out, nil
 }
 
+// Value returns the first value of one secret reference (cached like For).
+func (s *Secrets) Value(ctx context.Context, ref string) (string, error) {
+	vals, err := s.resolve(ctx, ref, false)
+	if err != nil {
+		return "", err
+	}
+	if len(vals) == 0 {
+		return "", fmt.Errorf("%w: secret %s is empty", ErrSecrets, strings.TrimPrefix(ref, "sm:"))
+	}
+	return vals[0], nil
+}
+
 func (s *Secrets) resolve(ctx context.Context, ref string, fresh bool) ([]string, error) {
 	now := time.Now
 	if s.Now != nil {

@@ -83,7 +83,7 @@ func Parse(doc []byte) (*Set, error) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
 		}
 		for j, ref := range s.Secrets {
-			if err := checkRef(ref); err != nil {
+			if err := CheckSecretRef(ref); err != nil {
 				return nil, fmt.Errorf("%w: %s: secrets[%d]: %v", ErrConfig, where, j, err)
 			}
 		}
@@ -129,7 +129,10 @@ func (s *Set) Names() []string {
 	return out
 }
 
-func checkRef(ref string) error {
+// CheckSecretRef accepts a secret reference (a Secrets Manager ARN,
+// "sm:<name>" or "env:<VAR>") and refuses anything else, so a secret value
+// pasted into configuration is caught at cold start.
+func CheckSecretRef(ref string) error {
 	switch {
 	case strings.HasPrefix(ref, "arn:aws:secretsmanager:"), strings.HasPrefix(ref, "arn:aws-cn:secretsmanager:"), strings.HasPrefix(ref, "arn:aws-us-gov:secretsmanager:"):
 		return nil

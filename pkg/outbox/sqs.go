@@ -1,0 +1,149 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/queue"
+)
+
+// Visibility is the part of the SQS client the consumer uses to hold back a
+// waiting intent's message until the intent is due.
+type Visibility interface {
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+var _ Visibility = (*sqs.Client)(nil)
+
+// Consumer is the dispatcher Lambda's handler for the effects queue.
+//
+// Per message: a finished intent (SUCCEEDED, FAILED, QUARANTINED) or a
+// message that is not an intent pointer is acknowledged; a waiting intent
+// (RETRY_WAIT, UNCERTAIN, not yet due, or leased by another dispatcher) is
+// reported as a batch item failure and its message is made invisible until
+// the intent is due, so the queue carries the backoff. Messages are
+// dispatched concurrently: every effect has its own timeout, and a batch
+// must finish inside the function's timeout.
+type Consumer struct {
+	Dispatcher *Dispatcher
+	// SQS and QueueURL are optional; without them a waiting message comes
+	// back after the queue's visibility timeout instead.
+	SQS      Visibility
+	QueueURL string
+	Log      *slog.Logger
+}
+
+// MaxVisibility is SQS's limit for a message's visibility timeout.
+const MaxVisibility = 12 * time.Hour
+
+// HandleSQS processes a batch and reports the messages to retry. It never
+// returns an error: that would redeliver the whole batch.
+func (c *Consumer) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	retry := make([]bool, len(ev.Records))
+	var wg sync.WaitGroup
+	for i, r := range ev.Records {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			retry[i] = !c.handle(ctx, r)
+		}()
+	}
+	wg.Wait()
+	var resp events.SQSEventResponse
+	for i, r := range ev.Records {
+		if retry[i] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+func (c *Consumer) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
+}
+
+// handle returns true to acknowledge (delete) the message.
+func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
+	start := c.Dispatcher.now()
+	log := c.log().With("message_id", r.MessageId)
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic while dispatching; message will be retried", "panic", fmt.Sprint(p))
+			ack = false
+		}
+	}()
+	ptr, err := queue.ParseIntentPointer(r.Body)
+	if err != nil {
+		// Not a message this system wrote. The ledger, not the queue, is the
+		// record of intents, so nothing is lost by dropping it.
+		log.Error("dropping malformed message", "err", err)
+		return true
+	}
+	log = log.With("operation_id", ptr.OperationID, "reason", ptr.Reason)
+	o, err := c.Dispatcher.Dispatch(ctx, ptr.OperationID)
+	var nc *ledger.IntentNotClaimableError
+	switch {
+	case errors.As(err, &nc) && nc.Intent.Status.Terminal():
+		log.Info("intent already finished; acknowledging", "intent_status", nc.Intent.Status)
+		return true
+	case errors.As(err, &nc):
+		due := nc.Intent.NextAttemptAt
+		switch nc.Intent.Status {
+		case ledger.IntentStatusUncertain:
+			due = nc.Intent.NextCheckAt
+		case ledger.IntentStatusDispatching:
+			due = nc.Intent.LeaseExpires
+		}
+		log.Info("intent not claimable now; will retry", "why", nc.Why)
+		c.delay(ctx, r, due, log)
+		return false
+	case errors.Is(err, ledger.ErrNotFound):
+		log.Error("pointer to an intent the ledger does not hold; dropping", "err", err)
+		return true
+	case errors.Is(err, ledger.ErrLeaseLost):
+		log.Warn("lease lost while recording; the new holder finishes the intent", "err", err)
+		return false
+	case err != nil:
+		log.Warn("dispatch failed; will retry", "err", err)
+		return false
+	}
+	attrs := []any{"intent_status", o.Status, "attempts", o.Attempts, "called", o.Called,
+		"duration_ms", c.Dispatcher.now().Sub(start).Milliseconds()}
+	if o.Err != nil {
+		attrs = append(attrs, "err", o.Err)
+	}
+	if o.Status.Terminal() {
+		log.Info("dispatched", attrs...)
+		return true
+	}
+	log.Warn("dispatched; waiting", append(attrs, "next", o.Next)...)
+	c.delay(ctx, r, o.Next, log)
+	return false
+}
+
+// delay makes the message invisible until due (best effort: on failure the
+// queue's own visibility timeout applies and the intent re-checks its time).
+func (c *Consumer) delay(ctx context.Context, r events.SQSMessage, due time.Time, log *slog.Logger) {
+	if c.SQS == nil || c.QueueURL == "" || r.ReceiptHandle == "" || due.IsZero() {
+		return
+	}
+	wait := due.Sub(c.Dispatcher.now())
+	secs := int32(min(max((wait+time.Second-1)/time.Second, 1), MaxVisibility/time.Second))
+	if _, err := c.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(c.QueueURL), ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: secs,
+	}); err != nil {
+		log.Warn("could not delay the message; the queue's visibility timeout applies", "err", err)
+	}
+}
