@@ -299,10 +299,12 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 		vals[":ttl"] = nv(now.Add(l.opts.Retention).Unix())
 		remove += ", due_shard, due_at, next_attempt_at, next_check_at"
 	case IntentStatusQuarantined:
-		// Kept until an operator resolves it, like a quarantined event.
-		set += ", finished_at = :now"
+		// Kept, on the attention shards of the due index, until an operator
+		// resolves it, like a quarantined event.
+		set += ", finished_at = :now, due_shard = :ashard, due_at = :now"
 		vals[":now"] = nv(ms(now))
-		remove += ", due_shard, due_at, next_attempt_at, next_check_at"
+		vals[":ashard"] = sv(attentionPrefix + l.dueShard("OP", op))
+		remove += ", next_attempt_at, next_check_at"
 	case IntentStatusRetryWait, IntentStatusUncertain:
 		if out.Next.IsZero() {
 			return fmt.Errorf("%w: %s needs a next time", ErrInvalid, out.Status)

@@ -37,11 +37,16 @@ func TableSchema(name string) *dynamodb.CreateTableInput {
 			// the projected size, and an inline payload must not be copied.
 			Projection: &types.Projection{
 				ProjectionType:   types.ProjectionTypeInclude,
-				NonKeyAttributes: []string{"item", "source", "event_id", "status", "received_at", "operation_id"},
+				NonKeyAttributes: DueIndexAttributes,
 			},
 		}},
 	}
 }
+
+// DueIndexAttributes are the non-key attributes the due index projects
+// (INCLUDE): what ListDue, ListDueIntents and ListOpen read. The CDK stack
+// declares the same list.
+var DueIndexAttributes = []string{"item", "source", "event_id", "status", "received_at", "operation_id", "event_type", "kind", "attempts", "error_code"}
 
 // CreateTable creates the ledger table (for tests and the local stack; in AWS
 // the CDK stack owns it).

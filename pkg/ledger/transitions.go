@@ -66,18 +66,28 @@ func (l *Ledger) RetryLater(ctx context.Context, c Claim, code, msg string, next
 	return l.fencedUpdate(ctx, c, u)
 }
 
-// Dead records that the attempts are exhausted. The event leaves the due
-// index; operators see it by status, and its message goes on to the DLQ.
+// Dead records that the attempts are exhausted. The event moves from the
+// work shards of the due index to its attention shards (see ListOpen), so
+// operators find it without a scan, and its message goes on to the DLQ.
 func (l *Ledger) Dead(ctx context.Context, c Claim, code, msg string) error {
-	u := l.leaveProcessing(c, StatusDead, "dead", code, msg, "", nil, ", due_shard, due_at, next_attempt_at")
+	u := l.leaveProcessing(c, StatusDead, "dead", code, msg, "due_shard = :ashard, due_at = :anow",
+		l.attentionVals(c.Event.Source, c.Event.EventID), ", next_attempt_at")
 	return l.fencedUpdate(ctx, c, u)
 }
 
 // Quarantine records a permanent failure (malformed payload, unknown subject,
-// same-version conflict): no retry helps; an operator must look.
+// same-version conflict): no retry helps; an operator must look. Like Dead,
+// the event stays findable on the attention shards.
 func (l *Ledger) Quarantine(ctx context.Context, c Claim, code, msg string) error {
-	u := l.leaveProcessing(c, StatusQuarantined, "quarantine", code, msg, "", nil, ", due_shard, due_at, next_attempt_at")
+	u := l.leaveProcessing(c, StatusQuarantined, "quarantine", code, msg, "due_shard = :ashard, due_at = :anow",
+		l.attentionVals(c.Event.Source, c.Event.EventID), ", next_attempt_at")
 	return l.fencedUpdate(ctx, c, u)
+}
+
+// attentionVals are the due-index keys of an item that waits for an
+// operator: its attention shard, and the time it started waiting.
+func (l *Ledger) attentionVals(a, b string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{":ashard": sv(attentionPrefix + l.dueShard(a, b)), ":anow": nv(ms(l.now()))}
 }
 
 // Replay moves a DEAD or QUARANTINED event back to RECEIVED with the same
@@ -123,14 +133,15 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason stri
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.opts.Table),
 		Key:       eventKey(source, eventID),
-		UpdateExpression: aws.String("SET #status = :dead, error_code = :code, error_message = :msg, audit = list_append(audit, :audit) " +
-			"REMOVE lease_owner, lease_token, lease_expires_at, due_shard, due_at, next_attempt_at"),
+		UpdateExpression: aws.String("SET #status = :dead, error_code = :code, error_message = :msg, audit = list_append(audit, :audit), " +
+			"due_shard = :ashard, due_at = :now REMOVE lease_owner, lease_token, lease_expires_at, next_attempt_at"),
 		ConditionExpression:      aws.String("#status IN (:recv, :retry) OR (#status = :proc AND lease_expires_at < :now)"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":dead": sv(string(StatusDead)), ":recv": sv(string(StatusReceived)), ":retry": sv(string(StatusRetryWait)),
 			":proc": sv(string(StatusProcessing)), ":now": nv(ms(now)),
 			":code": sv("queue_exhausted"), ":msg": sv(truncate(reason, MaxErrorMessageLen)),
+			":ashard": sv(attentionPrefix + l.dueShard(source, eventID)),
 			":audit": auditValue(now, "", StatusDead, actor, "give_up", reason),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
@@ -221,12 +232,22 @@ type dueItem struct {
 	dueAt time.Time
 }
 
+func sortDue(items []dueItem) {
+	sort.SliceStable(items, func(i, j int) bool { return items[i].dueAt.Before(items[j].dueAt) })
+}
+
 // queryDue reads the due index, every shard, for items of one kind in one
 // of the given (unfinished) statuses, oldest first, at most limit. The
 // status filter is defensive: a finished item has no due keys and so no index
 // entry, but index reads lag the table (and minidyn keeps entries whose keys
 // were removed).
 func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
+	return l.queryShards(ctx, "", before, limit, kind, statuses...)
+}
+
+// queryShards reads one family of shards: "" for work, attentionPrefix for
+// items waiting for an operator.
+func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
 	if limit <= 0 {
 		limit = 1
 	}
@@ -239,7 +260,7 @@ func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind
 	}
 	var items []dueItem
 	for shard := 0; shard < l.opts.DueShards; shard++ {
-		vals[":s"] = sv(strconv.Itoa(shard))
+		vals[":s"] = sv(prefix + strconv.Itoa(shard))
 		var start map[string]types.AttributeValue
 		for {
 			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
@@ -269,7 +290,7 @@ func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind
 			}
 		}
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].dueAt.Before(items[j].dueAt) })
+	sortDue(items)
 	if len(items) > limit {
 		items = items[:limit]
 	}

@@ -74,9 +74,12 @@ func NewDynamo() *Dynamo {
 //     350 KB payload chunk) the server could then close the connection while
 //     the client was still writing;
 //   - it sets X-Amz-Crc32 on every response, as DynamoDB does: the SDK
-//     checks that header and otherwise logs a checksum mismatch on every call.
+//     checks that header and otherwise logs a checksum mismatch on every call;
+//   - it runs requests one at a time and repairs minidyn's secondary index
+//     lists after each write (see indexRepair), so index queries find every
+//     item, as they do in DynamoDB.
 func DynamoHandler() http.Handler {
-	h := server.NewServer()
+	h := &indexRepair{srv: server.NewServer()}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		if err != nil {
@@ -85,7 +88,7 @@ func DynamoHandler() http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
+		h.serve(rec, r)
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
