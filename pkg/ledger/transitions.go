@@ -142,7 +142,7 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason stri
 			":proc": sv(string(StatusProcessing)), ":now": nv(ms(now)),
 			":code": sv("queue_exhausted"), ":msg": sv(truncate(reason, MaxErrorMessageLen)),
 			":ashard": sv(attentionPrefix + l.dueShard(source, eventID)),
-			":audit": auditValue(now, "", StatusDead, actor, "give_up", reason),
+			":audit":  auditValue(now, "", StatusDead, actor, "give_up", reason),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
