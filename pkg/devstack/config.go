@@ -1,14 +1,28 @@
 // Package devstack provides the local stack behind `make dev`: the real
-// Lambda bootstrap binaries running under the AWS Lambda Runtime Interface
-// Emulator, DynamoDB (minidyn) and SQS (goaws) over their wire protocols, a
-// local HTTP API that speaks API Gateway HTTP API payload 2.0, an SQS event
-// source mapping with partial batch responses, and a schedule for the
-// reconciler once it exists. No AWS account and no Docker.
+// Lambda bootstrap binaries (intake, processor, dispatcher) running under
+// the AWS Lambda Runtime Interface Emulator, DynamoDB (minidyn) and SQS
+// (goaws) over their wire protocols, a local HTTP API that speaks API
+// Gateway HTTP API payload 2.0, two SQS event source mappings with partial
+// batch responses (events queue → processor, effects queue → dispatcher), a
+// fake downstream that performs the outbox effects (one
+// outbox.FakeDownstream per effect kind, deduplicating by Idempotency-Key),
+// and a schedule for the reconciler once it exists. No AWS account and no
+// Docker.
 //
 // The functions get the same environment as in AWS plus
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS, so production code has
 // no local branch. Queue visibility, maxReceiveCount and DLQs come from
-// package queue, the same place the CDK stack takes them from.
+// package queue, the same place the CDK stack takes them from. The effects
+// the dispatcher performs come from scripts/devstack.json (effects_config,
+// exactly the EFFECTS document the function gets in AWS); their URLs point
+// at the fake downstream on loopback, and its bearer token is an env:
+// reference to a visibly fake value.
+//
+// Dev-only endpoints on the HTTP API: GET /_dev/health, POST /_dev/crash
+// (kill the processor runtime during its next batch), GET /_dev/downstream
+// (the fake downstream's requests and effective calls per idempotency key)
+// and POST /_dev/downstream/script (script the next answers of one effect
+// kind: hang after applying, 429 with Retry-After, …).
 package devstack
 
 import (
@@ -18,8 +32,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
 )
@@ -31,8 +47,35 @@ var ErrConfig = errors.New("devstack config")
 // sources, exactly as deployed, and the visibly fake secrets their env:
 // references resolve to on the local stack.
 type File struct {
-	Sources json.RawMessage   `json:"sources_config"`
+	Sources json.RawMessage `json:"sources_config"`
+	// Effects is the dispatcher's EFFECTS document. Its URLs name the fake
+	// downstream at DefaultDownstreamAddr; the stack points them at the
+	// downstream's real address when that moves (DEV_DOWNSTREAM_ADDR,
+	// AutoPorts).
+	Effects json.RawMessage   `json:"effects_config"`
 	Secrets map[string]string `json:"secrets"`
+}
+
+// DefaultDownstreamAddr is where the fake downstream listens unless
+// DEV_DOWNSTREAM_ADDR or AutoPorts says otherwise.
+const DefaultDownstreamAddr = "127.0.0.1:3002"
+
+// effects parses the effects document. Every env: secret reference must
+// resolve in Secrets, so the fake downstream can require the same token.
+func (f File) effects() ([]outbox.EffectConfig, error) {
+	if len(f.Effects) == 0 {
+		return nil, nil
+	}
+	cfgs, err := outbox.ParseEffects(f.Effects)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cfgs {
+		if name, ok := strings.CutPrefix(c.Secret, "env:"); ok && f.Secrets[name] == "" {
+			return nil, fmt.Errorf("effect %s: secret %s has no value in secrets", c.Kind, c.Secret)
+		}
+	}
+	return cfgs, nil
 }
 
 // LoadFile reads and validates the local configuration.
@@ -49,6 +92,9 @@ func LoadFile(path string) (File, *source.Set, error) {
 	if err != nil {
 		return File{}, nil, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
 	}
+	if _, err := f.effects(); err != nil {
+		return File{}, nil, fmt.Errorf("%w: %s: effects_config: %w", ErrConfig, path, err)
+	}
 	return f, set, nil
 }
 
@@ -61,12 +107,17 @@ type Config struct {
 	DynamoAddr string // DEV_DYNAMODB_ADDR, default 127.0.0.1:8000
 	SQSAddr    string // DEV_SQS_ADDR, default 127.0.0.1:4100
 	HTTPAddr   string // DEV_HTTP_ADDR, default 127.0.0.1:3000
-	RIEPort    int    // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
+	// DownstreamAddr is the fake downstream's address: DEV_DOWNSTREAM_ADDR,
+	// default DefaultDownstreamAddr.
+	DownstreamAddr string
+	RIEPort        int // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
 	// AutoPorts picks free ports for everything (tests): the addresses above
 	// are ignored.
 	AutoPorts bool
 
-	Instances map[string]int // DEV_INTAKE_INSTANCES, DEV_PROCESSOR_INSTANCES; default 2 each
+	// Instances per function: DEV_INTAKE_INSTANCES, DEV_PROCESSOR_INSTANCES
+	// (default 2 each), DEV_DISPATCHER_INSTANCES (default 1).
+	Instances map[string]int
 
 	// Timing. The defaults are the deployed values (package queue); `make
 	// demo` starts the stack with a faster profile so a crash recovers in
@@ -78,6 +129,12 @@ type Config struct {
 	BatchWindow     time.Duration // DEV_BATCH_WINDOW_MS, default 500 ms
 	ScheduleRate    time.Duration // DEV_SCHEDULE_SECONDS, default 60 s
 
+	// The dispatcher's timings. Its effects' own HTTP timeouts come from the
+	// effects document (2 s locally, so a hanging downstream is quick).
+	DispatcherTimeout time.Duration // default queue.DispatcherTimeout
+	DispatchLease     time.Duration // DISPATCH_LEASE_SECONDS; default 2 × DispatcherTimeout
+	EffectsVisibility time.Duration // the effects queue's; default queue.Effects().VisibilityTimeout
+
 	Table  string // default "local-ledger"
 	Prefix string // queue name prefix, default "local-"
 }
@@ -85,11 +142,12 @@ type Config struct {
 // FromEnv builds a Config from DEV_* environment variables.
 func FromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
-		DynamoAddr: getenv("DEV_DYNAMODB_ADDR"),
-		SQSAddr:    getenv("DEV_SQS_ADDR"),
-		HTTPAddr:   getenv("DEV_HTTP_ADDR"),
-		ConfigFile: getenv("DEV_CONFIG"),
-		Instances:  map[string]int{},
+		DynamoAddr:     getenv("DEV_DYNAMODB_ADDR"),
+		DownstreamAddr: getenv("DEV_DOWNSTREAM_ADDR"),
+		SQSAddr:        getenv("DEV_SQS_ADDR"),
+		HTTPAddr:       getenv("DEV_HTTP_ADDR"),
+		ConfigFile:     getenv("DEV_CONFIG"),
+		Instances:      map[string]int{},
 	}
 	ints := []struct {
 		name string
@@ -119,7 +177,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			*v.dur = time.Duration(n) * v.unit
 		}
 	}
-	for fn, name := range map[string]string{"intake": "DEV_INTAKE_INSTANCES", "processor": "DEV_PROCESSOR_INSTANCES"} {
+	for fn, name := range map[string]string{"intake": "DEV_INTAKE_INSTANCES", "processor": "DEV_PROCESSOR_INSTANCES", "dispatcher": "DEV_DISPATCHER_INSTANCES"} {
 		if s := getenv(name); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n <= 0 || n > 16 {
@@ -147,20 +205,21 @@ func (c *Config) defaults() {
 	def(&c.DynamoAddr, "127.0.0.1:8000")
 	def(&c.SQSAddr, "127.0.0.1:4100")
 	def(&c.HTTPAddr, "127.0.0.1:3000")
+	def(&c.DownstreamAddr, DefaultDownstreamAddr)
 	def(&c.Table, "local-ledger")
 	def(&c.Prefix, "local-")
 	if c.RIEPort == 0 {
 		c.RIEPort = 9001
 	}
 	if c.AutoPorts {
-		c.DynamoAddr, c.SQSAddr, c.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+		c.DynamoAddr, c.SQSAddr, c.HTTPAddr, c.DownstreamAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	}
 	if c.Instances == nil {
 		c.Instances = map[string]int{}
 	}
-	for _, fn := range []string{"intake", "processor"} {
+	for fn, n := range map[string]int{"intake": 2, "processor": 2, "dispatcher": 1} {
 		if c.Instances[fn] == 0 {
-			c.Instances[fn] = 2
+			c.Instances[fn] = n
 		}
 	}
 	if c.Visibility == 0 {
@@ -181,13 +240,27 @@ func (c *Config) defaults() {
 	if c.ScheduleRate == 0 {
 		c.ScheduleRate = time.Minute
 	}
+	if c.DispatcherTimeout == 0 {
+		c.DispatcherTimeout = queue.DispatcherTimeout
+	}
+	if c.DispatchLease == 0 {
+		c.DispatchLease = 2 * c.DispatcherTimeout
+	}
+	if c.EffectsVisibility == 0 {
+		c.EffectsVisibility = queue.Effects("").VisibilityTimeout
+	}
 }
 
 // FastProfile shortens the timings for demos and tests: a crashed batch is
-// visible again after 4 s, a lease lasts 4 s.
+// visible again after 4 s, a lease lasts 3 s; the dispatcher may run 5 s
+// (its effects time out after 2 s), holds an intent for 8 s, and a
+// dispatcher batch that died comes back after 10 s.
 func (c *Config) FastProfile() {
 	c.Visibility = 4 * time.Second
 	c.FunctionTimeout = 2 * time.Second
 	c.Lease = 3 * time.Second
 	c.BatchWindow = 200 * time.Millisecond
+	c.DispatcherTimeout = 5 * time.Second
+	c.DispatchLease = 8 * time.Second
+	c.EffectsVisibility = 10 * time.Second
 }

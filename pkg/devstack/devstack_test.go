@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,17 +58,47 @@ func TestGatewayEventShape(t *testing.T) {
 }
 
 func TestFromEnvValidates(t *testing.T) {
-	env := map[string]string{"DEV_HTTP_ADDR": "127.0.0.1:3999", "DEV_VISIBILITY_SECONDS": "7", "DEV_PROCESSOR_INSTANCES": "3"}
+	env := map[string]string{"DEV_HTTP_ADDR": "127.0.0.1:3999", "DEV_VISIBILITY_SECONDS": "7", "DEV_PROCESSOR_INSTANCES": "3",
+		"DEV_DISPATCHER_INSTANCES": "2", "DEV_DOWNSTREAM_ADDR": "127.0.0.1:3998"}
 	c, err := devstack.FromEnv(func(k string) string { return env[k] })
-	if err != nil || c.HTTPAddr != "127.0.0.1:3999" || c.Visibility != 7*time.Second || c.Instances["processor"] != 3 {
+	if err != nil || c.HTTPAddr != "127.0.0.1:3999" || c.Visibility != 7*time.Second || c.Instances["processor"] != 3 ||
+		c.Instances["dispatcher"] != 2 || c.DownstreamAddr != "127.0.0.1:3998" {
 		t.Fatalf("%+v %v", c, err)
 	}
-	for _, bad := range []map[string]string{{"DEV_VISIBILITY_SECONDS": "soon"}, {"DEV_RIE_BASE_PORT": "-1"}, {"DEV_INTAKE_INSTANCES": "99"}} {
+	for _, bad := range []map[string]string{{"DEV_VISIBILITY_SECONDS": "soon"}, {"DEV_RIE_BASE_PORT": "-1"}, {"DEV_INTAKE_INSTANCES": "99"}, {"DEV_DISPATCHER_INSTANCES": "0"}} {
 		if _, err := devstack.FromEnv(func(k string) string { return bad[k] }); !errors.Is(err, devstack.ErrConfig) {
 			t.Fatalf("%v accepted: %v", bad, err)
 		}
 	}
-	if _, _, err := devstack.LoadFile("../../scripts/devstack.json"); err != nil {
+	f, _, err := devstack.LoadFile("../../scripts/devstack.json")
+	if err != nil {
 		t.Fatalf("checked-in config: %v", err)
 	}
+	// Every local secret, the downstream's bearer token included, is
+	// visibly fake.
+	for name, v := range f.Secrets {
+		if !strings.Contains(v, "local_FAKE") && !strings.Contains(string(mustB64(t, v)), "local_FAKE") {
+			t.Errorf("secret %s is not visibly fake", name)
+		}
+	}
+	// An effect whose env: secret has no local value is refused.
+	bad := t.TempDir() + "/devstack.json"
+	doc := `{"sources_config":` + string(f.Sources) + `,"effects_config":{"effects":[{"kind":"refund","url":"http://127.0.0.1:3002/r","secret":"env:MISSING"}]},"secrets":{}}`
+	if err := os.WriteFile(bad, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := devstack.LoadFile(bad); !errors.Is(err, devstack.ErrConfig) || !strings.Contains(err.Error(), "MISSING") {
+		t.Fatalf("missing effect secret accepted: %v", err)
+	}
+}
+
+// mustB64 decodes a whsec_<base64> secret (Standard Webhooks) so its fake
+// marker can be checked; other secrets come back as they are.
+func mustB64(t *testing.T, v string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(v, "whsec_"))
+	if err != nil {
+		return []byte(v)
+	}
+	return b
 }

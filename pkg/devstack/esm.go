@@ -20,15 +20,24 @@ import (
 // maxBatch is the event source mapping's batch size.
 const maxBatch = 10
 
-// poll is one event source mapping poller: it long-polls the events queue,
-// gathers up to maxBatch messages within the batching window, invokes the
-// processor, deletes only the successes (one DeleteMessageBatch) and leaves
-// failures, and every message of a failed invocation, to the visibility
-// timeout and the redrive policy.
-func (s *Stack) poll(ctx context.Context, name string) {
-	arn := "arn:aws:sqs:" + localaws.Region + ":000000000000:" + filepath.Base(s.Queues.Queue)
+// mapping is one SQS event source mapping: a queue and the function it
+// invokes.
+type mapping struct {
+	queue, fn string
+	// crash, when set, lets /_dev/crash kill the function's runtime mid-batch.
+	crash bool
+}
+
+// poll is one event source mapping poller: it long-polls the mapping's
+// queue, gathers up to maxBatch messages within the batching window,
+// invokes the function, deletes only the successes (one DeleteMessageBatch)
+// and leaves failures, and every message of a failed invocation, to the
+// visibility timeout (or the one the function set for the message) and the
+// redrive policy.
+func (s *Stack) poll(ctx context.Context, name string, m mapping) {
+	arn := "arn:aws:sqs:" + localaws.Region + ":000000000000:" + filepath.Base(m.queue)
 	for ctx.Err() == nil {
-		msgs := s.receiveBatch(ctx, name)
+		msgs := s.receiveBatch(ctx, name, m.queue)
 		if len(msgs) == 0 {
 			continue
 		}
@@ -41,7 +50,11 @@ func (s *Stack) poll(ctx context.Context, name string) {
 			})
 		}
 		payload, _ := json.Marshal(ev)
-		out, err := s.Invoke(ctx, "processor", payload, s.crashHook(name))
+		var during func(*instance)
+		if m.crash {
+			during = s.crashHook(name)
+		}
+		out, err := s.Invoke(ctx, m.fn, payload, during)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.logs.Printf(name, "batch of %d: invocation failed, nothing deleted (%v)", len(msgs), err)
@@ -64,7 +77,7 @@ func (s *Stack) poll(ctx context.Context, name string) {
 			}
 		}
 		if len(del) > 0 {
-			if _, err := s.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.Queues.Queue), Entries: del}); err != nil && ctx.Err() == nil {
+			if _, err := s.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(m.queue), Entries: del}); err != nil && ctx.Err() == nil {
 				s.logs.Printf(name, "delete batch: %v", err)
 			}
 		}
@@ -74,7 +87,7 @@ func (s *Stack) poll(ctx context.Context, name string) {
 
 // receiveBatch long-polls for the first message, then keeps receiving until
 // the batch is full or the batching window has passed.
-func (s *Stack) receiveBatch(ctx context.Context, name string) []sqstypes.Message {
+func (s *Stack) receiveBatch(ctx context.Context, name, queueURL string) []sqstypes.Message {
 	var msgs []sqstypes.Message
 	var deadline time.Time
 	for len(msgs) < maxBatch && ctx.Err() == nil {
@@ -86,7 +99,7 @@ func (s *Stack) receiveBatch(ctx context.Context, name string) []sqstypes.Messag
 			wait = 0
 		}
 		out, err := s.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(s.Queues.Queue), MaxNumberOfMessages: int32(maxBatch - len(msgs)), WaitTimeSeconds: wait,
+			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: int32(maxBatch - len(msgs)), WaitTimeSeconds: wait,
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		})
 		if err != nil {

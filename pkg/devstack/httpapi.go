@@ -20,15 +20,45 @@ import (
 const maxRequestBytes = 10 << 20
 
 // httpAPI emulates API Gateway HTTP API with one route,
-// POST /webhooks/{source} → intake (payload format 2.0), plus two dev-only
-// endpoints: GET /_dev/health and POST /_dev/crash (kill a processor runtime
-// during its next batch, for the demo).
+// POST /webhooks/{source} → intake (payload format 2.0), plus dev-only
+// endpoints: GET /_dev/health, POST /_dev/crash (kill a processor runtime
+// during its next batch, for the demo), GET /_dev/downstream[?key=] (the
+// fake downstream's requests and effective calls per key) and
+// POST /_dev/downstream/script (its next answers for one effect kind).
 func (s *Stack) httpAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_dev/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("content-type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ,
-			"visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds()})
+			"effects_queue": s.EffectsQueues.Queue, "effects_dlq": s.EffectsQueues.DLQ, "downstream": "http://" + s.Downstream.Addr(),
+			"visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds(),
+			"effects_visibility_seconds": s.cfg.EffectsVisibility.Seconds(), "dispatch_lease_seconds": s.cfg.DispatchLease.Seconds()})
+	})
+	mux.HandleFunc("GET /_dev/downstream", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("content-type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.Downstream.State(r.URL.Query().Get("key")))
+	})
+	mux.HandleFunc("POST /_dev/downstream/script", func(w http.ResponseWriter, r *http.Request) {
+		var sc Script
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sc); err != nil {
+			writeJSON(w, http.StatusBadRequest, `{"message":"want {\"kind\":\"refund\",\"then\":[{\"mode\":\"hang_after_apply\"}]}"}`)
+			return
+		}
+		if err := s.Downstream.Script(sc); err != nil {
+			b, _ := json.Marshal(map[string]string{"message": err.Error()})
+			writeJSON(w, http.StatusBadRequest, string(b))
+			return
+		}
+		modes := make([]string, len(sc.Then))
+		for i, b := range sc.Then {
+			modes[i] = b.Mode
+		}
+		s.logs.Printf("downstream", "scripted %s: next %s", sc.Kind, strings.Join(modes, ", "))
+		writeJSON(w, http.StatusAccepted, `{"message":"scripted"}`)
 	})
 	mux.HandleFunc("POST /_dev/crash", func(w http.ResponseWriter, _ *http.Request) {
 		s.crashMu.Lock()

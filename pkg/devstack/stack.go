@@ -27,8 +27,10 @@ import (
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
-// Functions the stack runs, in start order.
-var Functions = []string{"intake", "processor"}
+// Functions the stack runs, in start order. The list is explicit rather
+// than every directory of functions/, so a function still being written
+// does not stop the stack; the reconciler joins it when it exists.
+var Functions = []string{"intake", "processor", "dispatcher"}
 
 // Stack is a running local stack.
 type Stack struct {
@@ -36,10 +38,13 @@ type Stack struct {
 	file   File
 	logs   *Logs
 	Queues queue.URLs
-	// EffectsQueues is the outbox queue pair the processor announces to.
+	// EffectsQueues is the outbox queue pair the processor announces to
+	// and the dispatcher consumes.
 	EffectsQueues queue.URLs
 	DB            *dynamodb.Client
 	SQS           *sqs.Client
+	// Downstream is the fake downstream the dispatcher's effects call.
+	Downstream *Downstream
 
 	pools   map[string]chan *instance
 	all     []*instance
@@ -183,10 +188,27 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", spec.Name, spec.VisibilityTimeout, spec.MaxReceiveCount, spec.DLQName())
 	effects := queue.Effects(cfg.Prefix)
+	effects.VisibilityTimeout = cfg.EffectsVisibility
 	if s.EffectsQueues, err = queue.Create(ctx, s.SQS, effects); err != nil {
 		return err
 	}
 	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", effects.Name, effects.VisibilityTimeout, effects.MaxReceiveCount, effects.DLQName())
+
+	// The fake downstream the effects call.
+	cfgs, err := s.file.effects()
+	if err != nil {
+		return fmt.Errorf("%w: effects_config: %w", ErrConfig, err)
+	}
+	if s.Downstream, err = NewDownstream(cfg.DownstreamAddr, cfgs, s.secretValue); err != nil {
+		return err
+	}
+	for _, e := range s.Downstream.State("").Effects {
+		status := ""
+		if e.StatusURL != "" {
+			status = ", status GET " + e.StatusURL + "?key="
+		}
+		s.logs.Printf("downstream", "%s: POST %s%s (idempotency window %s)", e.Kind, e.URL, status, e.Window)
+	}
 
 	// Functions under the Runtime Interface Emulator.
 	port := cfg.RIEPort
@@ -232,15 +254,26 @@ func (s *Stack) start(ctx context.Context) error {
 	go func() { _ = s.httpSrv.Serve(hl) }()
 	s.logs.Printf("http-api", "POST %s/webhooks/{source}", s.httpURL)
 
-	// Event source mapping: one poller per processor instance, like Lambda
+	// Event source mappings: one poller per function instance, like Lambda
 	// scaling its pollers with concurrency.
 	for i := 0; i < cfg.Instances["processor"]; i++ {
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.poll(ctx, fmt.Sprintf("esm-%d", i+1)) }()
+		go func() {
+			defer s.wg.Done()
+			s.poll(ctx, fmt.Sprintf("esm-%d", i+1), mapping{queue: s.Queues.Queue, fn: "processor", crash: true})
+		}()
+	}
+	for i := 0; i < cfg.Instances["dispatcher"]; i++ {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.poll(ctx, fmt.Sprintf("esm-effects-%d", i+1), mapping{queue: s.EffectsQueues.Queue, fn: "dispatcher"})
+		}()
 	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.schedule(ctx) }()
-	s.logs.Printf("stack", "ready: table %s, queue %s", cfg.Table, s.Queues.Queue)
+	s.logs.Printf("stack", "ready: table %s, queues %s and %s, fake downstream http://%s (GET %s/_dev/downstream)",
+		cfg.Table, s.Queues.Queue, s.EffectsQueues.Queue, s.Downstream.Addr(), s.httpURL)
 	return nil
 }
 
@@ -284,6 +317,9 @@ func (s *Stack) Close() {
 		in.stop()
 	}
 	s.wg.Wait()
+	if s.Downstream != nil {
+		s.Downstream.Close()
+	}
 	if s.dynSrv != nil {
 		_ = s.dynSrv.Close()
 	}
@@ -299,24 +335,42 @@ type instance struct {
 
 func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }
 
+// secretValue resolves an env: reference to its visibly fake local value.
+func (s *Stack) secretValue(ref string) string {
+	if name, ok := strings.CutPrefix(ref, "env:"); ok {
+		return s.file.Secrets[name]
+	}
+	return ""
+}
+
 func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
+	timeout := s.cfg.FunctionTimeout
+	if fn == "dispatcher" {
+		timeout = s.cfg.DispatcherTimeout
+	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"AWS_REGION=" + localaws.Region, "AWS_DEFAULT_REGION=" + localaws.Region,
 		"AWS_ACCESS_KEY_ID=" + localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY=" + localaws.FakeSecretKey,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + dynURL, "AWS_ENDPOINT_URL_SQS=" + sqsURL,
 		"AWS_LAMBDA_FUNCTION_NAME=local-" + fn,
-		"AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(int(s.cfg.FunctionTimeout.Seconds())),
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(int(timeout.Seconds())),
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
 		"TABLE_NAME=" + s.cfg.Table,
 		"EVENTS_QUEUE_URL=" + s.Queues.Queue,
 		"EFFECTS_QUEUE_URL=" + s.EffectsQueues.Queue,
+		"EVENTS_DLQ_URL=" + s.Queues.DLQ,
+		"EFFECTS_DLQ_URL=" + s.EffectsQueues.DLQ,
 		"SOURCES=" + string(s.file.Sources),
 		"ALLOW_ENV_SECRETS=true",
 		"MAX_ATTEMPTS=" + strconv.Itoa(s.cfg.MaxReceiveCount),
 		"LEASE_SECONDS=" + strconv.Itoa(int(s.cfg.Lease.Seconds())),
 		"QUEUE_VISIBILITY_SECONDS=" + strconv.Itoa(int(s.cfg.Visibility.Seconds())),
 		"LOG_LEVEL=info",
+	}
+	if fn == "dispatcher" {
+		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),
+			"DISPATCH_LEASE_SECONDS="+strconv.Itoa(int(s.cfg.DispatchLease.Seconds())))
 	}
 	for k, v := range s.file.Secrets {
 		env = append(env, k+"="+v)
