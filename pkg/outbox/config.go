@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"time"
@@ -82,11 +80,11 @@ func ParseEffects(doc []byte) ([]EffectConfig, error) {
 			return nil, fmt.Errorf("%w: %s: kind configured twice", ErrConfig, where)
 		}
 		seen[c.Kind] = true
-		if err := checkURL(c.URL); err != nil {
+		if err := source.CheckEndpointURL(c.URL); err != nil {
 			return nil, fmt.Errorf("%w: %s: url: %v", ErrConfig, where, err)
 		}
 		if c.StatusURL != "" {
-			if err := checkURL(c.StatusURL); err != nil {
+			if err := source.CheckEndpointURL(c.StatusURL); err != nil {
 				return nil, fmt.Errorf("%w: %s: status_url: %v", ErrConfig, where, err)
 			}
 		}
@@ -118,28 +116,6 @@ func LoadEffects(getenv func(string) string) ([]EffectConfig, error) {
 		return ParseEffects(doc)
 	}
 	return nil, fmt.Errorf("%w: set EFFECTS (JSON) or EFFECTS_FILE", ErrConfig)
-}
-
-// checkURL wants https, except plain http to a loopback address (the local
-// stack's fake downstream).
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute URL", raw)
-	}
-	if u.User != nil {
-		return errors.New("credentials in the URL; use secret")
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if ip := net.ParseIP(u.Hostname()); (ip != nil && ip.IsLoopback()) || u.Hostname() == "localhost" {
-			return nil
-		}
-		return errors.New("plain http is allowed only to a loopback address")
-	}
-	return fmt.Errorf("scheme %q: want https", u.Scheme)
 }
 
 // Build turns configurations into effects. Bearer tokens are read through

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -25,6 +27,88 @@ type Source struct {
 	ToleranceSeconds int               `json:"tolerance_seconds,omitempty"`
 	MaxBodyBytes     int               `json:"max_body_bytes,omitempty"`
 	Options          map[string]string `json:"options,omitempty"`
+	// Truth, when set, lets the reconciler ask the source for its current
+	// facts (see package reconciler).
+	Truth *Truth `json:"truth,omitempty"`
+}
+
+// Truth configures a source of truth.
+//
+//	{"kind":"stripe","secret":"arn:…"}                     the Stripe API (events not yet delivered)
+//	{"kind":"http","url":"https://orders.example/changes"} a generic endpoint (see package reconciler)
+type Truth struct {
+	Kind string `json:"kind"`
+	// URL is the endpoint (http), or another API base for Stripe (tests,
+	// stripe-mock); https, or http to a loopback address.
+	URL string `json:"url,omitempty"`
+	// Secret is a reference to the API key (stripe: a restricted key that
+	// can read events) or the bearer token (http).
+	Secret string `json:"secret,omitempty"`
+	// LookbackMinutes is how far back each run asks; default 4320 (3 days,
+	// Stripe's retry window) for stripe and 60 for http.
+	LookbackMinutes int `json:"lookback_minutes,omitempty"`
+}
+
+// Lookback returns the window each reconciler run examines.
+func (t Truth) Lookback() time.Duration {
+	switch {
+	case t.LookbackMinutes > 0:
+		return time.Duration(t.LookbackMinutes) * time.Minute
+	case t.Kind == "stripe":
+		return 72 * time.Hour
+	}
+	return time.Hour
+}
+
+func checkTruth(t *Truth) error {
+	switch t.Kind {
+	case "stripe":
+		if t.Secret == "" {
+			return errors.New("truth: a stripe source of truth needs secret (an API key reference)")
+		}
+	case "http":
+		if t.URL == "" {
+			return errors.New("truth: an http source of truth needs url")
+		}
+	default:
+		return fmt.Errorf("truth: kind %q is not stripe or http", t.Kind)
+	}
+	if t.URL != "" {
+		if err := CheckEndpointURL(t.URL); err != nil {
+			return fmt.Errorf("truth: url: %w", err)
+		}
+	}
+	if t.Secret != "" {
+		if err := CheckSecretRef(t.Secret); err != nil {
+			return fmt.Errorf("truth: secret: %w", err)
+		}
+	}
+	if t.LookbackMinutes < 0 || t.LookbackMinutes > 30*24*60 {
+		return errors.New("truth: lookback_minutes must be between 0 and 43200 (30 days)")
+	}
+	return nil
+}
+
+// CheckEndpointURL wants an absolute https URL without credentials, or
+// plain http to a loopback address (a local stack's fake).
+func CheckEndpointURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute URL", raw)
+	}
+	if u.User != nil {
+		return errors.New("credentials in the URL; use a secret reference")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if ip := net.ParseIP(u.Hostname()); (ip != nil && ip.IsLoopback()) || u.Hostname() == "localhost" {
+			return nil
+		}
+		return errors.New("plain http is allowed only to a loopback address")
+	}
+	return fmt.Errorf("scheme %q: want https", u.Scheme)
 }
 
 // Tolerance returns the configured signed-timestamp tolerance; 0 means
@@ -92,6 +176,11 @@ func Parse(doc []byte) (*Set, error) {
 		}
 		if s.MaxBodyBytes < 0 || s.MaxBodyBytes > ledger.MaxPayloadBytes {
 			return nil, fmt.Errorf("%w: %s: max_body_bytes must be between 0 and %d", ErrConfig, where, ledger.MaxPayloadBytes)
+		}
+		if s.Truth != nil {
+			if err := checkTruth(s.Truth); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
+			}
 		}
 		set.byName[s.Name] = s
 	}

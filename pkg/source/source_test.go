@@ -729,3 +729,38 @@ func TestSecretsForErrorAfterExpiryDoesNotLeakCachedValue(t *testing.T) {
 		t.Fatalf("error %q contains the secret value", err)
 	}
 }
+
+func TestTruthConfig(t *testing.T) {
+	doc := func(truth string) []byte {
+		return []byte(`{"sources":[{"name":"s","kind":"stripe","secrets":["sm:whsec"],"truth":` + truth + `}]}`)
+	}
+	set, err := source.Parse(doc(`{"kind":"stripe","secret":"sm:stripe-api-key"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := set.Lookup("s")
+	if s.Truth == nil || s.Truth.Lookback() != 72*time.Hour {
+		t.Fatalf("stripe truth: %+v", s.Truth)
+	}
+	set, err = source.Parse(doc(`{"kind":"http","url":"http://127.0.0.1:3002/orders/changes","lookback_minutes":15}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := set.Lookup("s"); s.Truth.Lookback() != 15*time.Minute {
+		t.Fatalf("http truth: %+v", s.Truth)
+	}
+	for name, truth := range map[string]string{
+		"unknown kind":        `{"kind":"graphql","url":"https://x.example"}`,
+		"stripe without key":  `{"kind":"stripe"}`,
+		"http without url":    `{"kind":"http"}`,
+		"plain http remote":   `{"kind":"http","url":"http://orders.example/changes"}`,
+		"key value not a ref": `{"kind":"stripe","secret":"rk_live_123"}`,
+		"lookback beyond 30d": `{"kind":"http","url":"https://x.example","lookback_minutes":50000}`,
+		"unknown field":       `{"kind":"http","url":"https://x.example","token":"t"}`,
+		"credentials in url":  `{"kind":"http","url":"https://user:pw@x.example"}`,
+	} {
+		if _, err := source.Parse(doc(truth)); !errors.Is(err, source.ErrConfig) || !strings.Contains(err.Error(), "truth") && name != "unknown field" {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}
