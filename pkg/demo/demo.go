@@ -7,6 +7,17 @@
 // stale events, anything quarantined or dead and why, and every violated
 // invariant of DESIGN.md §5, checked against a model of what the senders
 // meant.
+//
+// The effects are real: the stack's dispatcher performs every intent the
+// run creates against the stack's fake downstream, and the report gives
+// each intent's final status and the downstream's effective calls per
+// operation id (exactly 1 each, or the run fails). The seed 003 O-42
+// story includes the downstream timeout after success: the demo scripts the
+// downstream (POST /_dev/downstream/script) to apply the cancellation's
+// refund and then hang, so the dispatcher records UNCERTAIN and the refund's
+// status lookup resolves it; the cancellation notice is throttled with
+// Retry-After, then applied and left hanging, and a retry with the same key
+// is replayed. Neither happens twice.
 package demo
 
 import (
@@ -27,6 +38,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
 // Target is the stack the demo drives.
@@ -37,8 +49,12 @@ type Target struct {
 	SQS      *sqs.Client
 	QueueURL string
 	DLQURL   string
-	Secret   string                      // the stripe source's (fake) signing secret
-	Crash    func(context.Context) error // arms a processor crash mid-batch; optional
+	// EffectsQueueURL is the outbox queue the dispatcher consumes. When it
+	// is set the demo also waits for the run's effects, scripts the fake
+	// downstream behind BaseURL/_dev/downstream, and checks what it did.
+	EffectsQueueURL string
+	Secret          string                      // the stripe source's (fake) signing secret
+	Crash           func(context.Context) error // arms a processor crash mid-batch; optional
 	// Others are the secrets of the other providers' sources, by source
 	// name ("orders", "shopify", "github", "quiltt"); those present get
 	// their deliveries too.
@@ -158,12 +174,22 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	wg.Wait()
 
 	// The other providers: duplicates under new delivery ids, svix-* headers,
-	// a partly duplicate Quiltt batch, and one forged request each.
+	// a partly duplicate Quiltt batch, and one forged request each. The O-42
+	// cancellation's effects meet a downstream that times out after
+	// applying them.
 	var others []otherDelivery
 	for _, d := range otherStory(story.run) {
 		if _, ok := t.Others[d.source]; ok {
 			others = append(others, d)
 		}
+	}
+	scripted := false
+	if _, ok := t.Others["orders"]; ok && t.EffectsQueueURL != "" {
+		progress(o.Progress, "scripting the fake downstream: the O-42 refund is applied and then the downstream hangs; the notice is throttled (429), then applied and left hanging")
+		if err := scriptDownstream(ctx, t.BaseURL); err != nil {
+			return rep, err
+		}
+		scripted = true
 	}
 	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 	if len(others) > 0 {
@@ -182,8 +208,23 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 		}
 	}
 
-	// 4. Wait until the pipeline is quiet.
-	snap, quiet := waitQuiet(ctx, t, o)
+	// 4. Wait until the pipeline is quiet: every event finished and, with
+	// the dispatcher, every effect of this run.
+	causes := map[string]bool{}
+	for _, ev := range story.events {
+		causes["stripe/"+ev.ID] = true
+	}
+	for _, d := range others {
+		for _, id := range d.events {
+			causes[d.source+"/"+id] = true
+		}
+	}
+	if t.EffectsQueueURL == "" {
+		causes = nil
+	}
+	ann := &announcer{sender: queue.Sender{Client: t.SQS, URL: t.EffectsQueueURL}, after: 5 * time.Second, done: map[string]bool{}}
+	snap, quiet := waitQuiet(ctx, t, o, causes, ann)
+	rep.Announced = len(ann.done)
 	// 5. Late duplicates of processed events: 200 with the stored result.
 	for _, ev := range story.events[:3] {
 		rep.record(ev.ID, send(ctx, t.BaseURL, delivery{ev: ev, secret: t.Secret}))
@@ -194,9 +235,37 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			return rep, err
 		}
 	}
-	rep.Elapsed = time.Since(start)
 	rep.check(story, snap, quiet, depth(ctx, t.SQS, t.DLQURL))
+	if causes != nil {
+		if err := rep.effects(ctx, t, snap, causes, scripted); err != nil {
+			return rep, err
+		}
+	}
+	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// effects reads the run's intents with their audit trails and the fake
+// downstream's record, and checks them.
+func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, causes map[string]bool, scripted bool) error {
+	l, err := ledger.New(t.DB, ledger.Options{Table: t.Table})
+	if err != nil {
+		return err
+	}
+	var states []ledger.IntentState
+	for _, in := range runIntents(snap, causes) {
+		st, err := l.GetIntentState(ctx, in.OperationID)
+		if err != nil {
+			return err
+		}
+		states = append(states, st)
+	}
+	down, err := downstreamState(ctx, t.BaseURL)
+	if err != nil {
+		return err
+	}
+	r.checkEffects(states, down, scripted)
+	return nil
 }
 
 // story is the model: what the senders meant.
@@ -293,9 +362,10 @@ func progress(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "demo | "+format+"\n", args...)
 }
 
-// waitQuiet polls until no event is unfinished and the events queue is
-// empty, twice in a row.
-func waitQuiet(ctx context.Context, t Target, o Options) (ledger.Snapshot, bool) {
+// waitQuiet polls until no event is unfinished, the events queue is empty
+// and no intent caused by this run (causes) is unfinished, twice in a row.
+// Intents still PENDING a while after their commit are announced by ann.
+func waitQuiet(ctx context.Context, t Target, o Options, causes map[string]bool, ann *announcer) (ledger.Snapshot, bool) {
 	deadline := time.Now().Add(o.Timeout)
 	calm := 0
 	var snap ledger.Snapshot
@@ -312,6 +382,18 @@ func waitQuiet(ctx context.Context, t Target, o Options) (ledger.Snapshot, bool)
 			}
 			d := depth(ctx, t.SQS, t.QueueURL)
 			line := fmt.Sprintf("waiting for quiet: %d events, %d unfinished, %d messages in the queue", len(snap.Events), unfinished, d)
+			if causes != nil {
+				intents := runIntents(snap, causes)
+				waiting := 0
+				for _, in := range intents {
+					if !ledger.IntentStatus(in.Status).Terminal() {
+						waiting++
+					}
+				}
+				line += fmt.Sprintf("; %d effects, %d unfinished", len(intents), waiting)
+				unfinished += waiting
+				ann.sweep(ctx, intents, time.Now())
+			}
 			if line != last {
 				progress(o.Progress, "%s", line)
 				last = line

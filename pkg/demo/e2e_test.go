@@ -59,7 +59,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	target := demo.Target{
 		BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(), SQS: stack.SQS,
-		QueueURL: stack.Queues.Queue, DLQURL: stack.Queues.DLQ, Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"],
+		QueueURL: stack.Queues.Queue, DLQURL: stack.Queues.DLQ, EffectsQueueURL: stack.EffectsQueues.Queue, Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"],
 		Others: demo.ProviderSecrets{
 			"orders": file.Secrets["LOCAL_ORDERS_WEBHOOK_SECRET"], "shopify": file.Secrets["LOCAL_SHOPIFY_CLIENT_SECRET"],
 			"github": file.Secrets["LOCAL_GITHUB_WEBHOOK_SECRET"], "quiltt": file.Secrets["LOCAL_QUILTT_WEBHOOK_SECRET"],
@@ -117,6 +117,28 @@ func TestDemoEndToEnd(t *testing.T) {
 		if s.Want != s.Status+" v"+strconv.FormatInt(s.Version, 10) {
 			t.Fatalf("subject %+v", s)
 		}
+	}
+	// Every intent of the run was performed by the dispatcher against the
+	// fake downstream: SUCCEEDED, and applied exactly once per operation id,
+	// including the O-42 refund whose downstream timed out after applying it.
+	if len(rep.Effects) != rep.Intents || rep.EffectsByStatus[ledger.IntentStatusSucceeded] != rep.Intents || rep.MaxEffective != 1 {
+		t.Fatalf("effects %d of %d intents, by status %v, max effective calls per key %d", len(rep.Effects), rep.Intents, rep.EffectsByStatus, rep.MaxEffective)
+	}
+	story := map[string]demo.EffectOutcome{}
+	for _, e := range rep.Effects {
+		if e.Status != ledger.IntentStatusSucceeded || e.Effective != 1 {
+			t.Fatalf("effect %+v: want SUCCEEDED with exactly one effective call", e)
+		}
+		if e.Story {
+			story[e.Kind] = e
+		}
+	}
+	refund, notify := story["refund"], story["notify_cancellation"]
+	if refund.Code != "lookup_applied" || strings.Join(refund.Requests, ",") != "hang_after_apply" || !strings.Contains(strings.Join(refund.Trail, "\n"), "→ UNCERTAIN") {
+		t.Fatalf("O-42 refund: want applied once, hung, UNCERTAIN, resolved by the status lookup; got %+v", refund)
+	}
+	if strings.Join(notify.Requests, ",") != "throttle_429,hang_after_apply,apply (replayed)" || notify.Attempts != 3 {
+		t.Fatalf("O-42 notice: want 429, applied and hung, then replayed under the same key; got %+v", notify)
 	}
 	if !strings.Contains(logBuf.String(), "runtime mid-batch") {
 		t.Fatalf("the processor was never killed mid-batch:\n%s", tail(logBuf.String(), 40))

@@ -35,6 +35,13 @@ type Report struct {
 	// Others: per other provider source, what was sent and what it became.
 	Others map[string]*OtherOutcome
 
+	// Effects are this run's outbox intents as the dispatcher left them,
+	// with the fake downstream's effective calls per operation id.
+	Effects         []EffectOutcome
+	EffectsByStatus map[ledger.IntentStatus]int
+	MaxEffective    int // most effective downstream calls for one operation id (must be 1)
+	Announced       int // PENDING intents the demo announced in the reconciler's stead
+
 	statusOf map[string]int // event id → deliveries, for Suppressed
 }
 
@@ -310,7 +317,7 @@ func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\nDeliveries: %d (%s) for %d distinct events; %d duplicate deliveries suppressed\n", r.Deliveries, strings.Join(http, ", "), r.Events, r.Suppressed)
 	fmt.Fprintf(w, "Ledger by status: %v\n", r.ByStatus)
 	fmt.Fprintf(w, "Processed by outcome: %v (stale = older revisions ignored)\n", r.ByOutcome)
-	fmt.Fprintf(w, "Outbox: %d intents, at most %d per operation id (effects are dispatched once the dispatcher exists)\n", r.Intents, r.MaxPerOp)
+	fmt.Fprintf(w, "Outbox: %d intents, at most %d per operation id\n", r.Intents, r.MaxPerOp)
 	fmt.Fprintf(w, "Recovery: %d expired leases taken over, %d retries\n", r.Takeovers, r.Retries)
 	fmt.Fprintf(w, "Dead-letter queue depth: %d\n", r.DLQDepth)
 	list := func(title string, items []string) {
@@ -331,6 +338,7 @@ func (r Report) Print(w io.Writer) {
 	}
 	list("Quarantined", r.Quarantined)
 	list("Dead", r.Dead)
+	r.printEffects(w)
 	if r.OK() {
 		fmt.Fprintf(w, "\nInvariants I1–I6: no violation.\n")
 		return

@@ -1,8 +1,10 @@
 // Command demo proves the promise on the local stack: `make demo`. It uses
 // a running `make dev` stack if one answers on DEV_HTTP_ADDR, or starts one
 // in-process with fast timings (its logs go to build/demo-stack.log), sends
-// the demo story, waits for quiet, prints the business-outcome report and
-// exits 1 if an invariant of DESIGN.md §5 was violated.
+// the demo story, waits until every event and every effect it caused is
+// finished (the dispatcher performs the effects against the stack's fake
+// downstream), prints the business-outcome report and exits 1 if an
+// invariant of DESIGN.md §5 was violated.
 package main
 
 import (
@@ -53,6 +55,7 @@ func run() (bool, error) {
 
 	var health struct {
 		Table, Queue, DLQ string
+		EffectsQueue      string  `json:"effects_queue"`
 		VisibilitySeconds float64 `json:"visibility_seconds"`
 		LeaseSeconds      float64 `json:"lease_seconds"`
 	}
@@ -66,7 +69,7 @@ func run() (bool, error) {
 		target.BaseURL = "http://" + httpAddr
 		target.DB = localaws.DynamoAt("http://" + orDefault(cfg.DynamoAddr, "127.0.0.1:8000"))
 		target.SQS = localaws.SQSAt("http://" + orDefault(cfg.SQSAddr, "127.0.0.1:4100"))
-		target.Table, target.QueueURL, target.DLQURL = health.Table, health.Queue, health.DLQ
+		target.Table, target.QueueURL, target.DLQURL, target.EffectsQueueURL = health.Table, health.Queue, health.DLQ, health.EffectsQueue
 		// A batch killed mid-way comes back after the visibility timeout.
 		timeout = max(timeout, time.Duration(2*health.VisibilitySeconds+2*health.LeaseSeconds+30)*time.Second)
 		if health.VisibilitySeconds > 30 {
@@ -94,7 +97,7 @@ func run() (bool, error) {
 		}
 		defer stack.Close()
 		target.BaseURL, target.DB, target.SQS, target.Table = stack.HTTPURL(), stack.DB, stack.SQS, stack.Table()
-		target.QueueURL, target.DLQURL = stack.Queues.Queue, stack.Queues.DLQ
+		target.QueueURL, target.DLQURL, target.EffectsQueueURL = stack.Queues.Queue, stack.Queues.DLQ, stack.EffectsQueues.Queue
 	}
 	target.Crash = func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, target.BaseURL+"/_dev/crash", nil)
