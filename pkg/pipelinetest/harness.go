@@ -70,8 +70,13 @@ type Harness struct {
 	Intake    *intake.Handler
 	Sources   *source.Set
 
+	// Outbox is the effects stage, once EnableOutbox has added it; workers
+	// started after that announce their intents on its queue.
+	Outbox *Outbox
+
 	opts   Options
 	tokens tokenSeq
+	sqsSrv *localaws.SQS
 }
 
 type tokenSeq struct {
@@ -117,6 +122,7 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	h.DB = h.Dynamo.Client()
 	h.SQS = sq.Client()
+	h.sqsSrv = sq
 	if err := ledger.CreateTable(ctx, h.DB, h.Table); err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +206,16 @@ type Worker struct {
 // NewWorker starts a processor instance.
 func (h *Harness) NewWorker(name string) *Worker {
 	rec := &awstrace.Recorder{}
-	p, err := processor.New(h.newLedger(h.Dynamo.Client(rec.APIOption), name), h.Sources, h.opts.Registry, processor.Options{
+	opts := processor.Options{
 		Owner: name, Lease: h.opts.Lease, MaxAttempts: h.opts.MaxReceiveCount, RetryBase: 100 * time.Millisecond,
 		RetryCap: h.opts.RetryCap, Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quietLog(),
-	})
+	}
+	if h.Outbox != nil {
+		// Through the worker's own recorder, so a crash between the commit
+		// and the announcement can be injected.
+		opts.Effects = queue.Sender{Client: h.sqsSrv.Client(rec.APIOption), URL: h.Outbox.Queues.Queue}
+	}
+	p, err := processor.New(h.newLedger(h.Dynamo.Client(rec.APIOption), name), h.Sources, h.opts.Registry, opts)
 	if err != nil {
 		h.T.Fatal(err)
 	}
@@ -215,32 +227,76 @@ func (h *Harness) NewWorker(name string) *Worker {
 // in one batch. If the worker crashed during the invocation, nothing is
 // deleted (the invocation failed). It returns the number of messages received.
 func (w *Worker) PollOnce(ctx context.Context) int {
-	h := w.h
+	return len(w.h.esm(ctx, esmCycle{url: w.h.Queues.Queue, arn: "events", batch: 10, rec: w.Rec, handler: w.P.HandleSQS}))
+}
+
+// Handle invokes the worker's processor through its Lambda JSON path with
+// pointers that did not come from the queue (another copy of a message, a
+// worker that happened to receive it first) and returns the batch item
+// failures' ids.
+func (w *Worker) Handle(ctx context.Context, ptrs ...queue.Pointer) []string {
+	w.h.T.Helper()
+	var ev events.SQSEvent
+	for i, p := range ptrs {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: "direct-" + strconv.Itoa(i), Body: p.Encode(), EventSource: "aws:sqs"})
+	}
+	payload, _ := json.Marshal(ev)
+	raw, err := lambda.NewHandler(w.P.HandleSQS).Invoke(ctx, payload)
+	if err != nil {
+		w.h.T.Fatalf("processor invoke: %v", err)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		w.h.T.Fatalf("processor response: %v", err)
+	}
+	var failed []string
+	for _, f := range resp.BatchItemFailures {
+		failed = append(failed, f.ItemIdentifier)
+	}
+	return failed
+}
+
+// esmCycle describes one event source mapping cycle on a queue.
+type esmCycle struct {
+	url, arn string
+	batch    int32
+	rec      *awstrace.Recorder // the function instance's recorder: crashed means the invocation failed
+	handler  any                // a Lambda handler taking events.SQSEvent and returning events.SQSEventResponse
+	received func([]sqstypes.Message)
+}
+
+// esm runs one cycle: receive, invoke the handler through the Lambda JSON
+// path, delete the messages not reported as batch item failures, unless the
+// invocation failed or its instance crashed. It returns what it received.
+func (h *Harness) esm(ctx context.Context, c esmCycle) []sqstypes.Message {
 	out, err := h.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(h.Queues.Queue), MaxNumberOfMessages: 10,
+		QueueUrl: aws.String(c.url), MaxNumberOfMessages: c.batch,
 		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 	})
 	if err != nil {
 		h.T.Fatalf("receive: %v", err)
 	}
 	if len(out.Messages) == 0 {
-		return 0
+		return nil
+	}
+	if c.received != nil {
+		c.received(out.Messages)
 	}
 	var ev events.SQSEvent
 	for _, m := range out.Messages {
 		ev.Records = append(ev.Records, events.SQSMessage{
 			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:events",
+			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + c.arn,
 		})
 	}
 	payload, _ := json.Marshal(ev)
-	raw, err := lambda.NewHandler(w.P.HandleSQS).Invoke(ctx, payload)
-	if err != nil || w.Rec.Crashed() {
-		return len(out.Messages)
+	raw, err := lambda.NewHandler(c.handler).Invoke(ctx, payload)
+	if err != nil || c.rec.Crashed() {
+		return out.Messages
 	}
 	var resp events.SQSEventResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
-		h.T.Fatalf("processor response: %v", err)
+		h.T.Fatalf("%s handler response: %v", c.arn, err)
 	}
 	failed := map[string]bool{}
 	for _, f := range resp.BatchItemFailures {
@@ -253,11 +309,11 @@ func (w *Worker) PollOnce(ctx context.Context) int {
 		}
 	}
 	if len(del) > 0 {
-		if _, err := h.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(h.Queues.Queue), Entries: del}); err != nil {
+		if _, err := h.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.url), Entries: del}); err != nil {
 			h.T.Fatalf("delete batch: %v", err)
 		}
 	}
-	return len(out.Messages)
+	return out.Messages
 }
 
 // Depth returns the number of messages in a queue, visible or in flight.
@@ -337,20 +393,28 @@ func (h *Harness) snapshot() ledger.Snapshot {
 	return snap
 }
 
-// Event reads one event or fails the test.
+// Event reads one event of the "stripe" source or fails the test.
 func (h *Harness) Event(id string) ledger.Event {
 	h.T.Helper()
-	ev, err := h.Ledger.Get(context.Background(), "stripe", id)
+	return h.EventOf("stripe", id)
+}
+
+// EventOf reads one event of any source or fails the test.
+func (h *Harness) EventOf(src, id string) ledger.Event {
+	h.T.Helper()
+	ev, err := h.Ledger.Get(context.Background(), src, id)
 	if err != nil {
-		h.T.Fatalf("event %s: %v", id, err)
+		h.T.Fatalf("event %s/%s: %v", src, id, err)
 	}
 	return ev
 }
 
 // Actions lists an event's audit actions in order.
-func Actions(ev ledger.Event) []string {
-	out := make([]string, 0, len(ev.Audit))
-	for _, a := range ev.Audit {
+func Actions(ev ledger.Event) []string { return auditActions(ev.Audit) }
+
+func auditActions(audit []ledger.AuditEntry) []string {
+	out := make([]string, 0, len(audit))
+	for _, a := range audit {
 		out = append(out, a.Action)
 	}
 	return out
