@@ -121,31 +121,46 @@ const MaxBatch = 10
 // error; the intents stay PENDING in the ledger and the reconciler announces
 // them later, so a failure here delays an effect but never loses it.
 func (s Sender) SendIntents(ctx context.Context, ps []IntentPointer) (unsent []string, err error) {
+	bodies, ids := make([]string, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		bodies[i], ids[i] = p.Encode(), p.OperationID
+	}
+	return s.sendBatches(ctx, bodies, ids, "intents")
+}
+
+// SendEvents enqueues event pointers in batches (the reconciler's
+// re-enqueue). It returns "source/event_id" of each pointer not sent.
+func (s Sender) SendEvents(ctx context.Context, ps []Pointer) (unsent []string, err error) {
+	bodies, ids := make([]string, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		bodies[i], ids[i] = p.Encode(), p.Source+"/"+p.EventID
+	}
+	return s.sendBatches(ctx, bodies, ids, "events")
+}
+
+func (s Sender) sendBatches(ctx context.Context, bodies, ids []string, what string) (unsent []string, err error) {
 	var errs []error
-	for start := 0; start < len(ps); start += MaxBatch {
-		chunk := ps[start:min(start+MaxBatch, len(ps))]
-		entries := make([]sqstypes.SendMessageBatchRequestEntry, len(chunk))
-		for i, p := range chunk {
-			entries[i] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(p.Encode())}
+	for start := 0; start < len(bodies); start += MaxBatch {
+		end := min(start+MaxBatch, len(bodies))
+		entries := make([]sqstypes.SendMessageBatchRequestEntry, 0, end-start)
+		for i := start; i < end; i++ {
+			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i - start)), MessageBody: aws.String(bodies[i])})
 		}
 		out, serr := s.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.URL), Entries: entries})
 		if serr != nil {
-			for _, p := range chunk {
-				unsent = append(unsent, p.OperationID)
-			}
+			unsent = append(unsent, ids[start:end]...)
 			errs = append(errs, serr)
 			continue
 		}
 		for _, f := range out.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			if i >= 0 && i < len(chunk) {
-				unsent = append(unsent, chunk[i].OperationID)
+			if i, perr := strconv.Atoi(aws.ToString(f.Id)); perr == nil && i >= 0 && start+i < end {
+				unsent = append(unsent, ids[start+i])
 			}
 			errs = append(errs, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
 		}
 	}
 	if len(unsent) > 0 {
-		return unsent, fmt.Errorf("announce %d intents: %w: %w", len(unsent), ErrUnavailable, errors.Join(errs...))
+		return unsent, fmt.Errorf("send %d %s: %w: %w", len(unsent), what, ErrUnavailable, errors.Join(errs...))
 	}
 	return nil, nil
 }

@@ -1,0 +1,36 @@
+// Package reconciler provides the scheduled pass that closes the gaps
+// webhooks alone leave open (seed 000 §11, 003 lifecycle, 004): work that
+// nobody picked up, effects whose announcement was lost, dead letters the
+// ledger has not heard of, and facts the provider has that we never
+// received.
+//
+// One Run, in order, each step bounded by the run's item and time budget
+// and continued by the next run (every query returns the oldest first):
+//
+//  1. Re-enqueue stuck events: RECEIVED and never claimed, PROCESSING with a
+//     lease that expired, RETRY_WAIT that came due, each at least StuckAfter
+//     ago (the normal path gets that long first). One pointer per event, in
+//     batches; a pointer to an event someone else finishes meanwhile is
+//     acknowledged by the processor without effect.
+//  2. Re-announce outbox intents PENDING, leased, waiting or UNCERTAIN and
+//     due at least StuckAfter ago (outbox.AnnounceDue).
+//  3. Sweep the events DLQ (processor.SweepDLQ): an event whose message
+//     SQS gave up on but whose row is unfinished becomes DEAD, visible.
+//  4. Compare with provider truth, for every source with a SourceOfTruth:
+//     each fact is projected with the source's own projection and compared
+//     with the stored projection. When the store is behind (missing, an
+//     older version, or the same version with another state), the fact is
+//     fed through the normal pipeline as a reconciliation event — accepted
+//     into the ledger under the provider's event id (or a content-derived
+//     id) and enqueued — never written into a projection directly. The
+//     version guard then decides, exactly as for a webhook.
+//  5. Gauges: open events by status, the oldest unfinished age, intents by
+//     status, DLQ depths.
+//
+// Everything is emitted as one EMF record. Two runs at once are safe: every
+// action is idempotent (duplicate pointers are harmless, a reconciliation
+// event has a deterministic id so the second Accept is a duplicate, DLQ
+// sweeps and give-ups are conditional). No step scans the table: steps 1,
+// 2 and 5 read the sparse, write-sharded due index, step 4 reads single
+// projection items.
+package reconciler

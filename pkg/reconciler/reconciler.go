@@ -1,0 +1,369 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/processor"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// Ledger is what the reconciler reads and writes.
+type Ledger interface {
+	ListDue(ctx context.Context, before time.Time, limit int) ([]ledger.DueRef, error)
+	ListDueIntents(ctx context.Context, before time.Time, limit int) ([]ledger.IntentDueRef, error)
+	ListOpen(ctx context.Context, kind string, limit int, statuses ...ledger.Status) ([]ledger.OpenItem, error)
+	GiveUp(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
+	Accept(ctx context.Context, d ledger.Delivery) (ledger.Accepted, error)
+	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
+}
+
+var _ Ledger = (*ledger.Ledger)(nil)
+
+// SQS is the part of the SQS client the reconciler uses.
+type SQS interface {
+	queue.SQS
+	processor.DLQClient
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+var _ SQS = (*sqs.Client)(nil)
+
+// Queues names the four queues.
+type Queues struct {
+	Events, EventsDLQ, Effects, EffectsDLQ string
+}
+
+// Options bound and tune a run.
+type Options struct {
+	// StuckAfter is how long the normal path gets before the reconciler
+	// steps in. Default 5 minutes.
+	StuckAfter time.Duration
+	// MaxItems bounds the items one run touches, per step. Default 500.
+	MaxItems int
+	// Budget bounds one run's time (the function's timeout must exceed it).
+	// Default 90 s.
+	Budget time.Duration
+	// Actor names the reconciler in audit entries. Default "reconciler".
+	Actor string
+	Now   func() time.Time
+	Log   *slog.Logger
+	// Metrics receives one EMF record per run.
+	Metrics *metrics.Emitter
+}
+
+// Reconciler is one configured reconciler.
+type Reconciler struct {
+	Ledger   Ledger
+	SQS      SQS
+	Queues   Queues
+	Sources  *source.Set
+	Registry *projection.Registry
+	// Truths are the sources of truth by source name.
+	Truths map[string]SourceOfTruth
+	Opts   Options
+}
+
+// Report is what one run did and saw.
+type Report struct {
+	Reenqueued         int                   `json:"reenqueued"`
+	StuckLeases        int                   `json:"stuck_leases"`
+	IntentsReannounced int                   `json:"intents_reannounced"`
+	DLQ                processor.SweepReport `json:"dlq"`
+	FactsChecked       int                   `json:"facts_checked"`
+	DriftFound         int                   `json:"drift_found"`
+	DriftRepaired      int                   `json:"drift_repaired"`
+	EventsByStatus     map[string]int        `json:"events_by_status"`
+	IntentsByStatus    map[string]int        `json:"intents_by_status"`
+	OldestUnfinished   time.Duration         `json:"oldest_unfinished_ns"`
+	EventsDLQDepth     int                   `json:"events_dlq_depth"`
+	EffectsDLQDepth    int                   `json:"effects_dlq_depth"`
+	// Capped says a count hit MaxItems: there is more than it shows.
+	Capped bool          `json:"capped"`
+	Errors []string      `json:"errors,omitempty"`
+	Took   time.Duration `json:"took_ns"`
+}
+
+func (r *Reconciler) opts() Options {
+	o := r.Opts
+	if o.StuckAfter <= 0 {
+		o.StuckAfter = 5 * time.Minute
+	}
+	if o.MaxItems <= 0 {
+		o.MaxItems = 500
+	}
+	if o.Budget <= 0 {
+		o.Budget = 90 * time.Second
+	}
+	if o.Actor == "" {
+		o.Actor = "reconciler"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o
+}
+
+// Run performs one bounded pass. A failing step is reported and the others
+// still run; the error joins every step's failure.
+func (r *Reconciler) Run(ctx context.Context) (Report, error) {
+	o := r.opts()
+	start := o.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.Budget)
+	defer cancel()
+	rep := Report{EventsByStatus: map[string]int{}, IntentsByStatus: map[string]int{}}
+	var errs []error
+	step := func(name string, fn func() error) {
+		if ctx.Err() != nil {
+			errs = append(errs, fmt.Errorf("%s: skipped, run budget spent", name))
+			return
+		}
+		if err := fn(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	cutoff := start.Add(-o.StuckAfter)
+	step("reenqueue", func() error { return r.reenqueue(ctx, o, cutoff, &rep) })
+	step("intents", func() error {
+		n, err := outbox.AnnounceDue(ctx, r.Ledger, queue.Sender{Client: r.SQS, URL: r.Queues.Effects}, cutoff, o.MaxItems, "reconcile")
+		rep.IntentsReannounced = n
+		return err
+	})
+	if r.Queues.EventsDLQ != "" {
+		step("dlq", func() error {
+			sw, err := processor.SweepDLQ(ctx, r.SQS, r.Queues.EventsDLQ, giveUpAs{r.Ledger, o.Actor}, o.MaxItems, o.Log)
+			rep.DLQ = sw
+			return err
+		})
+	}
+	step("truth", func() error { return r.compare(ctx, o, &rep) })
+	step("gauges", func() error { return r.gauges(ctx, o, start, &rep) })
+	rep.Took = o.Now().Sub(start)
+	for _, e := range errs {
+		rep.Errors = append(rep.Errors, e.Error())
+	}
+	r.emit(o, rep)
+	err := errors.Join(errs...)
+	lvl := slog.LevelInfo
+	if err != nil {
+		lvl = slog.LevelWarn
+	}
+	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
+		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
+		"drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
+	return rep, err
+}
+
+// giveUpAs lets the DLQ sweep record the reconciler as the actor.
+type giveUpAs struct {
+	l     Ledger
+	actor string
+}
+
+func (g giveUpAs) GiveUp(ctx context.Context, source, eventID, _, reason string) (ledger.Event, error) {
+	return g.l.GiveUp(ctx, source, eventID, g.actor, reason)
+}
+
+func (r *Reconciler) reenqueue(ctx context.Context, o Options, cutoff time.Time, rep *Report) error {
+	due, err := r.Ledger.ListDue(ctx, cutoff, o.MaxItems)
+	if err != nil {
+		return err
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	ps := make([]queue.Pointer, len(due))
+	for i, d := range due {
+		ps[i] = queue.Pointer{Source: d.Source, EventID: d.EventID, Reason: "reconcile"}
+		if d.Status == ledger.StatusProcessing {
+			rep.StuckLeases++
+		}
+	}
+	unsent, err := queue.Sender{Client: r.SQS, URL: r.Queues.Events}.SendEvents(ctx, ps)
+	rep.Reenqueued = len(ps) - len(unsent)
+	return err
+}
+
+// compare asks each source of truth and feeds what the store lacks.
+func (r *Reconciler) compare(ctx context.Context, o Options, rep *Report) error {
+	var errs []error
+	budget := o.MaxItems
+	for _, name := range r.Sources.Names() {
+		truth, ok := r.Truths[name]
+		if !ok || budget <= 0 {
+			continue
+		}
+		src, _ := r.Sources.Lookup(name)
+		lookback := time.Hour
+		if src.Truth != nil {
+			lookback = src.Truth.Lookback()
+		}
+		facts, err := truth.Facts(ctx, o.Now().Add(-lookback), budget)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("source %s: %w", name, err))
+			continue
+		}
+		budget -= len(facts)
+		for _, f := range facts {
+			rep.FactsChecked++
+			drift, why, err := r.behind(ctx, src, f)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("source %s fact %s: %w", name, f.EventType, err))
+				continue
+			}
+			if !drift {
+				continue
+			}
+			rep.DriftFound++
+			repaired, err := r.feed(ctx, src, f)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("source %s: feed: %w", name, err))
+				continue
+			}
+			if repaired {
+				rep.DriftRepaired++
+			}
+			o.Log.Warn("drift found", "source", name, "event_id", ReconcileEventID(name, f), "type", f.EventType, "why", why, "fed", repaired)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// behind projects the fact with the source's projection and compares it
+// with the stored projection.
+func (r *Reconciler) behind(ctx context.Context, src source.Source, f Fact) (bool, string, error) {
+	proj, ok := r.Registry.Lookup(src.Kind, f.EventType)
+	if !ok {
+		return false, "", nil // no projection: nothing to compare
+	}
+	res, err := proj.Project(projection.Event{Source: src.Name, Kind: src.Kind, EventID: ReconcileEventID(src.Name, f), Type: f.EventType, Payload: f.Payload})
+	if err != nil {
+		return false, "", fmt.Errorf("project: %w", err)
+	}
+	if res.Write == nil {
+		return false, "", nil
+	}
+	w := res.Write
+	cur, err := r.Ledger.GetProjection(ctx, w.Name, w.Subject)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return true, "missing locally", nil
+	case err != nil:
+		return false, "", err
+	case cur.Version < w.Version:
+		return true, "local version " + strconv.FormatInt(cur.Version, 10) + " < source " + strconv.FormatInt(w.Version, 10), nil
+	case cur.Version == w.Version && cur.Fingerprint != w.Fingerprint && !cur.Terminal:
+		return true, "same version, different state", nil
+	}
+	return false, "", nil
+}
+
+// feed accepts the fact as a reconciliation event and enqueues it. It
+// reports false when the ledger already holds that event (in flight or
+// finished): nothing new to feed.
+func (r *Reconciler) feed(ctx context.Context, src source.Source, f Fact) (bool, error) {
+	id := ReconcileEventID(src.Name, f)
+	acc, err := r.Ledger.Accept(ctx, ledger.Delivery{
+		Source: src.Name, EventID: id, EventType: f.EventType, DeliveryID: "reconcile",
+		Payload: f.Payload, Attributes: map[string]string{"origin": "reconciler"},
+	})
+	if err != nil {
+		return false, err
+	}
+	if acc.Duplicate {
+		return false, nil
+	}
+	// If this send fails the event is RECEIVED without a pointer: step 1 of
+	// a later run re-enqueues it.
+	return true, queue.Sender{Client: r.SQS, URL: r.Queues.Events}.Send(ctx, queue.Pointer{Source: src.Name, EventID: id, Reason: "reconcile"})
+}
+
+func (r *Reconciler) gauges(ctx context.Context, o Options, now time.Time, rep *Report) error {
+	var errs []error
+	evs, err := r.Ledger.ListOpen(ctx, "event", o.MaxItems)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range evs {
+		rep.EventsByStatus[e.Status]++
+		if e.Status != string(ledger.StatusDead) && e.Status != string(ledger.StatusQuarantined) && rep.OldestUnfinished == 0 {
+			rep.OldestUnfinished = max(now.Sub(e.Since), 0)
+		}
+	}
+	ins, err := r.Ledger.ListOpen(ctx, "intent", o.MaxItems)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, in := range ins {
+		rep.IntentsByStatus[in.Status]++
+	}
+	rep.Capped = len(evs) >= o.MaxItems || len(ins) >= o.MaxItems
+	for _, q := range []struct {
+		url string
+		n   *int
+	}{{r.Queues.EventsDLQ, &rep.EventsDLQDepth}, {r.Queues.EffectsDLQ, &rep.EffectsDLQDepth}} {
+		if q.url == "" {
+			continue
+		}
+		n, err := depth(ctx, r.SQS, q.url)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		*q.n = n
+	}
+	return errors.Join(errs...)
+}
+
+// depth is a queue's visible plus in-flight messages.
+func depth(ctx context.Context, c SQS, url string) (int, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("depth of %s: %w", url, err)
+	}
+	n := 0
+	for _, a := range []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible} {
+		v, _ := strconv.Atoi(out.Attributes[string(a)])
+		n += v
+	}
+	return n, nil
+}
+
+func (r *Reconciler) emit(o Options, rep Report) {
+	unfinished := rep.EventsByStatus[string(ledger.StatusReceived)] + rep.EventsByStatus[string(ledger.StatusProcessing)] + rep.EventsByStatus[string(ledger.StatusRetryWait)]
+	o.Metrics.Emit(map[string]any{"function": "reconciler", "capped": rep.Capped, "errors": len(rep.Errors)},
+		metrics.N("Reenqueued", rep.Reenqueued),
+		metrics.N("StuckLeases", rep.StuckLeases),
+		metrics.N("IntentsReannounced", rep.IntentsReannounced),
+		metrics.N("DeadMarked", rep.DLQ.MarkedDead),
+		metrics.N("DriftFound", rep.DriftFound),
+		metrics.N("DriftRepaired", rep.DriftRepaired),
+		metrics.N("UnfinishedEvents", unfinished),
+		metrics.Age("OldestUnfinishedAgeSeconds", rep.OldestUnfinished),
+		metrics.N("DeadEvents", rep.EventsByStatus[string(ledger.StatusDead)]),
+		metrics.N("QuarantinedEvents", rep.EventsByStatus[string(ledger.StatusQuarantined)]),
+		metrics.N("IntentsPending", rep.IntentsByStatus[string(ledger.IntentStatusPending)]),
+		metrics.N("IntentsUncertain", rep.IntentsByStatus[string(ledger.IntentStatusUncertain)]),
+		metrics.N("IntentsQuarantined", rep.IntentsByStatus[string(ledger.IntentStatusQuarantined)]),
+		metrics.N("EventsDLQDepth", rep.EventsDLQDepth),
+		metrics.N("EffectsDLQDepth", rep.EffectsDLQDepth),
+		metrics.Latency("ReconcileRunMs", rep.Took),
+	)
+}

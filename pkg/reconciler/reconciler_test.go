@@ -1,0 +1,273 @@
+package reconciler_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/reconciler"
+)
+
+// The put→send gap: an event accepted whose pointer never reached the
+// queue is re-enqueued once it has waited StuckAfter, not before, and is
+// then processed once.
+func TestStuckReceivedIsReenqueuedAfterGrace(t *testing.T) {
+	f := newFixture(t)
+	f.accept("orders", "evt_1", "order.created", orderBody("order.created", "O-1", 1, "created"))
+	r := f.reconciler(nil)
+	f.Clock.Advance(4 * time.Minute)
+	if rep := f.run(r); rep.Reenqueued != 0 || rep.EventsByStatus["RECEIVED"] != 1 || rep.OldestUnfinished != 4*time.Minute {
+		t.Fatalf("inside the grace period: %+v", rep)
+	}
+	f.Clock.Advance(time.Minute)
+	if rep := f.run(r); rep.Reenqueued != 1 {
+		t.Fatalf("after the grace period: %+v", rep)
+	}
+	if n := f.process(); n != 1 {
+		t.Fatalf("processed %d messages, want 1", n)
+	}
+	ev := f.event("orders", "evt_1")
+	if ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeApplied {
+		t.Fatalf("event %s %+v", ev.Status, ev.Result)
+	}
+	if rep := f.run(r); rep.Reenqueued != 0 || rep.EventsByStatus["RECEIVED"] != 0 || rep.OldestUnfinished != 0 {
+		t.Fatalf("after processing: %+v", rep)
+	}
+}
+
+// A worker that died holding a lease, and a retry that came due, are both
+// re-driven; the stuck lease is counted.
+func TestExpiredLeaseAndDueRetryAreReenqueued(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.accept("orders", "evt_lease", "order.created", orderBody("order.created", "O-1", 1, "created"))
+	f.accept("orders", "evt_retry", "order.created", orderBody("order.created", "O-2", 1, "created"))
+	if _, err := f.L.Claim(ctx, "orders", "evt_lease", ledger.ClaimOptions{Owner: "dead-worker", Lease: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.L.Claim(ctx, "orders", "evt_retry", ledger.ClaimOptions{Owner: "worker", Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.L.RetryLater(ctx, c, "commit_failed", "throttled", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(6 * time.Minute)
+	rep := f.run(f.reconciler(nil))
+	if rep.Reenqueued != 2 || rep.StuckLeases != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	f.process()
+	for _, id := range []string{"evt_lease", "evt_retry"} {
+		ev := f.event("orders", id)
+		if ev.Status != ledger.StatusProcessed {
+			t.Fatalf("%s: %s", id, ev.Status)
+		}
+		if id == "evt_lease" && !slices.Contains(actions(ev), "takeover") {
+			t.Fatalf("%s audit %v: want a takeover of the expired lease", id, actions(ev))
+		}
+	}
+}
+
+func actions(ev ledger.Event) []string {
+	var out []string
+	for _, a := range ev.Audit {
+		out = append(out, a.Action)
+	}
+	return out
+}
+
+// Intents whose announcement was lost (a crash between the commit and the
+// send) are announced by the reconciler; fresh ones are left alone.
+func TestPendingIntentsAreReannounced(t *testing.T) {
+	f := newFixture(t)
+	r := f.reconciler(nil)
+	f.accept("orders", "evt_c", "order.cancelled", orderBody("order.cancelled", "O-42", 12, "cancelled"))
+	c, err := f.L.Claim(context.Background(), "orders", "evt_c", ledger.ClaimOptions{Owner: "p", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj, _ := f.Reg.Lookup("standard-webhooks", "order.cancelled")
+	res, err := proj.Project(projection.Event{Source: "orders", Kind: "standard-webhooks", EventID: "evt_c", Type: "order.cancelled", Payload: orderBody("order.cancelled", "O-42", 12, "cancelled")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Commit without announcing: the processor crashed right after.
+	done, err := f.L.Commit(context.Background(), c, res.Write, res.Intents)
+	if err != nil || len(done.Intents) != 2 {
+		t.Fatalf("commit %+v %v", done, err)
+	}
+	if rep := f.run(r); rep.IntentsReannounced != 0 || rep.IntentsByStatus["PENDING"] != 2 {
+		t.Fatalf("fresh intents must be left to the processor: %+v", rep)
+	}
+	f.Clock.Advance(5 * time.Minute)
+	rep := f.run(r)
+	if rep.IntentsReannounced != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	var got []string
+	for _, b := range f.receive(f.Q.Effects) {
+		p, err := queue.ParseIntentPointer(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Reason != "reconcile" {
+			t.Fatalf("reason %q", p.Reason)
+		}
+		got = append(got, p.OperationID)
+	}
+	slices.Sort(got)
+	want := []string{done.Intents[0], done.Intents[1]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("announced %v, want %v", got, want)
+	}
+}
+
+// A message SQS moved to the DLQ while the ledger still had attempts left
+// becomes a visible DEAD event; the gauges and EMF record show it.
+func TestDLQSweepAndGauges(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.accept("stripe", "evt_lost", "customer.subscription.updated", []byte(`{"id":"evt_lost"}`))
+	if _, err := f.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(f.Q.EventsDLQ),
+		MessageBody: aws.String(queue.Pointer{Source: "stripe", EventID: "evt_lost"}.Encode())}); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.run(f.reconciler(nil))
+	// Depth is visible + in flight. goaws counts an in-flight message in
+	// both attributes, so one message reads as 1 in AWS and 2 here.
+	if rep.DLQ.MarkedDead != 1 || rep.EventsByStatus["DEAD"] != 1 || rep.EventsDLQDepth < 1 || rep.EventsDLQDepth > 2 || rep.Reenqueued != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	ev := f.event("stripe", "evt_lost")
+	if ev.Status != ledger.StatusDead || ev.Audit[len(ev.Audit)-1].Actor != "reconciler" {
+		t.Fatalf("event %s, audit %+v", ev.Status, ev.Audit)
+	}
+	var rec map[string]any
+	lines := strings.Split(strings.TrimSpace(f.EMF.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["DeadMarked"] != 1.0 || rec["DeadEvents"] != 1.0 || rec["EventsDLQDepth"] != float64(rep.EventsDLQDepth) || rec["function"] != "reconciler" {
+		t.Fatalf("EMF record %v", rec)
+	}
+}
+
+// fakeOrders is the orders source's truth endpoint.
+type fakeOrders struct {
+	mu    sync.Mutex
+	facts []map[string]any
+	calls int
+}
+
+func (o *fakeOrders) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls++
+	if r.URL.Query().Get("since") == "" || r.URL.Query().Get("limit") == "" || r.Header.Get("Authorization") != "Bearer tok_test_FAKE_orders" {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"facts": o.facts})
+}
+
+func (o *fakeOrders) truth(url string) *reconciler.HTTPTruth {
+	return &reconciler.HTTPTruth{URL: url, Token: func(context.Context) (string, error) { return "tok_test_FAKE_orders", nil }}
+}
+
+// The source says O-42 is CANCELLED at revision 12; we only ever received
+// revision 11 CONFIRMED. The reconciler feeds a reconciliation event
+// through the pipeline (never writing the projection itself); the version
+// guard applies it and the cancellation's two intents exist once. A second
+// run finds no drift; two reconcilers at once feed one event.
+func TestDriftIsRepairedThroughThePipeline(t *testing.T) {
+	f := newFixture(t)
+	f.accept("orders", "evt_r11", "order.confirmed", orderBody("order.confirmed", "O-42", 11, "confirmed"))
+	f.Clock.Advance(6 * time.Minute)
+	src := &fakeOrders{facts: []map[string]any{
+		{"type": "order.updated", "body": json.RawMessage(orderBody("order.updated", "O-42", 12, "cancelled"))},
+		{"type": "order.updated", "body": json.RawMessage(orderBody("order.updated", "O-7", 3, "confirmed"))},
+	}}
+	srv := httptest.NewServer(src)
+	defer srv.Close()
+	truths := map[string]reconciler.SourceOfTruth{"orders": src.truth(srv.URL)}
+
+	// Two reconcilers at once: both see the drift, one event is fed.
+	var wg sync.WaitGroup
+	reps := make([]reconciler.Report, 2)
+	for i := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reps[i] = f.run(f.reconciler(truths))
+		}()
+	}
+	wg.Wait()
+	if found := reps[0].DriftFound + reps[1].DriftFound; found < 2 {
+		t.Fatalf("drift found %d, want both facts seen: %+v", found, reps)
+	}
+	if fed := reps[0].DriftRepaired + reps[1].DriftRepaired; fed != 2 {
+		t.Fatalf("fed %d reconciliation events, want 2 (one per subject): %+v", fed, reps)
+	}
+	f.process() // evt_r11 (re-enqueued) and the two reconciliation events, in any order
+	f.process()
+	p, err := f.L.GetProjection(context.Background(), projection.OrderProjection, "O-42")
+	if err != nil || p.Version != 12 || p.State["status"] != "cancelled" {
+		t.Fatalf("O-42 projection %+v %v", p, err)
+	}
+	if p7, err := f.L.GetProjection(context.Background(), projection.OrderProjection, "O-7"); err != nil || p7.Version != 3 {
+		t.Fatalf("O-7 projection %+v %v", p7, err)
+	}
+	snap, err := ledger.TakeSnapshot(context.Background(), f.DB, "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKind := map[string]int{}
+	for _, in := range snap.Intents {
+		byKind[in.Kind]++
+	}
+	if byKind["refund"] != 1 || byKind["notify_cancellation"] != 1 || len(snap.Intents) != 2 {
+		t.Fatalf("intents %+v", snap.Intents)
+	}
+	id := reconciler.ReconcileEventID("orders", reconciler.Fact{EventType: "order.updated", Payload: orderBody("order.updated", "O-42", 12, "cancelled")})
+	ev := f.event("orders", id)
+	if ev.Status != ledger.StatusProcessed || ev.Attributes["origin"] != "reconciler" {
+		t.Fatalf("reconciliation event %+v", ev)
+	}
+	if r11 := f.event("orders", "evt_r11"); r11.Status != ledger.StatusProcessed || r11.Result.Outcome != ledger.OutcomeStale && r11.Result.Outcome != ledger.OutcomeApplied {
+		t.Fatalf("r11: %s %+v", r11.Status, r11.Result)
+	}
+	again := f.run(f.reconciler(truths))
+	if again.DriftFound != 0 || again.FactsChecked != 2 {
+		t.Fatalf("second run: %+v", again)
+	}
+}
+
+// A source of truth that fails is reported; the other steps still run.
+func TestTruthFailureIsReportedNotFatal(t *testing.T) {
+	f := newFixture(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	f.accept("orders", "evt_1", "order.created", orderBody("order.created", "O-1", 1, "created"))
+	f.Clock.Advance(10 * time.Minute)
+	r := f.reconciler(map[string]reconciler.SourceOfTruth{"orders": &reconciler.HTTPTruth{URL: srv.URL}})
+	rep, err := r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "HTTP 503") || rep.Reenqueued != 1 || len(rep.Errors) != 1 {
+		t.Fatalf("err %v, report %+v", err, rep)
+	}
+}

@@ -1,0 +1,108 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/reconciler"
+)
+
+const stripeKey = "rk_test_FAKE_reconciler_0000"
+
+func subscriptionEvent(id, subID, status string, created int64) string {
+	return fmt.Sprintf(`{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":"customer.subscription.updated","livemode":false,`+
+		`"data":{"object":{"id":%q,"object":"subscription","customer":"cus_test_1","status":%q,"cancel_at_period_end":false,`+
+		`"metadata":{"account_id":"acct_local_1"},"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
+		id, created, subID, status, created+30*24*3600)
+}
+
+// fakeStripe answers GET /v1/events like the Stripe API: newest first,
+// paginated with starting_after, and records what it was asked.
+type fakeStripe struct {
+	mu      sync.Mutex
+	events  []string // newest first
+	queries []string
+}
+
+func (s *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.URL.Path != "/v1/events" || r.Header.Get("Authorization") != "Bearer "+stripeKey {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"type":"invalid_request_error","message":"bad key"}}`)
+		return
+	}
+	q := r.URL.Query()
+	s.queries = append(s.queries, r.URL.RawQuery)
+	start := 0
+	if after := q.Get("starting_after"); after != "" {
+		for i, e := range s.events {
+			if strings.Contains(e, `"id":"`+after+`"`) {
+				start = i + 1
+			}
+		}
+	}
+	end := min(start+1, len(s.events)) // one per page, to exercise pagination
+	fmt.Fprintf(w, `{"object":"list","url":"/v1/events","has_more":%t,"data":[%s]}`, end < len(s.events), strings.Join(s.events[start:end], ","))
+}
+
+// Stripe says two subscription events were never delivered; one we have
+// (its webhook arrived after all), one we lack. The missing one is fed under
+// its own Stripe event id, so the webhook that Stripe still retries is a
+// duplicate when it lands.
+func TestStripeTruthFeedsUndeliveredEvents(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	created := t0.Unix()
+	have := subscriptionEvent("evt_have", "sub_A", "active", created)
+	missing := subscriptionEvent("evt_missing", "sub_B", "past_due", created+5)
+	f.accept("stripe", "evt_have", "customer.subscription.updated", []byte(have))
+	f.Clock.Advance(6 * time.Minute)
+	f.run(f.reconciler(nil)) // re-enqueue evt_have (its pointer was never sent)
+	f.process()
+
+	api := &fakeStripe{events: []string{missing, have}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	truth := &reconciler.StripeTruth{Backend: reconciler.NewStripeBackend(srv.URL, srv.Client()),
+		Key: func(context.Context) (string, error) { return stripeKey, nil }}
+	rep := f.run(f.reconciler(map[string]reconciler.SourceOfTruth{"stripe": truth}))
+	if rep.FactsChecked != 2 || rep.DriftFound != 1 || rep.DriftRepaired != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if len(api.queries) != 2 || !strings.Contains(api.queries[0], "delivery_success=false") || !strings.Contains(api.queries[0], "created[gt]=") ||
+		!strings.Contains(api.queries[1], "starting_after=evt_missing") {
+		t.Fatalf("queries %v", api.queries)
+	}
+	f.process()
+	ev := f.event("stripe", "evt_missing")
+	if ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeApplied {
+		t.Fatalf("fed event %s %+v", ev.Status, ev.Result)
+	}
+	p, err := f.L.GetProjection(ctx, projection.StripeSubscriptionProjection, "sub_B")
+	if err != nil || p.State["status"] != "past_due" {
+		t.Fatalf("projection %+v %v", p, err)
+	}
+	// The webhook Stripe was still retrying arrives: a duplicate.
+	acc, err := f.L.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: "evt_missing", EventType: "customer.subscription.updated", DeliveryID: "late", Payload: []byte(missing)})
+	if err != nil || !acc.Duplicate {
+		t.Fatalf("late webhook: %+v %v", acc, err)
+	}
+	if again := f.run(f.reconciler(map[string]reconciler.SourceOfTruth{"stripe": truth})); again.DriftFound != 0 {
+		t.Fatalf("second run: %+v", again)
+	}
+
+	badKey := &reconciler.StripeTruth{Backend: reconciler.NewStripeBackend(srv.URL, srv.Client()),
+		Key: func(context.Context) (string, error) { return "rk_test_FAKE_wrong", nil }}
+	if _, err := badKey.Facts(ctx, t0, 10); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("bad key: %v", err)
+	}
+}
