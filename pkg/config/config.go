@@ -15,6 +15,8 @@
 //	QUEUE_VISIBILITY_SECONDS  the events queue's visibility timeout (default 180); caps the retry backoff
 //	ALLOW_ENV_SECRETS   "true" lets sources use env: secret references (local stack only)
 //	LOG_LEVEL           debug, info (default), warn, error
+//	METRICS_NAMESPACE   CloudWatch namespace of the EMF metrics (default EffectivelyOnce)
+//	EVENTS_DLQ_URL, EFFECTS_DLQ_URL, RECONCILE_*  the reconciler's (see LoadReconciler)
 package config
 
 import (
@@ -26,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/source"
 )
@@ -35,11 +38,14 @@ var ErrConfig = errors.New("configuration")
 
 // Common is what every function reads.
 type Common struct {
-	Table     string
-	Sources   *source.Set
-	Retention time.Duration
-	LogLevel  slog.Level
-	EnvSecret bool
+	Table string
+	// MetricsNamespace is the CloudWatch namespace of the EMF metrics
+	// (METRICS_NAMESPACE, default "EffectivelyOnce").
+	MetricsNamespace string
+	Sources          *source.Set
+	Retention        time.Duration
+	LogLevel         slog.Level
+	EnvSecret        bool
 }
 
 // Intake adds the queue.
@@ -58,6 +64,12 @@ type Processor struct {
 	// Visibility is the events queue's visibility timeout; retries are
 	// scheduled within it so a message that comes back finds its retry due.
 	Visibility time.Duration
+}
+
+// Metrics returns the EMF emitter every function uses: one JSON line per
+// record on stdout, next to the logs.
+func (c Common) Metrics() *metrics.Emitter {
+	return metrics.New(os.Stdout, c.MetricsNamespace, nil)
 }
 
 // Logger returns the JSON logger every function uses, tagged with its name,
@@ -122,6 +134,7 @@ func loadBase(getenv func(string) string) (Common, error) {
 		return c, fmt.Errorf("%w: LOG_LEVEL must be debug, info, warn or error", ErrConfig)
 	}
 	c.EnvSecret = getenv("ALLOW_ENV_SECRETS") == "true"
+	c.MetricsNamespace = getenv("METRICS_NAMESPACE")
 	return c, nil
 }
 
@@ -206,6 +219,57 @@ func LoadDispatcher(getenv func(string) string) (Dispatcher, error) {
 	}
 	d.Lease = time.Duration(secs) * time.Second
 	return d, nil
+}
+
+// Reconciler is the reconciler function's configuration.
+type Reconciler struct {
+	Common
+	EventsQueueURL, EventsDLQURL, EffectsQueueURL, EffectsDLQURL string
+	StuckAfter                                                   time.Duration
+	MaxItems                                                     int
+	Budget                                                       time.Duration
+}
+
+// LoadReconciler reads the reconciler's variables: the common ones, the
+// four queue URLs (EVENTS_QUEUE_URL, EVENTS_DLQ_URL, EFFECTS_QUEUE_URL,
+// EFFECTS_DLQ_URL; all required), RECONCILE_STUCK_SECONDS (default 300),
+// RECONCILE_MAX_ITEMS (default 500) and RECONCILE_BUDGET_SECONDS (default
+// 90; below the function timeout).
+func LoadReconciler(getenv func(string) string) (Reconciler, error) {
+	c, err := LoadCommon(getenv)
+	if err != nil {
+		return Reconciler{}, err
+	}
+	r := Reconciler{Common: c}
+	for _, v := range []struct {
+		name string
+		dst  *string
+	}{{"EVENTS_QUEUE_URL", &r.EventsQueueURL}, {"EVENTS_DLQ_URL", &r.EventsDLQURL}, {"EFFECTS_QUEUE_URL", &r.EffectsQueueURL}, {"EFFECTS_DLQ_URL", &r.EffectsDLQURL}} {
+		if *v.dst = getenv(v.name); *v.dst == "" {
+			return Reconciler{}, fmt.Errorf("%w: %s is required", ErrConfig, v.name)
+		}
+	}
+	for _, name := range c.Sources.Names() {
+		src, _ := c.Sources.Lookup(name)
+		if src.Truth != nil && src.Truth.Secret != "" {
+			if err := c.checkRef("source "+name+" truth", src.Truth.Secret); err != nil {
+				return Reconciler{}, err
+			}
+		}
+	}
+	secs, err := intVar(getenv, "RECONCILE_STUCK_SECONDS", 300, 30, 86400)
+	if err != nil {
+		return Reconciler{}, err
+	}
+	r.StuckAfter = time.Duration(secs) * time.Second
+	if r.MaxItems, err = intVar(getenv, "RECONCILE_MAX_ITEMS", 500, 1, 100000); err != nil {
+		return Reconciler{}, err
+	}
+	if secs, err = intVar(getenv, "RECONCILE_BUDGET_SECONDS", 90, 1, 840); err != nil {
+		return Reconciler{}, err
+	}
+	r.Budget = time.Duration(secs) * time.Second
+	return r, nil
 }
 
 func intVar(getenv func(string) string, name string, def, lo, hi int) (int, error) {

@@ -348,3 +348,36 @@ func TestLoadDispatcher(t *testing.T) {
 		t.Fatalf("local stack effects: %+v %v", local.Effects, err)
 	}
 }
+
+func TestLoadReconciler(t *testing.T) {
+	env := func(changes map[string]string) func(string) string {
+		e := baseEnv()
+		maps.Copy(e, map[string]string{"EVENTS_DLQ_URL": queueURL + "-dlq", "EFFECTS_DLQ_URL": effectsURL + "-dlq", "METRICS_NAMESPACE": "EffectivelyOnce/prod"})
+		maps.Copy(e, changes)
+		return func(k string) string { return e[k] }
+	}
+	r, err := config.LoadReconciler(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.StuckAfter != 5*time.Minute || r.MaxItems != 500 || r.Budget != 90*time.Second || r.EffectsDLQURL != effectsURL+"-dlq" || r.MetricsNamespace != "EffectivelyOnce/prod" {
+		t.Fatalf("defaults: %+v", r)
+	}
+	for name, tc := range map[string]struct {
+		env     map[string]string
+		wantVar string
+	}{
+		"no events dlq":      {map[string]string{"EVENTS_DLQ_URL": ""}, "EVENTS_DLQ_URL"},
+		"no effects queue":   {map[string]string{"EFFECTS_QUEUE_URL": ""}, "EFFECTS_QUEUE_URL"},
+		"stuck too short":    {map[string]string{"RECONCILE_STUCK_SECONDS": "5"}, "RECONCILE_STUCK_SECONDS"},
+		"budget too long":    {map[string]string{"RECONCILE_BUDGET_SECONDS": "900"}, "RECONCILE_BUDGET_SECONDS"},
+		"items not a number": {map[string]string{"RECONCILE_MAX_ITEMS": "many"}, "RECONCILE_MAX_ITEMS"},
+		"truth env secret":   {map[string]string{"SOURCES": `{"sources":[{"name":"s","kind":"stripe","secrets":["sm:w"],"truth":{"kind":"stripe","secret":"env:KEY"}}]}`}, "ALLOW_ENV_SECRETS"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := config.LoadReconciler(env(tc.env)); !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), tc.wantVar) {
+				t.Fatalf("err %v, want one naming %s", err, tc.wantVar)
+			}
+		})
+	}
+}

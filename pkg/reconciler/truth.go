@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 // Errors.
@@ -133,4 +135,28 @@ func ReconcileEventID(source string, f Fact) string {
 	}
 	sum := sha256.Sum256(append([]byte(source+"\x00"+f.EventType+"\x00"), f.Payload...))
 	return "reconcile_" + hex.EncodeToString(sum[:12])
+}
+
+// BuildTruths makes the sources of truth the configuration declares
+// (source.Truth), reading their secrets through secrets (cached).
+func BuildTruths(set *source.Set, secrets *source.Secrets) map[string]SourceOfTruth {
+	out := map[string]SourceOfTruth{}
+	for _, name := range set.Names() {
+		src, _ := set.Lookup(name)
+		t := src.Truth
+		if t == nil {
+			continue
+		}
+		var key func(ctx context.Context) (string, error)
+		if ref := t.Secret; ref != "" {
+			key = func(ctx context.Context) (string, error) { return secrets.Value(ctx, ref) }
+		}
+		switch t.Kind {
+		case "stripe":
+			out[name] = &StripeTruth{Key: key, Backend: NewStripeBackend(t.URL, &http.Client{Timeout: 20 * time.Second})}
+		case "http":
+			out[name] = &HTTPTruth{URL: t.URL, Token: key}
+		}
+	}
+	return out
 }
