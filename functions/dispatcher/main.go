@@ -53,7 +53,7 @@ func run() error {
 	c := &outbox.Consumer{
 		Dispatcher: &outbox.Dispatcher{Ledger: l, Effects: outbox.Build(cfg.Effects, secrets), Owner: owner,
 			Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts},
-		SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.EffectsQueueURL, Log: log,
+		SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.EffectsQueueURL, Log: log, Metrics: cfg.Metrics(),
 	}
 	lambda.Start(c.HandleSQS)
 	return nil

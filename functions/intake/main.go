@@ -51,6 +51,7 @@ func run() error {
 		Ledger:  l,
 		Queue:   queue.Sender{Client: sqs.NewFromConfig(awsCfg), URL: cfg.EventsQueueURL},
 		Log:     log,
+		Metrics: cfg.Metrics(),
 	}
 	lambda.Start(h.HandleHTTPAPI)
 	return nil

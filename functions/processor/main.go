@@ -46,7 +46,7 @@ func run() error {
 		return err
 	}
 	p, err := processor.New(l, cfg.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
-		Owner: owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: log,
+		Owner: owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: log, Metrics: cfg.Metrics(),
 		Effects: queue.Sender{Client: sqs.NewFromConfig(awsCfg), URL: cfg.EffectsQueueURL},
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/provider"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
@@ -65,6 +66,8 @@ type Handler struct {
 	Queue   Queue
 	Now     func() time.Time // default time.Now
 	Log     *slog.Logger     // default slog.Default()
+	// Metrics receives one EMF record per request (nil: none).
+	Metrics *metrics.Emitter
 
 	verifiers sync.Map // source name → provider.Verifier, built once per source
 }
@@ -102,10 +105,28 @@ func reply(status int, body map[string]any) Response {
 	return Response{Status: status, Body: b}
 }
 
+// tally counts what one request did, for its metrics record.
+type tally struct{ accepted, duplicates int }
+
 // Handle processes one delivery. It never panics on input and never returns
-// a 2xx before the ledger write succeeded.
+// a 2xx before the ledger write succeeded. It emits one metrics record:
+// Received, Accepted (new events), Duplicates, Rejected (4xx) and
+// IntakeLatencyMs, with source, status and request id as properties.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	start := h.now()
+	var t tally
+	resp := h.handle(ctx, req, &t)
+	rejected := 0
+	if resp.Status >= 400 && resp.Status < 500 {
+		rejected = 1
+	}
+	h.Metrics.Emit(map[string]any{"function": "intake", "source": req.Source, "status": resp.Status, "request_id": req.RequestID},
+		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
+		metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
+	return resp
+}
+
+func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 	log := h.log().With("source", req.Source, "request_id", req.RequestID)
 	src, ok := h.Sources.Lookup(req.Source)
 	if !ok {
@@ -166,6 +187,11 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		}
 		evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
 		ev := res.Event
+		if res.Duplicate {
+			t.duplicates++
+		} else {
+			t.accepted++
+		}
 		if res.Duplicate && ev.Status == ledger.StatusProcessed {
 			evLog.Info("duplicate of a processed event", "outcome", resultOutcome(ev), "duplicate", true)
 			var stored any
@@ -201,7 +227,6 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 		}
 		log.Info("confirmed", "events", len(results))
 	}
-	log.Debug("intake done", "duration_ms", h.now().Sub(start).Milliseconds())
 	if status == http.StatusOK && len(results) == 1 {
 		// One processed duplicate: answer with its stored result.
 		b, _ := json.Marshal(results[0]["stored"])

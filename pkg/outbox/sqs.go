@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
@@ -40,6 +42,10 @@ type Consumer struct {
 	SQS      Visibility
 	QueueURL string
 	Log      *slog.Logger
+	// Metrics receives one EMF record per dispatch that recorded an
+	// outcome: EffectsSucceeded, EffectsFailed, EffectsUncertain,
+	// EffectsRetryWait, EffectsQuarantined and DispatchLatencyMs.
+	Metrics *metrics.Emitter
 }
 
 // MaxVisibility is SQS's limit for a message's visibility timeout.
@@ -78,6 +84,9 @@ func (c *Consumer) log() *slog.Logger {
 func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 	start := c.Dispatcher.now()
 	log := c.log().With("message_id", r.MessageId)
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("panic while dispatching; message will be retried", "panic", fmt.Sprint(p))
@@ -119,8 +128,18 @@ func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 		log.Warn("dispatch failed; will retry", "err", err)
 		return false
 	}
-	attrs := []any{"intent_status", o.Status, "attempts", o.Attempts, "called", o.Called,
-		"duration_ms", c.Dispatcher.now().Sub(start).Milliseconds()}
+	took := c.Dispatcher.now().Sub(start)
+	attrs := []any{"intent_status", o.Status, "attempts", o.Attempts, "called", o.Called, "duration_ms", took.Milliseconds()}
+	is := func(st ledger.IntentStatus) int {
+		if o.Status == st {
+			return 1
+		}
+		return 0
+	}
+	c.Metrics.Emit(map[string]any{"function": "dispatcher", "operation_id": ptr.OperationID, "intent_status": string(o.Status), "called": o.Called},
+		metrics.N("EffectsSucceeded", is(ledger.IntentStatusSucceeded)), metrics.N("EffectsFailed", is(ledger.IntentStatusFailed)),
+		metrics.N("EffectsUncertain", is(ledger.IntentStatusUncertain)), metrics.N("EffectsRetryWait", is(ledger.IntentStatusRetryWait)),
+		metrics.N("EffectsQuarantined", is(ledger.IntentStatusQuarantined)), metrics.Latency("DispatchLatencyMs", took))
 	if o.Err != nil {
 		attrs = append(attrs, "err", o.Err)
 	}

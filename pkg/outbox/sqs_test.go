@@ -1,8 +1,12 @@
 package outbox_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
@@ -44,7 +49,9 @@ func TestConsumerAcksFinishedRetriesWaiting(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
 	spy := &visibilitySpy{}
-	c := &outbox.Consumer{Dispatcher: e.D, SQS: spy, QueueURL: "http://queue.local/effects", Log: slog.New(slog.DiscardHandler)}
+	var emf bytes.Buffer
+	c := &outbox.Consumer{Dispatcher: e.D, SQS: spy, QueueURL: "http://queue.local/effects", Log: slog.New(slog.DiscardHandler),
+		Metrics: metrics.New(&emf, "EffectivelyOnce/test", e.Clock.Now)}
 	ptr := queue.IntentPointer{OperationID: op, Reason: "commit"}.Encode()
 
 	// 1. 429 with Retry-After 40s: RETRY_WAIT, message kept, hidden ≥ 40 s.
@@ -89,6 +96,18 @@ func TestConsumerAcksFinishedRetriesWaiting(t *testing.T) {
 	}
 	if len(resp.BatchItemFailures) != 0 || e.Down.Effective(op) != 1 || len(e.Down.Calls()) != 2 {
 		t.Fatalf("after finish: failures %+v effective %d requests %d", resp.BatchItemFailures, e.Down.Effective(op), len(e.Down.Calls()))
+	}
+	// One record per dispatch that recorded an outcome: the 429 and the success.
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(emf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%v %v %v", rec["intent_status"], rec["EffectsRetryWait"], rec["EffectsSucceeded"]))
+	}
+	if strings.Join(got, ",") != "RETRY_WAIT 1 0,SUCCEEDED 0 1" {
+		t.Fatalf("metrics records %v", got)
 	}
 }
 

@@ -14,11 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
@@ -61,6 +63,8 @@ type Options struct {
 	Now                 func() time.Time
 	Rand                func() float64 // in [0,1); default math/rand/v2
 	Log                 *slog.Logger
+	// Metrics receives one EMF record per processed message (nil: none).
+	Metrics *metrics.Emitter
 	// Effects announces the intents a commit wrote. When nil, or when the
 	// send fails, the intents stay PENDING and the reconciler announces
 	// them; the event is complete either way.
@@ -123,6 +127,9 @@ func (p *Processor) Process(ctx context.Context, msgs []Message) []string {
 func (p *Processor) handle(ctx context.Context, m Message) (ack bool) {
 	start := p.o.Now()
 	log := p.o.Log.With("message_id", m.ID)
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
 	defer func() {
 		// Never let one message take the batch down.
 		if r := recover(); r != nil {
@@ -162,7 +169,9 @@ func (p *Processor) handle(ctx context.Context, m Message) (ack bool) {
 		log.Info("redriven from the dead-letter queue")
 	}
 	outcome, ack := p.apply(ctx, c, m, log)
-	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", p.o.Now().Sub(start).Milliseconds())
+	took := p.o.Now().Sub(start)
+	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
+	p.emit(c.Event, outcome, took)
 	return ack
 }
 
@@ -208,6 +217,30 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, log *s
 	default:
 		return p.transient(ctx, c, m, "commit_failed", err, log)
 	}
+}
+
+// emit records one processed message: Processed (it reached an outcome),
+// Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead and
+// ProcessLatencyMs.
+func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
+	is := func(names ...string) int {
+		for _, n := range names {
+			if outcome == n {
+				return 1
+			}
+		}
+		return 0
+	}
+	p.o.Metrics.Emit(map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome},
+		metrics.N("Processed", is(string(ledger.OutcomeApplied), string(ledger.OutcomeNoop), string(ledger.OutcomeStale), string(ledger.OutcomeIgnored))),
+		metrics.N("Applied", is(string(ledger.OutcomeApplied))),
+		metrics.N("Noop", is(string(ledger.OutcomeNoop))),
+		metrics.N("Stale", is(string(ledger.OutcomeStale))),
+		metrics.N("Ignored", is(string(ledger.OutcomeIgnored))),
+		metrics.N("Retries", is("retry")),
+		metrics.N("Quarantined", is("quarantined")),
+		metrics.N("Dead", is("dead")),
+		metrics.Latency("ProcessLatencyMs", took))
 }
 
 // announce tells the dispatcher about new intents. It is after the commit
