@@ -1,13 +1,13 @@
 // Package devstack provides the local stack behind `make dev`: the real
-// Lambda bootstrap binaries (intake, processor, dispatcher) running under
-// the AWS Lambda Runtime Interface Emulator, DynamoDB (minidyn) and SQS
-// (goaws) over their wire protocols, a local HTTP API that speaks API
+// Lambda bootstrap binaries (intake, processor, dispatcher, reconciler)
+// running under the AWS Lambda Runtime Interface Emulator, DynamoDB
+// (minidyn) and SQS (goaws) over their wire protocols, a local HTTP API that speaks API
 // Gateway HTTP API payload 2.0, two SQS event source mappings with partial
 // batch responses (events queue → processor, effects queue → dispatcher), a
 // fake downstream that performs the outbox effects (one
 // outbox.FakeDownstream per effect kind, deduplicating by Idempotency-Key),
-// and a schedule for the reconciler once it exists. No AWS account and no
-// Docker.
+// and a schedule that invokes the reconciler (DEV_SCHEDULE_SECONDS). No AWS
+// account and no Docker.
 //
 // The functions get the same environment as in AWS plus
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS, so production code has
@@ -116,7 +116,7 @@ type Config struct {
 	AutoPorts bool
 
 	// Instances per function: DEV_INTAKE_INSTANCES, DEV_PROCESSOR_INSTANCES
-	// (default 2 each), DEV_DISPATCHER_INSTANCES (default 1).
+	// (default 2 each), DEV_DISPATCHER_INSTANCES (default 1); one reconciler.
 	Instances map[string]int
 
 	// Timing. The defaults are the deployed values (package queue); `make
@@ -217,7 +217,7 @@ func (c *Config) defaults() {
 	if c.Instances == nil {
 		c.Instances = map[string]int{}
 	}
-	for fn, n := range map[string]int{"intake": 2, "processor": 2, "dispatcher": 1} {
+	for fn, n := range map[string]int{"intake": 2, "processor": 2, "dispatcher": 1, "reconciler": 1} {
 		if c.Instances[fn] == 0 {
 			c.Instances[fn] = n
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -143,14 +142,13 @@ func (s *Stack) crashHook(name string) func(*instance) {
 }
 
 // schedule invokes the reconciler at the configured rate, with an
-// EventBridge scheduled event, once a reconciler function exists.
+// EventBridge scheduled event, as the deployed schedule does.
 func (s *Stack) schedule(ctx context.Context) {
 	if _, ok := s.pools["reconciler"]; !ok {
-		if _, err := os.Stat(filepath.Join(s.cfg.Root, "functions", "reconciler")); err != nil {
-			s.logs.Printf("schedule", "no reconciler function yet; nothing to schedule")
-			return
-		}
+		s.logs.Printf("schedule", "no reconciler instance; nothing to schedule")
+		return
 	}
+	s.logs.Printf("schedule", "invoking the reconciler every %s", s.cfg.ScheduleRate)
 	t := time.NewTicker(s.cfg.ScheduleRate)
 	defer t.Stop()
 	for {

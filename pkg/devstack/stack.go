@@ -29,8 +29,12 @@ import (
 
 // Functions the stack runs, in start order. The list is explicit rather
 // than every directory of functions/, so a function still being written
-// does not stop the stack; the reconciler joins it when it exists.
-var Functions = []string{"intake", "processor", "dispatcher"}
+// does not stop the stack.
+var Functions = []string{"intake", "processor", "dispatcher", "reconciler"}
+
+// reconcilerTimeout is the reconciler Lambda's timeout as deployed (infra);
+// its run budget (RECONCILE_BUDGET_SECONDS, default 90 s) stays below it.
+const reconcilerTimeout = 2 * time.Minute
 
 // Stack is a running local stack.
 type Stack struct {
@@ -345,8 +349,11 @@ func (s *Stack) secretValue(ref string) string {
 
 func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 	timeout := s.cfg.FunctionTimeout
-	if fn == "dispatcher" {
+	switch fn {
+	case "dispatcher":
 		timeout = s.cfg.DispatcherTimeout
+	case "reconciler":
+		timeout = reconcilerTimeout
 	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
