@@ -86,7 +86,8 @@ func runIntents(snap ledger.Snapshot, causes map[string]bool) []ledger.StoredInt
 	return out
 }
 
-// announcer stands in for the reconciler (not built yet): an intent still
+// announcer does the reconciler's re-announcement on the demo's time scale
+// (the reconciler waits RECONCILE_STUCK_SECONDS, minutes): an intent still
 // PENDING a while after its commit was never announced (the processor died
 // between its commit and its SendMessage), so it announces it once.
 type announcer struct {
@@ -218,7 +219,7 @@ func (r Report) printEffects(w io.Writer) {
 	fmt.Fprintf(w, "\nEffects performed by the dispatcher against the fake downstream: %d intents, final status %v; effective calls per operation id: at most %d\n",
 		len(r.Effects), r.EffectsByStatus, r.MaxEffective)
 	if r.Announced > 0 {
-		fmt.Fprintf(w, "  (%d intents were never announced by their processor, which died after committing; the demo announced them as the reconciler will)\n", r.Announced)
+		fmt.Fprintf(w, "  (%d intents were never announced by their processor, which died after committing; the demo announced them as the reconciler does)\n", r.Announced)
 	}
 	for _, e := range r.Effects {
 		if !e.Story {

@@ -1,11 +1,16 @@
 package demo
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/devstack"
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
 // TestCheckEffectsFailsTheRun: a key applied twice, a key never applied,
@@ -64,5 +69,36 @@ func TestCheckEffectsFailsTheRun(t *testing.T) {
 				t.Fatalf("violations %v, want one saying %q", r.Violations, c.want)
 			}
 		})
+	}
+}
+
+type sentIntents struct{ bodies []string }
+
+func (s *sentIntents) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return &sqs.SendMessageOutput{}, nil
+}
+
+func (s *sentIntents) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	for _, e := range in.Entries {
+		s.bodies = append(s.bodies, *e.MessageBody)
+	}
+	return &sqs.SendMessageBatchOutput{}, nil
+}
+
+// TestAnnouncerSweep: only an intent left PENDING past the delay is
+// announced, and only once.
+func TestAnnouncerSweep(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	sent := &sentIntents{}
+	a := &announcer{sender: queue.Sender{Client: sent, URL: "http://sqs.local/effects"}, after: 5 * time.Second, done: map[string]bool{}}
+	intents := []ledger.StoredIntent{
+		{OperationID: "op-stuck", Status: ledger.IntentPending, CreatedAt: now.Add(-6 * time.Second).UnixMilli()},
+		{OperationID: "op-young", Status: ledger.IntentPending, CreatedAt: now.Add(-time.Second).UnixMilli()},
+		{OperationID: "op-done", Status: string(ledger.IntentStatusSucceeded), CreatedAt: now.Add(-time.Minute).UnixMilli()},
+	}
+	a.sweep(context.Background(), intents, now)
+	a.sweep(context.Background(), intents, now.Add(time.Second))
+	if len(sent.bodies) != 1 || !strings.Contains(sent.bodies[0], `"operation_id":"op-stuck"`) || !a.done["op-stuck"] {
+		t.Fatalf("announced %v", sent.bodies)
 	}
 }
