@@ -1,0 +1,129 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+)
+
+// FunctionProps describes one Lambda of the pipeline.
+type FunctionProps struct {
+	// Name is the function's short name ("intake"); its code is the
+	// Makefile's build/<Name>/bootstrap.
+	Name string
+	// MemoryMB and Timeout are chosen per function; the caller writes why.
+	MemoryMB int
+	Timeout  awscdk.Duration
+	// Env is the function's environment (the common variables are added).
+	Env map[string]*string
+}
+
+// Function is a Lambda with its own role and log group: the role starts
+// empty (no managed policy) and every permission is a Grant the stack adds
+// for an action the code performs.
+type Function struct {
+	// Scope holds the function, its role and its log group.
+	Scope    constructs.Construct
+	Fn       awslambda.Function
+	Role     awsiam.Role
+	LogGroup awslogs.LogGroup
+	// Built is false when the code is a placeholder (no binary yet).
+	Built bool
+}
+
+var retentionByDays = map[int]awslogs.RetentionDays{
+	1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+	7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+	60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+	150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+	400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}
+
+var appLogLevel = map[string]awslambda.ApplicationLogLevel{
+	"debug": awslambda.ApplicationLogLevel_DEBUG, "info": awslambda.ApplicationLogLevel_INFO,
+	"warn": awslambda.ApplicationLogLevel_WARN, "error": awslambda.ApplicationLogLevel_ERROR,
+}
+
+// NewFunction creates the function, its role and its log group.
+func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Function, error) {
+	c := constructs.NewConstruct(scope, jsii.String(pascal(p.Name)))
+	dir, built, err := cfg.Assets(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.Prefix() + p.Name
+	if !built {
+		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("webhooks:not-built"), jsii.String("build/"+p.Name+
+			"/bootstrap does not exist: synthesized with a placeholder (run `make build`; a function with no source yet keeps its trigger disabled)"), nil)
+	}
+	logs := awslogs.NewLogGroup(c, jsii.String("Logs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/lambda/" + name),
+		Retention:     retentionByDays[cfg.LogRetentionDays],
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	role := awsiam.NewRole(c, jsii.String("Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("Runs the " + name + " function; holds only the grants its code needs"),
+	})
+	// The log group exists before the function, so the role needs no
+	// logs:CreateLogGroup: only streams and events in this one group.
+	logs.Grant(role, jsii.String("logs:CreateLogStream"), jsii.String("logs:PutLogEvents"))
+
+	env := map[string]*string{
+		"LOG_LEVEL":         jsii.String(cfg.LogLevel),
+		"RETENTION_DAYS":    jsii.String(itoa(cfg.RetentionDays)),
+		"METRICS_NAMESPACE": jsii.String(cfg.MetricsNamespace()),
+	}
+	for k, v := range p.Env {
+		env[k] = v
+	}
+	tracing := awslambda.Tracing_DISABLED
+	if cfg.Tracing {
+		tracing = awslambda.Tracing_ACTIVE
+	}
+	fn := awslambda.NewFunction(c, jsii.String("Function"), &awslambda.FunctionProps{
+		FunctionName: jsii.String(name),
+		Description:  jsii.String("effectively-once webhooks: " + p.Name + " (" + cfg.Stage + ")"),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
+		MemorySize:   jsii.Number(float64(p.MemoryMB)),
+		Timeout:      p.Timeout,
+		Role:         role,
+		LogGroup:     logs,
+		// The functions log slog JSON to stdout; JSON format keeps those lines
+		// structured (and the embedded metrics readable) and lets Lambda
+		// drop levels below LOG_LEVEL.
+		LoggingFormat:         awslambda.LoggingFormat_JSON,
+		ApplicationLogLevelV2: appLogLevel[cfg.LogLevel],
+		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
+		Tracing:               tracing,
+		Environment:           &env,
+	})
+	if cfg.Tracing {
+		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+			Id:        jsii.String("AwsSolutions-IAM5"),
+			Reason:    jsii.String("X-Ray tracing (on by the tracing context flag): xray:PutTraceSegments and xray:PutTelemetryRecords do not support resource-level permissions, so AWS requires Resource *."),
+			AppliesTo: &[]any{"Resource::*"},
+		}}, jsii.Bool(true))
+	}
+	return &Function{Scope: c, Fn: fn, Role: role, LogGroup: logs, Built: built}, nil
+}
+
+// grantOn adds one statement with exactly these actions on exactly these
+// resources to the function's role.
+func (f *Function) grantOn(actions []string, resources ...*string) {
+	awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+		Grantee:      f.Role,
+		Actions:      jsii.Strings(actions...),
+		ResourceArns: &resources,
+	})
+}

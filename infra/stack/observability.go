@@ -1,0 +1,189 @@
+package stack
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Metric names the functions emit in CloudWatch Embedded Metric Format,
+// without dimensions, in the stage's namespace.
+var (
+	IntakeMetrics     = []string{"Received", "Accepted", "Duplicates", "Rejected", "IntakeLatencyMs"}
+	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "ProcessLatencyMs"}
+	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "DispatchLatencyMs"}
+	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
+		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth", "ReconcileRunMs"}
+)
+
+// Alarm thresholds.
+const (
+	// The events queue's oldest message: 5 attempts with a 180 s visibility
+	// take at most 15 minutes, so older than that means nothing consumes.
+	eventsOldestAlarmSeconds = 900
+	// Effects wait on purpose (backoff hides them until due), so the bar is
+	// higher: an hour.
+	effectsOldestAlarmSeconds = 3600
+)
+
+func (s *Stack) metric(name, stat string) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:  jsii.String(s.Config.MetricsNamespace()),
+		MetricName: jsii.String(name),
+		Statistic:  jsii.String(stat),
+		Period:     awscdk.Duration_Minutes(jsii.Number(5)),
+	})
+}
+
+// alarms creates the alarm topic and every alarm; it returns the topic ARN.
+func (s *Stack) alarms() *string {
+	topic := awssns.NewTopic(s.Stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
+		TopicName:   jsii.String(s.Config.Prefix() + "alarms"),
+		DisplayName: jsii.String("Webhooks " + s.Config.Stage + " alarms"),
+		// Publishers must use TLS. The topic is not KMS-encrypted: it carries
+		// alarm state changes only, and CloudWatch cannot publish to a topic
+		// under the AWS managed aws/sns key.
+		EnforceSSL: jsii.Bool(true),
+	})
+	if s.Config.AlarmEmail != "" {
+		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.Config.AlarmEmail), nil))
+	}
+	action := awscloudwatchactions.NewSnsAction(topic)
+	add := func(id, desc string, m awscloudwatch.IMetric, threshold float64) {
+		a := awscloudwatch.NewAlarm(s.Stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmName:          jsii.String(s.Config.Prefix() + id),
+			AlarmDescription:   jsii.String(desc),
+			Metric:             m,
+			Threshold:          jsii.Number(threshold),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+			EvaluationPeriods:  jsii.Number(1),
+			// No data means nothing happened (no dead letters, no errors).
+			TreatMissingData: awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	max5 := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}
+	sum5 := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}
+
+	for _, p := range []struct {
+		name string
+		q    QueuePair
+		old  float64
+	}{{"Events", s.Events, eventsOldestAlarmSeconds}, {"Effects", s.Effects, effectsOldestAlarmSeconds}} {
+		add(p.name+"DlqNotEmpty", "Messages in the "+p.q.Spec.DLQName()+" queue: work that exhausted its attempts. Inspect, fix, then redrive from the SQS console (infra/README.md).",
+			p.q.DLQ.MetricApproximateNumberOfMessagesVisible(max5), 1)
+		add(p.name+"OldestMessage", "The oldest message in "+p.q.Spec.Name+" is older than expected: the consumer is failing, throttled or disabled.",
+			p.q.Queue.MetricApproximateAgeOfOldestMessage(max5), p.old)
+	}
+	for _, name := range []string{Intake, Processor, Dispatcher, Reconciler} {
+		fn := s.Functions[name].Fn
+		add(pascal(name)+"Errors", "The "+name+" function returned errors (a failed invocation, not a batch item failure).", fn.MetricErrors(sum5), 1)
+		add(pascal(name)+"Throttles", "The "+name+" function was throttled.", fn.MetricThrottles(sum5), 1)
+	}
+	add("DriftFound", "The reconciler found the ledger disagreeing with the provider's truth.", s.metric("DriftFound", "Sum"), 1)
+	add("StuckLeases", "The reconciler found leases held past their expiry (a worker died mid-event).", s.metric("StuckLeases", "Sum"), 1)
+	add("IntentsUncertain", "Effects whose outcome is unknown after the downstream's idempotency window: an operator must check.", s.metric("IntentsUncertain", "Maximum"), 1)
+	add("EventsDead", "Events that exhausted their attempts (DEAD).", s.metric("Dead", "Sum"), 1)
+	add("EventsQuarantined", "Events quarantined (malformed, unknown subject, same-version conflict).", s.metric("Quarantined", "Sum"), 1)
+	return topic.TopicArn()
+}
+
+// dashboard leads with what the business asks (is every accepted event
+// reconciled, how old is the oldest that is not, what effects are pending or
+// uncertain, duplicates, stale, quarantined, DLQ age) and puts run metrics
+// below. It returns the dashboard's name.
+func (s *Stack) dashboard() *string {
+	name := s.Config.Prefix() + "overview"
+	m := s.metric
+	sum := func(names ...string) *[]awscloudwatch.IMetric {
+		out := []awscloudwatch.IMetric{}
+		for _, n := range names {
+			out = append(out, m(n, "Sum"))
+		}
+		return &out
+	}
+	maxOf := func(names ...string) *[]awscloudwatch.IMetric {
+		out := []awscloudwatch.IMetric{}
+		for _, n := range names {
+			out = append(out, m(n, "Maximum"))
+		}
+		return &out
+	}
+	max5 := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}
+	text := func(md string) awscloudwatch.IWidget {
+		return awscloudwatch.NewTextWidget(&awscloudwatch.TextWidgetProps{Markdown: jsii.String(md), Width: jsii.Number(24), Height: jsii.Number(1)})
+	}
+	single := func(title string, ms *[]awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewSingleValueWidget(&awscloudwatch.SingleValueWidgetProps{Title: jsii.String(title), Metrics: ms, Width: jsii.Number(6), Height: jsii.Number(4), Sparkline: jsii.Bool(true)})
+	}
+	graph := func(title string, ms *[]awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: ms, Width: jsii.Number(width), Height: jsii.Number(6)})
+	}
+	p99 := func(names ...string) *[]awscloudwatch.IMetric {
+		out := []awscloudwatch.IMetric{}
+		for _, n := range names {
+			out = append(out, m(n, "p99"))
+		}
+		return &out
+	}
+	var fnErrors, fnThrottles, fnDuration []awscloudwatch.IMetric
+	for _, n := range []string{Intake, Processor, Dispatcher, Reconciler} {
+		fn := s.Functions[n].Fn
+		fnErrors = append(fnErrors, fn.MetricErrors(nil))
+		fnThrottles = append(fnThrottles, fn.MetricThrottles(nil))
+		fnDuration = append(fnDuration, fn.MetricDuration(&awscloudwatch.MetricOptions{Statistic: jsii.String("p99")}))
+	}
+	dlqAge := []awscloudwatch.IMetric{
+		s.Events.DLQ.MetricApproximateAgeOfOldestMessage(max5), s.Effects.DLQ.MetricApproximateAgeOfOldestMessage(max5),
+	}
+	queues := []awscloudwatch.IMetric{}
+	for _, q := range []QueuePair{s.Events, s.Effects} {
+		queues = append(queues, q.Queue.MetricApproximateNumberOfMessagesVisible(max5), q.Queue.MetricApproximateAgeOfOldestMessage(max5))
+	}
+	api := []awscloudwatch.IMetric{
+		s.API.MetricCount(nil), s.API.MetricClientError(nil), s.API.MetricServerError(nil),
+	}
+	rows := [][]awscloudwatch.IWidget{
+		{text("## Business outcome: is every accepted fact applied once, and every effect known?")},
+		{
+			single("Accepted but not reconciled (unfinished events)", maxOf("UnfinishedEvents")),
+			single("Oldest unreconciled (seconds)", maxOf("OldestUnfinishedAgeSeconds")),
+			single("Intents pending / uncertain", maxOf("IntentsPending", "IntentsUncertain")),
+			single("Dead-letter age (seconds)", &dlqAge),
+		},
+		{
+			graph("Deliveries: received, accepted, duplicates, rejected", sum("Received", "Accepted", "Duplicates", "Rejected"), 8),
+			graph("Outcomes: applied, noop, stale, ignored, quarantined, dead", sum("Applied", "Noop", "Stale", "Ignored", "Quarantined", "Dead"), 8),
+			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined"), 8),
+		},
+		{
+			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked"), 12),
+			graph("Dead-letter depth (reconciler's view)", maxOf("EventsDLQDepth", "EffectsDLQDepth"), 12),
+		},
+		{text("## Run metrics")},
+		{
+			graph("Latency p99 (ms)", p99("IntakeLatencyMs", "ProcessLatencyMs", "DispatchLatencyMs", "ReconcileRunMs"), 8),
+			graph("Processed and retries", sum("Processed", "Retries"), 8),
+			graph("Queues: depth and oldest message", &queues, 8),
+		},
+		{
+			graph("Function errors", &fnErrors, 6),
+			graph("Function throttles", &fnThrottles, 6),
+			graph("Function duration p99", &fnDuration, 6),
+			graph("HTTP API: requests, 4xx, 5xx", &api, 6),
+		},
+	}
+	widgets := []*[]awscloudwatch.IWidget{}
+	for _, r := range rows {
+		widgets = append(widgets, &r)
+	}
+	awscloudwatch.NewDashboard(s.Stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: jsii.String(name),
+		Widgets:       &widgets,
+	})
+	return jsii.String(name)
+}

@@ -1,0 +1,614 @@
+// Package stack provides the CDK stack that deploys the effectively-once
+// webhook pipeline into one AWS account: the HTTP API, the four functions,
+// the ledger table, the events and effects queues with their dead-letter
+// queues, the secrets, the reconciler's schedule, alarms and a dashboard.
+//
+// Queue shapes, timeouts and table keys come from the runtime packages
+// (pkg/queue, pkg/ledger), the same values the local stack uses, so the
+// deployed pipeline cannot drift from the one the tests run.
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// Function names, as in functions/<name> and build/<name>/bootstrap.
+const (
+	Intake     = "intake"
+	Processor  = "processor"
+	Dispatcher = "dispatcher"
+	Reconciler = "reconciler"
+)
+
+// Reconciler settings (its package is being written; these are the values
+// the stack gives it).
+const (
+	ReconcilerTimeout  = 2 * time.Minute
+	ReconcileEvery     = 5 * time.Minute
+	ReconcileStuck     = 300 // RECONCILE_STUCK_SECONDS
+	ReconcileMaxItems  = 500 // RECONCILE_MAX_ITEMS
+	ReconcileBudgetSec = 90  // RECONCILE_BUDGET_SECONDS: under the 2 minute timeout
+)
+
+// DispatchMaxAttempts is the dispatcher's attempt budget per intent
+// (DISPATCH_MAX_ATTEMPTS); queue.Effects sets the effects queue's
+// maxReceiveCount above it.
+const DispatchMaxAttempts = 8
+
+// IntakeTimeout: providers wait 5 s (Shopify) to 30 s for an answer, and the
+// HTTP API gives up at 30 s. Past 10 s the provider has usually given up and
+// will retry; intake's work is idempotent, so a late finish is harmless.
+const IntakeTimeout = 10 * time.Second
+
+// Stack is the deployed pipeline.
+type Stack struct {
+	awscdk.Stack
+	Config    Config
+	Table     awsdynamodb.Table
+	Events    QueuePair
+	Effects   QueuePair
+	API       awsapigatewayv2.HttpApi
+	Functions map[string]*Function
+	// SourceSecrets and EffectSecrets map a source name or effect kind to
+	// the ARN its function reads (created here or given by context).
+	SourceSecrets map[string]*string
+	EffectSecrets map[string]*string
+	Schedule      awsevents.Rule
+}
+
+// QueuePair is a queue and its dead-letter queue.
+type QueuePair struct {
+	Spec  queue.Spec
+	Queue awssqs.Queue
+	DLQ   awssqs.Queue
+}
+
+// New builds the stack for cfg.
+func New(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (*Stack, error) {
+	if cfg.Assets == nil {
+		return nil, fmt.Errorf("%w: no asset resolver", ErrConfig)
+	}
+	if props == nil {
+		props = &awscdk.StackProps{}
+	}
+	if props.StackName == nil {
+		props.StackName = jsii.String(cfg.StackName())
+	}
+	if props.Description == nil {
+		props.Description = jsii.String("Effectively-once webhooks (" + cfg.Stage + "): intake, ledger, processor, outbox dispatcher, reconciler")
+	}
+	st := awscdk.NewStack(scope, jsii.String(cfg.StackName()), props)
+	awscdk.Tags_Of(st).Add(jsii.String("app"), jsii.String("effectively-once-webhooks"), nil)
+	awscdk.Tags_Of(st).Add(jsii.String("stage"), jsii.String(cfg.Stage), nil)
+	s := &Stack{Stack: st, Config: cfg, Functions: map[string]*Function{},
+		SourceSecrets: map[string]*string{}, EffectSecrets: map[string]*string{}}
+
+	s.Table = newTable(st, cfg)
+	s.Events = newQueuePair(st, "Events", queue.Events(cfg.Prefix()))
+	s.Effects = newQueuePair(st, "Effects", queue.Effects(cfg.Prefix()))
+	s.secrets()
+
+	sourcesDoc, err := s.sourcesDocument()
+	if err != nil {
+		return nil, err
+	}
+	effectsDoc, err := s.effectsDocument()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.functions(sourcesDoc, effectsDoc); err != nil {
+		return nil, err
+	}
+	s.grants()
+	s.mappings()
+	s.schedule()
+	s.httpAPI()
+	topic := s.alarms()
+	dash := s.dashboard()
+	s.outputs(topic, dash)
+	return s, nil
+}
+
+// newTable declares the ledger table exactly as ledger.TableSchema
+// describes it (keys, the sparse due index and its projection).
+func newTable(scope constructs.Construct, cfg Config) awsdynamodb.Table {
+	schema := ledger.TableSchema(cfg.Prefix() + "ledger")
+	types := map[string]awsdynamodb.AttributeType{}
+	for _, a := range schema.AttributeDefinitions {
+		switch a.AttributeType {
+		case "N":
+			types[*a.AttributeName] = awsdynamodb.AttributeType_NUMBER
+		case "B":
+			types[*a.AttributeName] = awsdynamodb.AttributeType_BINARY
+		default:
+			types[*a.AttributeName] = awsdynamodb.AttributeType_STRING
+		}
+	}
+	attr := func(name *string) *awsdynamodb.Attribute {
+		return &awsdynamodb.Attribute{Name: name, Type: types[*name]}
+	}
+	removal := awscdk.RemovalPolicy_RETAIN
+	if !cfg.DeletionProtection {
+		removal = awscdk.RemovalPolicy_DESTROY
+	}
+	t := awsdynamodb.NewTable(scope, jsii.String("Ledger"), &awsdynamodb.TableProps{
+		TableName:    schema.TableName,
+		PartitionKey: attr(schema.KeySchema[0].AttributeName),
+		SortKey:      attr(schema.KeySchema[1].AttributeName),
+		// On demand: webhook traffic is bursty and unplanned.
+		BillingMode: awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(cfg.DeletionProtection),
+		RemovalPolicy:      removal,
+		// Encrypted at rest with the account's AWS managed key (aws/dynamodb):
+		// visible in the template and in CloudTrail, and the functions need no
+		// KMS grant for it.
+		Encryption:          awsdynamodb.TableEncryption_AWS_MANAGED,
+		TimeToLiveAttribute: jsii.String(ledger.TTLAttribute),
+	})
+	for _, g := range schema.GlobalSecondaryIndexes {
+		t.AddGlobalSecondaryIndex(&awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:        g.IndexName,
+			PartitionKey:     attr(g.KeySchema[0].AttributeName),
+			SortKey:          attr(g.KeySchema[1].AttributeName),
+			ProjectionType:   awsdynamodb.ProjectionType(g.Projection.ProjectionType),
+			NonKeyAttributes: jsii.Strings(g.Projection.NonKeyAttributes...),
+		})
+	}
+	return t
+}
+
+// newQueuePair declares a queue and its DLQ from the shared spec: SSE with
+// SQS-owned keys, TLS required, and a DLQ that allows the console's "start
+// DLQ redrive" back to this one queue only.
+func newQueuePair(scope constructs.Construct, id string, spec queue.Spec) QueuePair {
+	st := awscdk.Stack_Of(scope)
+	// The source queue's ARN is built from its name, not referenced: the DLQ's
+	// redrive allow policy and the queue's redrive policy would otherwise
+	// depend on each other.
+	sourceArn := st.FormatArn(&awscdk.ArnComponents{Service: jsii.String("sqs"), Resource: jsii.String(spec.Name)})
+	dlq := awssqs.NewQueue(scope, jsii.String(id+"DLQ"), &awssqs.QueueProps{
+		QueueName:       jsii.String(spec.DLQName()),
+		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(spec.DLQRetention.Seconds())),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RedriveAllowPolicy: &awssqs.RedriveAllowPolicy{
+			RedrivePermission: awssqs.RedrivePermission_BY_QUEUE,
+			SourceQueues:      &[]awssqs.IQueue{awssqs.Queue_FromQueueArn(scope, jsii.String(id+"Source"), sourceArn)},
+		},
+	})
+	q := awssqs.NewQueue(scope, jsii.String(id+"Queue"), &awssqs.QueueProps{
+		QueueName:         jsii.String(spec.Name),
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(spec.VisibilityTimeout.Seconds())),
+		// Pointers only; a message older than this has been through every
+		// receive long ago (4 days is SQS's default, written out).
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(4)),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(float64(spec.MaxReceiveCount))},
+	})
+	return QueuePair{Spec: spec, Queue: q, DLQ: dlq}
+}
+
+// secrets creates a secret for every source and secret-bearing effect that
+// names no ARN. Secrets Manager stores them encrypted with the account's
+// aws/secretsmanager key.
+func (s *Stack) secrets() {
+	for _, src := range s.Config.Sources {
+		if src.SecretArn != "" {
+			s.SourceSecrets[src.Name] = jsii.String(src.SecretArn)
+			continue
+		}
+		sec := awssecretsmanager.NewSecret(s.Stack, jsii.String("SourceSecret"+pascal(src.Name)), &awssecretsmanager.SecretProps{
+			SecretName: jsii.String("webhooks/" + s.Config.Stage + "/source/" + src.Name),
+			Description: jsii.String("Signing secret of webhook source " + src.Name + " (" + src.Kind + "). Created with a random " +
+				"placeholder: put the provider's secret here (infra/README.md); several active secrets as a JSON array during rotation."),
+		})
+		rotationNotApplicable(sec, "source "+src.Name)
+		s.SourceSecrets[src.Name] = sec.SecretArn()
+	}
+	for _, e := range s.Config.Effects {
+		switch {
+		case e.SecretArn != "":
+			s.EffectSecrets[e.Kind] = jsii.String(e.SecretArn)
+		case e.Secret:
+			sec := awssecretsmanager.NewSecret(s.Stack, jsii.String("EffectSecret"+pascal(e.Kind)), &awssecretsmanager.SecretProps{
+				SecretName:  jsii.String("webhooks/" + s.Config.Stage + "/effect/" + e.Kind),
+				Description: jsii.String("Bearer token for effect " + e.Kind + ". Created with a random placeholder: put the downstream's token here."),
+			})
+			rotationNotApplicable(sec, "effect "+e.Kind)
+			s.EffectSecrets[e.Kind] = sec.SecretArn()
+		}
+	}
+}
+
+func rotationNotApplicable(sec awssecretsmanager.Secret, what string) {
+	cdknag.NagSuppressions_AddResourceSuppressions(sec, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-SMG4"),
+		Reason: jsii.String("The " + what + " secret is issued by a third party (the provider's dashboard or the downstream), " +
+			"so no rotation Lambda can create a new value; it is rotated there and pasted here, and the functions accept " +
+			"several active values during the overlap."),
+	}}, jsii.Bool(false))
+}
+
+// placeholderARN stands in for a token while the documents are validated
+// with the runtime's own parsers.
+const placeholderARN = "arn:aws:secretsmanager:us-east-1:000000000000:secret:placeholder-AbCdEf"
+
+// sourcesDocument renders SOURCES as package source reads it, after
+// checking it with source.Parse.
+func (s *Stack) sourcesDocument() (*string, error) {
+	type doc struct {
+		Name             string            `json:"name"`
+		Kind             string            `json:"kind"`
+		Secrets          []string          `json:"secrets"`
+		ToleranceSeconds int               `json:"tolerance_seconds,omitempty"`
+		MaxBodyBytes     int               `json:"max_body_bytes,omitempty"`
+		Options          map[string]string `json:"options,omitempty"`
+	}
+	render := func(arn func(string) string) ([]byte, error) {
+		var out struct {
+			Sources []doc `json:"sources"`
+		}
+		for _, src := range s.Config.Sources {
+			out.Sources = append(out.Sources, doc{Name: src.Name, Kind: src.Kind, Secrets: []string{arn(src.Name)},
+				ToleranceSeconds: src.ToleranceSeconds, MaxBodyBytes: src.MaxBodyBytes, Options: src.Options})
+		}
+		return json.Marshal(out)
+	}
+	check, _ := render(func(string) string { return placeholderARN })
+	if _, err := source.Parse(check); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeySources, err)
+	}
+	b, err := render(func(name string) string { return *s.SourceSecrets[name] })
+	return jsii.String(string(b)), err
+}
+
+// effectsDocument renders EFFECTS as package outbox reads it, after
+// checking it with outbox.ParseEffects. With no effect configured it is the
+// empty list, which the dispatcher refuses at start: its mapping stays
+// disabled until effects exist.
+func (s *Stack) effectsDocument() (*string, error) {
+	render := func(arn func(string) string) ([]byte, error) {
+		out := struct {
+			Effects []outbox.EffectConfig `json:"effects"`
+		}{Effects: []outbox.EffectConfig{}}
+		for _, e := range s.Config.Effects {
+			ec := outbox.EffectConfig{Kind: e.Kind, URL: e.URL, StatusURL: e.StatusURL,
+				TimeoutSeconds: e.TimeoutSeconds, IdempotencyWindowHours: e.IdempotencyWindowHours}
+			if _, ok := s.EffectSecrets[e.Kind]; ok {
+				ec.Secret = arn(e.Kind)
+			}
+			out.Effects = append(out.Effects, ec)
+		}
+		return json.Marshal(out)
+	}
+	if len(s.Config.Effects) > 0 {
+		check, _ := render(func(string) string { return placeholderARN })
+		if _, err := outbox.ParseEffects(check); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeyEffects, err)
+		}
+	}
+	b, err := render(func(kind string) string { return *s.EffectSecrets[kind] })
+	return jsii.String(string(b)), err
+}
+
+func (s *Stack) functions(sourcesDoc, effectsDoc *string) error {
+	ev, ef := s.Events, s.Effects
+	secs := func(d time.Duration) *string { return jsii.String(strconv.Itoa(int(d.Seconds()))) }
+	specs := []FunctionProps{
+		{
+			Name: Intake,
+			// 512 MB: Lambda CPU scales with memory; intake verifies signatures
+			// (RSA for SNS) and answers the provider while it waits, so the
+			// faster cold start and hashing are worth more than the price.
+			MemoryMB: 512,
+			Timeout:  awscdk.Duration_Seconds(jsii.Number(IntakeTimeout.Seconds())),
+			Env: map[string]*string{
+				"TABLE_NAME": s.Table.TableName(), "EVENTS_QUEUE_URL": ev.Queue.QueueUrl(), "SOURCES": sourcesDoc,
+			},
+		},
+		{
+			Name: Processor,
+			// 256 MB: a batch of up to 10 pointers, each payload at most 1 MiB,
+			// handled one by one; the work is DynamoDB round trips, not CPU.
+			MemoryMB: 256,
+			// queue.ProcessorTimeout: the events queue's visibility is 6x it.
+			Timeout: awscdk.Duration_Seconds(jsii.Number(queue.ProcessorTimeout.Seconds())),
+			Env: map[string]*string{
+				"TABLE_NAME": s.Table.TableName(), "SOURCES": sourcesDoc, "EFFECTS_QUEUE_URL": ef.Queue.QueueUrl(),
+				// The attempt budget is the queue's maxReceiveCount: the last
+				// attempt marks the event DEAD as SQS moves it to the DLQ.
+				"MAX_ATTEMPTS": jsii.String(strconv.Itoa(ev.Spec.MaxReceiveCount)),
+				// The lease outlives the function's timeout, so a worker that
+				// is still running can never lose its claim mid-commit.
+				"LEASE_SECONDS":            secs(2 * queue.ProcessorTimeout),
+				"QUEUE_VISIBILITY_SECONDS": secs(ev.Spec.VisibilityTimeout),
+			},
+		},
+		{
+			Name: Dispatcher,
+			// 256 MB: up to 10 HTTP effects in flight at once, each small.
+			MemoryMB: 256,
+			// queue.DispatcherTimeout: an effect's own timeout (at most 20 s)
+			// plus the ledger writes around it; the effects queue's
+			// visibility is 6x it.
+			Timeout: awscdk.Duration_Seconds(jsii.Number(queue.DispatcherTimeout.Seconds())),
+			Env: map[string]*string{
+				"TABLE_NAME": s.Table.TableName(), "EFFECTS": effectsDoc, "EFFECTS_QUEUE_URL": ef.Queue.QueueUrl(),
+				"DISPATCH_MAX_ATTEMPTS":  jsii.String(strconv.Itoa(DispatchMaxAttempts)),
+				"DISPATCH_LEASE_SECONDS": secs(2 * queue.DispatcherTimeout),
+			},
+		},
+		{
+			Name: Reconciler,
+			// 256 MB: pages of at most RECONCILE_MAX_ITEMS small index items.
+			MemoryMB: 256,
+			// 2 minutes: a run stops itself after RECONCILE_BUDGET_SECONDS
+			// (90 s) and leaves the rest to the next run 5 minutes later.
+			Timeout: awscdk.Duration_Seconds(jsii.Number(ReconcilerTimeout.Seconds())),
+			Env: map[string]*string{
+				"TABLE_NAME": s.Table.TableName(), "SOURCES": sourcesDoc,
+				"EVENTS_QUEUE_URL": ev.Queue.QueueUrl(), "EVENTS_DLQ_URL": ev.DLQ.QueueUrl(),
+				"EFFECTS_QUEUE_URL": ef.Queue.QueueUrl(), "EFFECTS_DLQ_URL": ef.DLQ.QueueUrl(),
+				"RECONCILE_STUCK_SECONDS":  jsii.String(strconv.Itoa(ReconcileStuck)),
+				"RECONCILE_MAX_ITEMS":      jsii.String(strconv.Itoa(ReconcileMaxItems)),
+				"RECONCILE_BUDGET_SECONDS": jsii.String(strconv.Itoa(ReconcileBudgetSec)),
+			},
+		},
+	}
+	for _, p := range specs {
+		f, err := NewFunction(s.Stack, s.Config, p)
+		if err != nil {
+			return err
+		}
+		s.Functions[p.Name] = f
+	}
+	// The reconciler is invoked only by its schedule: a failed run is not
+	// retried (the next one comes in 5 minutes) and runs never pile up.
+	s.Functions[Reconciler].Fn.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(0),
+		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(ReconcileEvery.Seconds())),
+	})
+	return nil
+}
+
+// Actions the code performs (verified against pkg/ledger, pkg/queue,
+// pkg/outbox, pkg/source). TransactWriteItems has no IAM action of its own:
+// DynamoDB authorizes each Put/Update inside it as PutItem/UpdateItem (the
+// ledger's transactions hold no ConditionCheck or Delete).
+const (
+	ddbGet    = "dynamodb:GetItem"
+	ddbPut    = "dynamodb:PutItem"
+	ddbUpdate = "dynamodb:UpdateItem"
+	ddbQuery  = "dynamodb:Query"
+
+	sqsSend       = "sqs:SendMessage" // also covers SendMessageBatch
+	sqsReceive    = "sqs:ReceiveMessage"
+	sqsDelete     = "sqs:DeleteMessage"
+	sqsAttributes = "sqs:GetQueueAttributes"
+	sqsVisibility = "sqs:ChangeMessageVisibility"
+
+	getSecret = "secretsmanager:GetSecretValue"
+)
+
+// grants gives each function the actions its code performs, on exactly the
+// resources it touches.
+func (s *Stack) grants() {
+	table := s.Table.TableArn()
+	dueIndex := jsii.String(*table + "/index/" + ledger.DueIndex)
+	in, pr, di, re := s.Functions[Intake], s.Functions[Processor], s.Functions[Dispatcher], s.Functions[Reconciler]
+	ev, ef := s.Events, s.Effects
+
+	// intake: Accept is one conditional UpdateItem (the inbox upsert) plus a
+	// PutItem per payload chunk; then one SendMessage.
+	in.grantOn([]string{ddbPut, ddbUpdate}, table)
+	ev.Queue.Grant(in.Role, jsii.String(sqsSend))
+
+	// processor: claim and transitions are UpdateItem; payload chunks and the
+	// version guard's projection read are GetItem; the commit transaction is
+	// Update + Put items. It announces intents with SendMessageBatch.
+	pr.grantOn([]string{ddbGet, ddbPut, ddbUpdate}, table)
+	ev.Queue.Grant(pr.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
+	ef.Queue.Grant(pr.Role, jsii.String(sqsSend))
+
+	// dispatcher: ClaimIntent/RecordIntent are UpdateItem, the consistent
+	// intent read is GetItem; it hides a waiting message until it is due.
+	di.grantOn([]string{ddbGet, ddbUpdate}, table)
+	ef.Queue.Grant(di.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes), jsii.String(sqsVisibility))
+
+	// reconciler: sweeps the due index (and reads partitions of the table),
+	// repairs rows, re-enqueues, reads queue depths and drains the events DLQ.
+	re.grantOn([]string{ddbQuery}, table, dueIndex)
+	re.grantOn([]string{ddbGet, ddbPut, ddbUpdate}, table)
+	ev.Queue.Grant(re.Role, jsii.String(sqsSend), jsii.String(sqsAttributes))
+	ef.Queue.Grant(re.Role, jsii.String(sqsSend), jsii.String(sqsAttributes))
+	ef.DLQ.Grant(re.Role, jsii.String(sqsAttributes))
+	ev.DLQ.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsVisibility), jsii.String(sqsAttributes))
+
+	// Secrets: read-only, and only where the code reads them. The source
+	// secrets verify signatures (intake) and may hold a source-of-truth API
+	// key (reconciler); the processor reads none.
+	var sourceArns, effectArns []*string
+	for _, src := range s.Config.Sources {
+		sourceArns = append(sourceArns, s.SourceSecrets[src.Name])
+	}
+	for _, e := range s.Config.Effects {
+		if arn, ok := s.EffectSecrets[e.Kind]; ok {
+			effectArns = append(effectArns, arn)
+		}
+	}
+	in.grantOn([]string{getSecret}, sourceArns...)
+	re.grantOn([]string{getSecret}, sourceArns...)
+	if len(effectArns) > 0 {
+		di.grantOn([]string{getSecret}, effectArns...)
+	}
+}
+
+// Event source mappings. Batch sizes, windows and concurrency:
+//   - processor: 10 messages (handled in order, each a claim and a
+//     transaction, well inside 30 s), a 1 s window to fill batches under
+//     load, at most 10 concurrent invocations so a burst of webhooks
+//     cannot outrun the table's on-demand ramp or hot projection keys.
+//   - dispatcher: 10 messages dispatched concurrently (each effect has its
+//     own timeout), no window (an effect should go out as soon as it is
+//     committed), at most 5 concurrent invocations: 50 calls in flight is
+//     the most a downstream sees from us.
+func (s *Stack) mappings() {
+	type m struct {
+		id          string
+		fn          *Function
+		q           awssqs.Queue
+		batch       float64
+		window      float64
+		concurrency float64
+		enabled     bool
+	}
+	for _, x := range []m{
+		{"EventsMapping", s.Functions[Processor], s.Events.Queue, 10, 1, 10, true},
+		{"EffectsMapping", s.Functions[Dispatcher], s.Effects.Queue, 10, 0, 5, len(s.Config.Effects) > 0},
+	} {
+		esm := awslambda.NewEventSourceMapping(x.fn.Scope, jsii.String(x.id), &awslambda.EventSourceMappingProps{
+			Target:                  x.fn.Fn,
+			EventSourceArn:          x.q.QueueArn(),
+			BatchSize:               jsii.Number(x.batch),
+			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(x.window)),
+			MaxConcurrency:          jsii.Number(x.concurrency),
+			ReportBatchItemFailures: jsii.Bool(true),
+			Enabled:                 jsii.Bool(x.enabled),
+		})
+		// The mapping is validated against the role when it is created.
+		esm.Node().AddDependency(x.fn.Role)
+	}
+}
+
+// schedule runs the reconciler every 5 minutes. Until the reconciler's code
+// exists the rule is created disabled, so no placeholder ever runs.
+func (s *Stack) schedule() {
+	re := s.Functions[Reconciler]
+	s.Schedule = awsevents.NewRule(s.Stack, jsii.String("ReconcileSchedule"), &awsevents.RuleProps{
+		RuleName:    jsii.String(s.Config.Prefix() + "reconcile"),
+		Description: jsii.String("Runs the reconciler: re-enqueue stuck work, expire leases, resolve uncertain effects, compare with provider truth"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(ReconcileEvery.Minutes()))),
+		Enabled:     jsii.Bool(re.Built),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(re.Fn, &awseventstargets.LambdaFunctionProps{
+			RetryAttempts: jsii.Number(0),
+			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(ReconcileEvery.Seconds())),
+		})},
+	})
+}
+
+// httpAPI is POST /webhooks/{source} -> intake, with stage throttling and
+// JSON access logs.
+func (s *Stack) httpAPI() {
+	access := awslogs.NewLogGroup(s.Stack, jsii.String("ApiAccessLogs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/apigateway/" + s.Config.Prefix() + "http-api"),
+		Retention:     retentionByDays[s.Config.LogRetentionDays],
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	s.API = awsapigatewayv2.NewHttpApi(s.Stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		ApiName:            jsii.String(s.Config.Prefix() + "http-api"),
+		Description:        jsii.String("Webhook intake: POST /webhooks/{source}"),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	stage := s.API.AddStage(jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageOptions{
+		StageName:  jsii.String("$default"),
+		AutoDeploy: jsii.Bool(true),
+		Throttle: &awsapigatewayv2.ThrottleSettings{
+			RateLimit:  jsii.Number(float64(s.Config.ThrottleRate)),
+			BurstLimit: jsii.Number(float64(s.Config.ThrottleBurst)),
+		},
+	})
+	// Access logs through the L1 stage: one JSON line per request, no
+	// headers or bodies (signatures and payloads stay out of logs).
+	cfn := stage.Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	cfn.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
+		DestinationArn: access.LogGroupArn(),
+		Format:         jsii.String(accessLogFormat),
+	})
+	routes := s.API.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path:    jsii.String("/webhooks/{source}"),
+		Methods: &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+		Integration: awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("Intake"), s.Functions[Intake].Fn,
+			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0()}),
+	})
+	for _, r := range *routes {
+		cdknag.NagSuppressions_AddResourceSuppressions(r, &[]*cdknag.NagPackSuppression{{
+			Id: jsii.String("AwsSolutions-APIG4"),
+			Reason: jsii.String("Webhook providers (Stripe, Shopify, GitHub, SNS, ...) cannot send IAM, JWT or Lambda-authorizer " +
+				"credentials; every request is authenticated by intake, which verifies the provider's signature over the raw body " +
+				"before anything is written (DESIGN.md I4). An unverified request gets 401 and touches nothing."),
+		}}, jsii.Bool(true))
+	}
+}
+
+const accessLogFormat = `{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","requestTime":"$context.requestTime",` +
+	`"method":"$context.httpMethod","routeKey":"$context.routeKey","path":"$context.path","status":"$context.status",` +
+	`"protocol":"$context.protocol","responseLength":"$context.responseLength","latency":"$context.responseLatency",` +
+	`"integrationLatency":"$context.integrationLatency","integrationError":"$context.integrationErrorMessage",` +
+	`"errorMessage":"$context.error.message","userAgent":"$context.identity.userAgent"}`
+
+func (s *Stack) outputs(topicArn *string, dashboardName *string) {
+	out := func(id, desc string, v *string) {
+		awscdk.NewCfnOutput(s.Stack, jsii.String(id), &awscdk.CfnOutputProps{Value: v, Description: jsii.String(desc)})
+	}
+	base := jsii.String(*s.API.ApiEndpoint() + "/webhooks/")
+	out("WebhookBaseUrl", "Append the source name: POST <this><source>", base)
+	for _, src := range s.Config.Sources {
+		out("SourceUrl"+pascal(src.Name), "Webhook URL to give "+src.Kind+" for source "+src.Name, jsii.String(*base+src.Name))
+		out("SourceSecretArn"+pascal(src.Name), "Secret that holds the signing secret of source "+src.Name, s.SourceSecrets[src.Name])
+	}
+	out("TableName", "Ledger table", s.Table.TableName())
+	out("EventsQueueUrl", "Events queue", s.Events.Queue.QueueUrl())
+	out("EventsDlqUrl", "Events dead-letter queue (redrive from the console)", s.Events.DLQ.QueueUrl())
+	out("EffectsQueueUrl", "Effects (outbox) queue", s.Effects.Queue.QueueUrl())
+	out("EffectsDlqUrl", "Effects dead-letter queue (redrive from the console)", s.Effects.DLQ.QueueUrl())
+	out("AlarmTopicArn", "SNS topic every alarm notifies", topicArn)
+	out("DashboardUrl", "CloudWatch dashboard", jsii.String("https://"+*awscdk.Aws_REGION()+
+		".console.aws.amazon.com/cloudwatch/home?region="+*awscdk.Aws_REGION()+"#dashboards:name="+*dashboardName))
+}
+
+// pascal turns "stripe-eu" into "StripeEu" for construct ids.
+func pascal(s string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range s {
+		switch {
+		case r == '-' || r == '_' || r == '.':
+			up = true
+		case up:
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
