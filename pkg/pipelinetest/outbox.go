@@ -35,6 +35,9 @@ type OutboxOptions struct {
 	CallTimeout time.Duration
 	// MaxReceiveCount of the effects queue. Default queue.Effects' (10).
 	MaxReceiveCount int
+	// Latency is how long (real time) each effect call takes before the
+	// downstream handles it, so concurrent dispatchers overlap.
+	Latency time.Duration
 }
 
 // Arrival is one request the downstream received, on the manual clock.
@@ -124,6 +127,8 @@ func (o *Outbox) record(next http.Handler) http.Handler {
 		a := Arrival{Method: r.Method, Key: r.Header.Get("Idempotency-Key"), At: o.h.Clock.Now()}
 		if r.Method == http.MethodGet {
 			a.Key = r.URL.Query().Get("key")
+		} else if o.opts.Latency > 0 {
+			time.Sleep(o.opts.Latency)
 		}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
