@@ -1,0 +1,63 @@
+package capacity_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/capacity"
+)
+
+func TestItemSizeRules(t *testing.T) {
+	item := map[string]types.AttributeValue{
+		"pk":     &types.AttributeValueMemberS{Value: "EV#stripe#evt_1"},                                                                  // 2 + 15
+		"n":      &types.AttributeValueMemberN{Value: "1796040000000"},                                                                    // 1 + (13 digits → 8)
+		"small":  &types.AttributeValueMemberN{Value: "0.50"},                                                                             // 5 + 2
+		"ok":     &types.AttributeValueMemberBOOL{Value: true},                                                                            // 2 + 1
+		"b":      &types.AttributeValueMemberB{Value: make([]byte, 100)},                                                                  // 1 + 100
+		"list":   &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "ab"}}},                  // 4 + 3 + 1 + 2
+		"nested": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberNULL{Value: true}}}, // 6 + 3 + 1 + 1 + 1
+	}
+	want := 17 + 5 + 7 + 3 + 101 + 10 + 12
+	if got := capacity.ItemSize(item); got != want {
+		t.Fatalf("size %d, want %d", got, want)
+	}
+	for size, units := range map[int]int{0: 1, 1: 1, 1024: 1, 1025: 2, 4096: 4, 4097: 5} {
+		if got := capacity.Units(size); got != units {
+			t.Fatalf("Units(%d) = %d, want %d", size, got, units)
+		}
+	}
+}
+
+// The write units of one event through the real handlers, by DynamoDB's
+// rules, for 1, 4 and 64 KB payloads (realistic JSON, and the
+// incompressible worst case). A duplicate of a processed event writes
+// nothing; the budget figures are reported (BENCHMARKS.md discusses them).
+func TestWriteUnitsPerEvent(t *testing.T) {
+	for _, p := range []capacity.Padding{capacity.Realistic, capacity.Incompressible} {
+		checkWriteUnits(t, p)
+	}
+}
+
+func checkWriteUnits(t *testing.T, p capacity.Padding) {
+	rows, err := capacity.MeasurePipeline(context.Background(), []int{1 << 10, 4 << 10, 64 << 10}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	capacity.WriteTable(&buf, rows)
+	t.Log("\n" + buf.String())
+	for _, r := range rows {
+		if r.Intake.Units() == 0 || r.Process.Units() == 0 || r.Effect.Units() == 0 {
+			t.Fatalf("a phase measured nothing: %+v", r)
+		}
+		if r.Duplicate.Units() != 0 {
+			t.Fatalf("a duplicate of a processed event wrote %d units: %s", r.Duplicate.Units(), r.Duplicate)
+		}
+	}
+	if rows[2].ProcessedUnits() <= rows[1].ProcessedUnits() {
+		t.Fatalf("a 64 KB event cannot cost less than a 4 KB one: %d vs %d", rows[2].ProcessedUnits(), rows[1].ProcessedUnits())
+	}
+}

@@ -1,0 +1,216 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/effectively-once/webhooks/pkg/intake"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/localaws"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/processor"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// measureSecret signs the measured deliveries; visibly fake.
+const measureSecret = "whsec_test_FAKE_capacity_000000000000"
+
+// Row is what one event of a given payload size cost, by phase.
+type Row struct {
+	PayloadBytes int
+	StoredChunks int    // out-of-line payload chunks
+	Intake       Totals // accepting a new event
+	Duplicate    Totals // a second delivery after it was processed
+	Process      Totals // claim and commit (with its intent)
+	Effect       Totals // dispatching the intent
+}
+
+// ProcessedUnits is the write units of one event from delivery to
+// processed (intake + processing), the figure the budget is about.
+func (r Row) ProcessedUnits() int { return r.Intake.Units() + r.Process.Units() }
+
+// Padding says how an event is grown to a payload size.
+type Padding int
+
+// The paddings.
+const (
+	// Realistic grows the event with invoice-like line items: repeated field
+	// names, ids, amounts and timestamps, compressing like real provider
+	// JSON (about 4:1 with gzip).
+	Realistic Padding = iota
+	// Incompressible grows it with one random alphanumeric string, the
+	// worst case for the stored (gzip-compressed) payload.
+	Incompressible
+)
+
+const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// PaddedSubscriptionEvent is a Stripe customer.subscription.created event
+// grown to about size bytes.
+func PaddedSubscriptionEvent(id string, size int, at time.Time, p Padding) []byte {
+	b := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":"customer.subscription.created","livemode":false,`+
+		`"data":{"object":{"id":"sub_%s","object":"subscription","customer":"cus_test_1","status":"active","cancel_at_period_end":false,`+
+		`"metadata":{"account_id":"acct_42"},"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
+		id, at.Unix(), id, at.Unix()+30*24*3600)
+	if size <= len(b)+32 {
+		return b
+	}
+	r := rand.New(rand.NewPCG(uint64(size), 7))
+	word := func(n int) string {
+		w := make([]byte, n)
+		for i := range w {
+			w[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(w)
+	}
+	var pad string
+	switch p {
+	case Incompressible:
+		pad = `"padding":"` + word(size-len(b)-14) + `"`
+	default:
+		var lines []string
+		total := len(b) + 12
+		for n := 0; total < size; n++ {
+			l := fmt.Sprintf(`{"id":"il_%s","object":"line_item","amount":%d,"currency":"eur","description":"Pro plan seat %d","period":{"start":%d,"end":%d},"price":{"id":"price_%s","unit_amount":%d}}`,
+				word(14), 1000+r.IntN(90000), n, at.Unix()-int64(r.IntN(86400)), at.Unix()+30*24*3600, word(10), 100*r.IntN(500))
+			lines = append(lines, l)
+			total += len(l) + 1
+		}
+		pad = `"lines":[` + strings.Join(lines, ",") + `]`
+	}
+	return []byte(strings.Replace(string(b), `"livemode":false`, `"livemode":false,`+pad, 1))
+}
+
+// MeasurePipeline runs one Stripe event of each size through the real
+// intake, processor and dispatcher against minidyn (in process) and
+// returns the write units of each phase.
+func MeasurePipeline(ctx context.Context, sizes []int, p Padding) ([]Row, error) {
+	var rows []Row
+	for _, size := range sizes {
+		r, err := measureOne(ctx, size, p)
+		if err != nil {
+			return nil, fmt.Errorf("payload %d B: %w", size, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
+	quiet := slog.New(slog.DiscardHandler)
+	clock := ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	d := localaws.NewDynamo()
+	defer d.Close()
+	if err := ledger.CreateTable(ctx, d.Client(), "ledger"); err != nil {
+		return Row{}, err
+	}
+	m := &Meter{Reader: d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
+		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
+	db := d.Client(m.APIOption)
+	led, err := ledger.New(db, ledger.Options{Table: "ledger", Clock: clock})
+	if err != nil {
+		return Row{}, err
+	}
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		return Row{}, err
+	}
+	evq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-events"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
+	if err != nil {
+		return Row{}, err
+	}
+	efq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-effects"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
+	if err != nil {
+		return Row{}, err
+	}
+	sources, err := source.Parse([]byte(`{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:CAP_SECRET"]}]}`))
+	if err != nil {
+		return Row{}, err
+	}
+	in := &intake.Handler{Sources: sources, Ledger: led, Now: clock.Now, Log: quiet,
+		Secrets: &source.Secrets{Getenv: func(string) string { return measureSecret }},
+		Queue:   queue.Sender{Client: sq.Client(), URL: evq.Queue}}
+	proc, err := processor.New(led, sources, projection.Default(projection.StripeOptions{}), processor.Options{
+		Owner: "cap", Now: clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(), URL: efq.Queue}})
+	if err != nil {
+		return Row{}, err
+	}
+	down := httptest.NewServer(&outbox.FakeDownstream{})
+	defer down.Close()
+	disp := &outbox.Dispatcher{Ledger: led, Clock: clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+
+	row := Row{}
+	id := fmt.Sprintf("evt_capacity_%d", size)
+	body := PaddedSubscriptionEvent(id, size, clock.Now(), p)
+	row.PayloadBytes = len(body)
+	deliver := func() (int, error) {
+		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: measureSecret, Timestamp: clock.Now()}).Header
+		resp := in.Handle(ctx, intake.Request{Source: "stripe", Headers: map[string]string{"stripe-signature": sig}, Body: body})
+		return resp.Status, nil
+	}
+
+	m.Reset()
+	if st, _ := deliver(); st != http.StatusAccepted {
+		return Row{}, fmt.Errorf("intake answered %d", st)
+	}
+	row.Intake = m.Totals()
+
+	m.Reset()
+	if failed := proc.Process(ctx, []processor.Message{{ID: "1", Body: queue.Pointer{Source: "stripe", EventID: id}.Encode()}}); len(failed) != 0 {
+		return Row{}, fmt.Errorf("processing failed")
+	}
+	row.Process = m.Totals()
+	ev, err := led.Get(ctx, "stripe", id)
+	if err != nil || ev.Status != ledger.StatusProcessed {
+		return Row{}, fmt.Errorf("event not processed: %v %v", ev.Status, err)
+	}
+	row.StoredChunks = ev.PayloadChunks
+
+	snap, err := ledger.TakeSnapshot(ctx, d.Client(), "ledger")
+	if err != nil || len(snap.Intents) != 1 {
+		return Row{}, fmt.Errorf("want one intent, have %d (%v)", len(snap.Intents), err)
+	}
+	kind := snap.Intents[0].Kind
+	disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
+	m.Reset()
+	if o, err := disp.Dispatch(ctx, snap.Intents[0].OperationID); err != nil || o.Status != ledger.IntentStatusSucceeded {
+		return Row{}, fmt.Errorf("dispatch: %+v %v", o, err)
+	}
+	row.Effect = m.Totals()
+
+	m.Reset()
+	if st, _ := deliver(); st != http.StatusOK {
+		return Row{}, fmt.Errorf("duplicate answered %d", st)
+	}
+	row.Duplicate = m.Totals()
+	return row, nil
+}
+
+// WriteTable renders rows as a Markdown table.
+func WriteTable(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| payload | stored | intake (new) | processing | effect | duplicate | delivery → processed |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|---|---:|")
+	for _, r := range rows {
+		stored := "inline"
+		if r.StoredChunks > 0 {
+			stored = fmt.Sprintf("%d chunk(s)", r.StoredChunks)
+		}
+		fmt.Fprintf(w, "| %d B | %s | %d WU (%s) | %d WU (%s) | %d WU (%s) | %d WU (%d refused by condition) | **%d WU** |\n",
+			r.PayloadBytes, stored, r.Intake.Units(), r.Intake, r.Process.Units(), r.Process, r.Effect.Units(), r.Effect,
+			r.Duplicate.Units(), r.Duplicate.ConditionFailures, r.ProcessedUnits())
+	}
+}
+
+var _ Reader = (*dynamodb.Client)(nil)
