@@ -1,0 +1,264 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+type holdJSON struct {
+	Source  string `json:"source"`
+	EventID string `json:"event_id"`
+	From    string `json:"from"`
+	Status  string `json:"status"`
+	Actor   string `json:"actor"`
+	Reason  string `json:"reason"`
+}
+
+// Quarantine puts an event on an operator hold (ledger.Hold): RECEIVED,
+// RETRY_WAIT, DEAD, or PROCESSING with an expired lease becomes QUARANTINED,
+// audited as "hold" with the operator and reason.
+func (a *App) Quarantine(ctx context.Context, source, eventID, reason string) error {
+	if reason == "" {
+		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
+	}
+	ev, err := a.Ledger.Hold(ctx, source, eventID, a.Actor, reason)
+	if err != nil {
+		return err
+	}
+	from := ""
+	if n := len(ev.Audit); n > 0 {
+		from = string(ev.Audit[n-1].From)
+	}
+	if a.JSON {
+		return a.printJSON(holdJSON{Source: source, EventID: eventID, From: from, Status: string(ev.Status), Actor: a.Actor, Reason: reason})
+	}
+	fmt.Fprintf(a.Out, "held %s/%s: %s -> %s (audit: hold by %s: %s)\nrelease it with: webhookctl release %s %s --reason ...\n",
+		source, eventID, from, ev.Status, a.Actor, reason, source, eventID)
+	return nil
+}
+
+// Release takes a QUARANTINED event back to RECEIVED (ledger.Replay, audited
+// as "replay" with the operator and reason) and enqueues it. A DEAD event is
+// refused: that is what replay is for.
+func (a *App) Release(ctx context.Context, source, eventID, reason string) error {
+	if reason == "" {
+		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
+	}
+	ev, err := a.Ledger.Get(ctx, source, eventID)
+	if err != nil {
+		return err
+	}
+	if ev.Status != ledger.StatusQuarantined {
+		hint := ""
+		if ev.Status == ledger.StatusDead {
+			hint = " (a DEAD event is replayed: webhookctl replay)"
+		}
+		return fmt.Errorf("refused: %s/%s is %s; only a QUARANTINED event can be released%s", source, eventID, ev.Status, hint)
+	}
+	return a.replayOne(ctx, "released", source, eventID, reason)
+}
+
+type intentRow struct {
+	OperationID string    `json:"operation_id"`
+	Kind        string    `json:"kind"`
+	Status      string    `json:"status"`
+	Since       time.Time `json:"since"`
+	AgeSeconds  int64     `json:"age_seconds"`
+	Attempts    int       `json:"attempts"`
+	ErrorCode   string    `json:"error_code,omitempty"`
+}
+
+type intentList struct {
+	Intents []intentRow `json:"intents"`
+	Count   int         `json:"count"`
+	More    bool        `json:"more"`
+}
+
+// IntentsList lists open outbox intents from the due index, oldest first.
+func (a *App) IntentsList(ctx context.Context, statuses []ledger.Status, limit int) error {
+	if limit <= 0 {
+		limit = 50
+	}
+	for _, st := range statuses {
+		if !validIntentStatus(st) {
+			return fmt.Errorf("%w: unknown or finished intent status %q (want one of %s)", ErrUsage, st, statusList(ledger.OpenIntentStatuses))
+		}
+	}
+	items, err := a.Ledger.ListOpen(ctx, "intent", limit+1, statuses...)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	list := intentList{Intents: []intentRow{}}
+	for _, it := range items {
+		list.Intents = append(list.Intents, intentRow{OperationID: it.OperationID, Kind: it.IntentKind, Status: it.Status, Since: it.Since,
+			AgeSeconds: int64(now.Sub(it.Since) / time.Second), Attempts: it.Attempts, ErrorCode: it.ErrorCode})
+	}
+	if len(list.Intents) > limit {
+		list.Intents, list.More = list.Intents[:limit], true
+	}
+	list.Count = len(list.Intents)
+	if a.JSON {
+		return a.printJSON(list)
+	}
+	rows := make([][]string, 0, len(list.Intents))
+	for _, r := range list.Intents {
+		rows = append(rows, []string{r.OperationID, r.Kind, r.Status, stamp(r.Since), age(time.Duration(r.AgeSeconds) * time.Second), strconv.Itoa(r.Attempts), orDash(r.ErrorCode)})
+	}
+	if err := table(a.Out, []string{"OPERATION_ID", "KIND", "STATUS", "SINCE", "AGE", "ATTEMPTS", "ERROR"}, rows); err != nil {
+		return err
+	}
+	more := ""
+	if list.More {
+		more = " (more match: raise --limit)"
+	}
+	fmt.Fprintf(a.Out, "%d open intents%s\n", list.Count, more)
+	return nil
+}
+
+func validIntentStatus(st ledger.Status) bool {
+	for _, s := range ledger.OpenIntentStatuses {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+type intentDetail struct {
+	OperationID    string         `json:"operation_id"`
+	Kind           string         `json:"kind"`
+	Subject        string         `json:"subject"`
+	Causation      string         `json:"causation"`
+	Status         string         `json:"status"`
+	Attempts       int            `json:"attempts"`
+	CreatedAt      time.Time      `json:"created_at"`
+	FirstAttemptAt *time.Time     `json:"first_attempt_at,omitempty"`
+	LeaseOwner     string         `json:"lease_owner,omitempty"`
+	LeaseExpires   *time.Time     `json:"lease_expires_at,omitempty"`
+	NextAttemptAt  *time.Time     `json:"next_attempt_at,omitempty"`
+	NextCheckAt    *time.Time     `json:"next_check_at,omitempty"`
+	ErrorCode      string         `json:"error_code,omitempty"`
+	Detail         string         `json:"detail,omitempty"`
+	FinishedAt     *time.Time     `json:"finished_at,omitempty"`
+	ExpiresAt      *time.Time     `json:"expires_at,omitempty"`
+	PayloadKeys    []string       `json:"payload_keys"`
+	Payload        map[string]any `json:"payload,omitempty"`
+	Audit          []auditJSON    `json:"audit"`
+}
+
+// IntentsShow prints one intent with its dispatch bookkeeping and audit
+// trail; the payload's values only when withPayload.
+func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) error {
+	in, err := a.Ledger.GetIntentState(ctx, op)
+	if err != nil {
+		return err
+	}
+	d := intentDetail{
+		OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Causation: in.Causation, Status: string(in.Status), Attempts: in.Attempts,
+		CreatedAt: in.CreatedAt.UTC(), FirstAttemptAt: optTime(in.FirstAttemptAt), ErrorCode: in.ErrorCode, Detail: in.Detail,
+		FinishedAt: optTime(in.FinishedAt), ExpiresAt: optTime(in.ExpiresAt), PayloadKeys: []string{}, Audit: auditOf(in.Audit),
+	}
+	// Lease and due times only in the state they belong to (an emulator
+	// that ignores REMOVE leaves them behind).
+	switch in.Status {
+	case ledger.IntentStatusDispatching:
+		d.LeaseOwner, d.LeaseExpires = in.LeaseOwner, optTime(in.LeaseExpires)
+	case ledger.IntentStatusRetryWait:
+		d.NextAttemptAt = optTime(in.NextAttemptAt)
+	case ledger.IntentStatusUncertain:
+		d.NextCheckAt = optTime(in.NextCheckAt)
+	}
+	for k := range in.Payload {
+		d.PayloadKeys = append(d.PayloadKeys, k)
+	}
+	sort.Strings(d.PayloadKeys)
+	if withPayload {
+		d.Payload = in.Payload
+	}
+	if a.JSON {
+		return a.printJSON(d)
+	}
+	lines := [][]string{
+		{"intent", d.OperationID},
+		{"kind", d.Kind},
+		{"subject", d.Subject},
+		{"caused by", d.Causation},
+		{"status", d.Status},
+		{"attempts", strconv.Itoa(d.Attempts)},
+		{"created", stamp(in.CreatedAt)},
+		{"first attempt", stamp(in.FirstAttemptAt)},
+	}
+	if d.LeaseOwner != "" {
+		lines = append(lines, []string{"lease", d.LeaseOwner + " until " + stamp(in.LeaseExpires)})
+	}
+	if d.NextAttemptAt != nil {
+		lines = append(lines, []string{"next attempt", stamp(in.NextAttemptAt)})
+	}
+	if d.NextCheckAt != nil {
+		lines = append(lines, []string{"next check", stamp(in.NextCheckAt)})
+	}
+	if d.ErrorCode != "" || d.Detail != "" {
+		lines = append(lines, []string{"last outcome", d.ErrorCode + ": " + d.Detail})
+	}
+	if d.FinishedAt != nil {
+		lines = append(lines, []string{"finished", stamp(in.FinishedAt)}, []string{"expires", stamp(in.ExpiresAt)})
+	}
+	payload := "keys " + strings.Join(d.PayloadKeys, ", ") + " (values not shown: --payload)"
+	if withPayload {
+		b, _ := jsonCompact(in.Payload)
+		payload = b
+	}
+	lines = append(lines, []string{"payload", payload})
+	for _, l := range lines {
+		fmt.Fprintf(a.Out, "%-13s %s\n", l[0], l[1])
+	}
+	fmt.Fprintln(a.Out, "audit:")
+	return table(a.Out, auditHeader, auditRows(in.Audit))
+}
+
+type resolveJSON struct {
+	OperationID string    `json:"operation_id"`
+	From        string    `json:"from"`
+	Status      string    `json:"status"`
+	Actor       string    `json:"actor"`
+	Reason      string    `json:"reason"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// IntentsResolve records the outcome an operator verified with the
+// downstream ("succeeded" or "failed") for an UNCERTAIN, RETRY_WAIT,
+// QUARANTINED or expired DISPATCHING intent (ledger.ResolveIntent).
+func (a *App) IntentsResolve(ctx context.Context, op, outcome, reason string) error {
+	var to ledger.IntentStatus
+	switch strings.ToLower(outcome) {
+	case "succeeded":
+		to = ledger.IntentStatusSucceeded
+	case "failed":
+		to = ledger.IntentStatusFailed
+	default:
+		return fmt.Errorf("%w: --outcome must be succeeded or failed, got %q", ErrUsage, outcome)
+	}
+	if reason == "" {
+		return fmt.Errorf("%w: --reason is required: say what you verified downstream; it goes into the audit trail", ErrUsage)
+	}
+	in, err := a.Ledger.ResolveIntent(ctx, op, to, a.Actor, reason)
+	if err != nil {
+		return err
+	}
+	from := ""
+	if n := len(in.Audit); n > 0 {
+		from = string(in.Audit[n-1].From)
+	}
+	if a.JSON {
+		return a.printJSON(resolveJSON{OperationID: op, From: from, Status: string(in.Status), Actor: a.Actor, Reason: reason, ExpiresAt: in.ExpiresAt})
+	}
+	fmt.Fprintf(a.Out, "resolved intent %s: %s -> %s (audit: resolve by %s: %s); it expires %s\n", op, from, in.Status, a.Actor, reason, stamp(in.ExpiresAt))
+	return nil
+}

@@ -1,0 +1,53 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/pkg/localaws"
+)
+
+// The `make dev` stack's defaults (pkg/devstack, Config.defaults): where its
+// emulators listen unless DEV_DYNAMODB_ADDR / DEV_SQS_ADDR say otherwise,
+// its table, and its queue name prefix.
+const (
+	LocalDynamoAddr = "127.0.0.1:8000"
+	LocalSQSAddr    = "127.0.0.1:4100"
+	LocalTable      = "local-ledger"
+	LocalPrefix     = "local-"
+)
+
+// Connect builds the clients. With s.Local it targets the `make dev` stack
+// with localaws's visibly fake credentials; otherwise it uses the normal AWS
+// configuration chain (profile, environment, SSO, instance role), which
+// also honours AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
+func Connect(ctx context.Context, s Settings, getenv func(string) string) (Clients, error) {
+	if s.Local {
+		dynAddr, sqsAddr := getenv("DEV_DYNAMODB_ADDR"), getenv("DEV_SQS_ADDR")
+		if dynAddr == "" {
+			dynAddr = LocalDynamoAddr
+		}
+		if sqsAddr == "" {
+			sqsAddr = LocalSQSAddr
+		}
+		cfg := aws.Config{Region: localaws.Region, Credentials: credentials.NewStaticCredentialsProvider(localaws.FakeAccessKey, localaws.FakeSecretKey, "")}
+		return Clients{
+			DynamoDB: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String("http://" + dynAddr) }),
+			SQS:      sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String("http://" + sqsAddr) }),
+		}, nil
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return Clients{}, fmt.Errorf("%w: load AWS config: %w", ErrConfig, err)
+	}
+	if cfg.Region == "" {
+		return Clients{}, fmt.Errorf("%w: no AWS region: set AWS_REGION or a profile with a region (or --local for the `make dev` stack)", ErrConfig)
+	}
+	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg)}, nil
+}

@@ -1,0 +1,26 @@
+// Package operator provides webhookctl, the operator's tool for the
+// effectively-once webhook platform: list and inspect events and outbox
+// intents, replay DEAD or QUARANTINED events (one, or many by filter with a
+// rate limit and a resumable checkpoint), put an event on hold and release
+// it, record the outcome of an uncertain effect that an operator verified
+// downstream, and print the dashboard (seed 003) and the dead-letter queues.
+//
+// Every write goes through the ledger's conditional transitions, so it is
+// refused when the state moved on, and appends an audit entry with the
+// operator (--actor, default $USER@host) and their --reason (DESIGN.md §5,
+// I6). Replays keep the event's identity (source, event id) and enqueue the
+// usual pointer message with reason "replay"; if that send fails, the event
+// stays RECEIVED and the reconciler re-enqueues it.
+//
+// The core is App: it takes its clients, an io.Writer and a clock, so tests
+// run it against the emulators (package localaws) with a manual clock. Run
+// parses a command line (standard library flag, one FlagSet per command) and
+// returns the exit status: 0 done, 1 failed or refused, 2 bad usage or
+// configuration. scripts/webhookctl is the thin main; its README documents
+// the commands.
+//
+// Reads stay off table scans: open events and intents come from the sparse
+// due index (ledger.ListOpen), with every count capped and the cap said
+// aloud. Only `events list --scan` scans, bounded by --limit and a read
+// budget, because PROCESSED events are not on the index.
+package operator

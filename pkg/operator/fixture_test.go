@@ -1,0 +1,203 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/localaws"
+	"github.com/effectively-once/webhooks/pkg/operator"
+	"github.com/effectively-once/webhooks/pkg/queue"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// fixture is one isolated ledger table and queue set on the emulators,
+// spoken to over the wire, with a manual clock.
+type fixture struct {
+	t       *testing.T
+	DB      *dynamodb.Client
+	SQS     *sqs.Client
+	Clock   *ledger.ManualClock
+	L       *ledger.Ledger // the pipeline's view, for setting up and asserting
+	Prefix  string
+	Events  queue.URLs
+	Effects queue.URLs
+	// Limiter, when set, paces bulk replays instead of the wall clock.
+	Limiter operator.Limiter
+	// Env adds environment variables.
+	Env map[string]string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	d := localaws.NewDynamo()
+	t.Cleanup(d.Close)
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, DB: d.Client(), SQS: sq.Client(), Clock: ledger.NewManualClock(t0), Prefix: localaws.UniqueName("op") + "-"}
+	if err := ledger.CreateTable(ctx, f.DB, "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	if f.Events, err = queue.Create(ctx, f.SQS, queue.Events(f.Prefix)); err != nil {
+		t.Fatal(err)
+	}
+	if f.Effects, err = queue.Create(ctx, f.SQS, queue.Effects(f.Prefix)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	f.L, err = ledger.New(f.DB, ledger.Options{Table: "ledger", Clock: f.Clock, Actor: "intake", Tokens: func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fmt.Sprintf("tok-%d", n)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// run runs webhookctl against the fixture, as operator alice on ops-box,
+// with the table and the queue prefix given as flags.
+func (f *fixture) run(args ...string) (stdout, stderr string, code int) {
+	return f.runCtx(context.Background(), args...)
+}
+
+func (f *fixture) runCtx(ctx context.Context, args ...string) (stdout, stderr string, code int) {
+	f.t.Helper()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"USER": "alice"}
+	for k, v := range f.Env {
+		env[k] = v
+	}
+	e := operator.Env{
+		Getenv:   func(k string) string { return env[k] },
+		Hostname: func() (string, error) { return "ops-box", nil },
+		Stdout:   &out, Stderr: &errOut, Clock: f.Clock,
+		Connect: func(context.Context, operator.Settings, func(string) string) (operator.Clients, error) {
+			return operator.Clients{DynamoDB: f.DB, SQS: f.SQS}, nil
+		},
+	}
+	if f.Limiter != nil {
+		e.NewLimiter = func(time.Duration) operator.Limiter { return f.Limiter }
+	} else {
+		e.NewLimiter = func(time.Duration) operator.Limiter { return noWait{} }
+	}
+	code = operator.Run(ctx, append([]string{"--table", "ledger", "--prefix", f.Prefix}, args...), e)
+	return out.String(), errOut.String(), code
+}
+
+type noWait struct{}
+
+func (noWait) Wait(ctx context.Context) error { return ctx.Err() }
+
+// mustRun runs a command that must succeed.
+func (f *fixture) mustRun(args ...string) string {
+	f.t.Helper()
+	out, errOut, code := f.run(args...)
+	if code != 0 {
+		f.t.Fatalf("webhookctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// accept writes a RECEIVED event of source "stripe" unless src says otherwise.
+func (f *fixture) accept(src, id, typ, payload string) {
+	f.t.Helper()
+	d := ledger.Delivery{Source: src, EventID: id, EventType: typ, DeliveryID: "d-" + id, Payload: []byte(payload)}
+	if _, err := f.L.Accept(context.Background(), d); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) claim(src, id string) ledger.Claim {
+	f.t.Helper()
+	c, err := f.L.Claim(context.Background(), src, id, ledger.ClaimOptions{Owner: "worker-1", Lease: time.Minute, AllowRedrive: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fixture) dead(src, id, typ string) {
+	f.t.Helper()
+	f.accept(src, id, typ, `{"id":"`+id+`"}`)
+	if err := f.L.Dead(context.Background(), f.claim(src, id), "commit_failed", "downstream lookup timed out"); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) event(src, id string) ledger.Event {
+	f.t.Helper()
+	ev, err := f.L.Get(context.Background(), src, id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ev
+}
+
+// pointers drains a queue and returns the event pointers on it.
+func (f *fixture) pointers(url string) []queue.Pointer {
+	f.t.Helper()
+	var got []queue.Pointer
+	for {
+		out, err := f.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return got
+		}
+		for _, m := range out.Messages {
+			p, err := queue.ParsePointer(aws.ToString(m.Body))
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			got = append(got, p)
+			if _, err := f.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// actions lists an audit trail's actions.
+func actions(trail []ledger.AuditEntry) []string {
+	out := make([]string, len(trail))
+	for i, e := range trail {
+		out[i] = e.Action
+	}
+	return out
+}
+
+// count counts the entries with one action.
+func count(trail []ledger.AuditEntry, action string) int {
+	n := 0
+	for _, e := range trail {
+		if e.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+func requireEqual(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s:\n--- got ---\n%s\n--- want ---\n%s", what, got, want)
+	}
+}
