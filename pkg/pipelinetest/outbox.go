@@ -2,6 +2,7 @@ package pipelinetest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -325,7 +326,8 @@ func (h *Harness) DrainAll(timeout, advance time.Duration, workers []*Worker, di
 // intents, and every key its downstream applied) with the effective calls.
 var suiteEffects struct {
 	mu   sync.Mutex
-	keys map[string]int // test/operation_id -> effective calls
+	runs int            // harness runs reported (a test may run more than once: -count)
+	keys map[string]int // test#run/operation_id -> effective calls
 }
 
 func (o *Outbox) report() {
@@ -346,8 +348,10 @@ func (o *Outbox) report() {
 	if suiteEffects.keys == nil {
 		suiteEffects.keys = map[string]int{}
 	}
+	suiteEffects.runs++
+	run := fmt.Sprintf("%s#%d/", t.Name(), suiteEffects.runs)
 	for k, n := range counts {
-		suiteEffects.keys[t.Name()+"/"+k] += n
+		suiteEffects.keys[run+k] += n
 	}
 }
 

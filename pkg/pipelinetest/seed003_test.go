@@ -10,6 +10,7 @@ package pipelinetest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -172,7 +173,15 @@ func TestSeed003_SameDeliveryTwice(t *testing.T) {
 	deliver(t, h, "msg_o42_12", body, 202)
 	deliver(t, h, "msg_o42_12", body, 202) // before processing: same row, re-enqueued
 	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
-	deliver(t, h, "msg_o42_12", body, 200) // after processing: the stored result
+	r := h.DeliverOrder("msg_o42_12", body) // after processing: the stored result
+	var stored struct {
+		Status string        `json:"status"`
+		Result ledger.Result `json:"result"`
+	}
+	if err := json.Unmarshal(r.Body, &stored); err != nil || r.Status != 200 || stored.Status != "PROCESSED" ||
+		stored.Result.Outcome != ledger.OutcomeApplied || stored.Result.Version != 12 || stored.Result.Intents != 2 {
+		t.Fatalf("duplicate after processing: %d %s (%v)", r.Status, r.Body, err)
+	}
 
 	ev := requireEvent(t, h, "msg_o42_12", ledger.StatusProcessed, ledger.OutcomeApplied)
 	acts := pt.Actions(ev)
