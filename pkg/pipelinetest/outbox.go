@@ -306,7 +306,7 @@ func (h *Harness) DrainAll(timeout, advance time.Duration, workers []*Worker, di
 	}
 	for depth() > 0 {
 		if time.Now().After(deadline) {
-			h.T.Fatalf("queues not drained after %s (events %d, effects %d)", timeout, h.Depth(h.Queues.Queue), h.Depth(h.Outbox.Queues.Queue))
+			h.T.Fatalf("queues not drained after %s (%d messages left in the events and effects queues)", timeout, depth())
 		}
 		got := 0
 		for _, w := range workers {
