@@ -153,11 +153,20 @@ func (f *fixture) event(src, id string) ledger.Event {
 // pointers drains a queue and returns the event pointers on it.
 func (f *fixture) pointers(url string) []queue.Pointer {
 	f.t.Helper()
+	return drain(f.t, f.SQS, url)
+}
+
+// drain receives and deletes every message of a queue. The explicit
+// visibility matters: a DLQ has none of its own on goaws, so a message
+// received without one is visible again (under a new receipt handle)
+// before it can be deleted.
+func drain(t *testing.T, c *sqs.Client, url string) []queue.Pointer {
+	t.Helper()
 	var got []queue.Pointer
 	for {
-		out, err := f.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+		out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 30})
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		if len(out.Messages) == 0 {
 			return got
@@ -165,11 +174,11 @@ func (f *fixture) pointers(url string) []queue.Pointer {
 		for _, m := range out.Messages {
 			p, err := queue.ParsePointer(aws.ToString(m.Body))
 			if err != nil {
-				f.t.Fatal(err)
+				t.Fatal(err)
 			}
 			got = append(got, p)
-			if _, err := f.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				f.t.Fatal(err)
+			if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}

@@ -1,0 +1,218 @@
+package operator_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/localaws"
+	"github.com/effectively-once/webhooks/pkg/operator"
+	"github.com/effectively-once/webhooks/pkg/queue"
+)
+
+func TestBadInputExitsNonZeroWithAClearError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.dead("stripe", "evt_1", "invoice.paid")
+	notCP := filepath.Join(t.TempDir(), "not-a-checkpoint.json")
+	if err := os.WriteFile(notCP, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{nil, 2, "Usage:"},
+		{[]string{"bogus"}, 2, `webhookctl: usage: unknown command "bogus" (webhookctl --help)`},
+		{[]string{"events"}, 2, "webhookctl: usage: events needs a subcommand: list, show"},
+		{[]string{"events", "show", "stripe"}, 2, "webhookctl: usage: events show takes SOURCE EVENT_ID, got 1 arguments (webhookctl events show --help)"},
+		{[]string{"events", "list", "--nope"}, 2, "webhookctl: usage: events list: flag provided but not defined: -nope (webhookctl events list --help)"},
+		{[]string{"events", "list", "--status", "LOST"}, 2, `webhookctl: usage: unknown status "LOST" (want one of RECEIVED, PROCESSING, RETRY_WAIT, DEAD, QUARANTINED, PROCESSED)`},
+		{[]string{"events", "list", "--older-than", "soon"}, 2, `webhookctl: usage: --older-than "soon": want a duration like 90m, 6h or 2d`},
+		{[]string{"events", "list", "--limit", "x"}, 2, `invalid value "x" for flag -limit`},
+		{[]string{"replay", "stripe", "evt_1"}, 2, "webhookctl: usage: --reason is required: it goes into the audit trail"},
+		{[]string{"replay"}, 2, "webhookctl: usage: replay takes SOURCE EVENT_ID, or --status DEAD|QUARANTINED for a bulk replay"},
+		{[]string{"replay", "stripe"}, 2, "webhookctl: usage: replay takes [SOURCE EVENT_ID], got 1 arguments"},
+		{[]string{"replay", "stripe", "evt_1", "--status", "DEAD", "--reason", "x"}, 2, "webhookctl: usage: give SOURCE EVENT_ID or --status, not both"},
+		{[]string{"replay", "--status", "RECEIVED", "--reason", "x"}, 2, `webhookctl: usage: bulk replay takes --status DEAD or QUARANTINED, not "RECEIVED"`},
+		{[]string{"replay", "--status", "DEAD"}, 2, "webhookctl: usage: --reason is required: it goes into the audit trail of every event replayed"},
+		{[]string{"replay", "--status", "DEAD", "--reason", "x", "--rate", "0/s"}, 2, `webhookctl: usage: --rate "0/s": want a number between 0 and 1000 per second or minute, like 5/s`},
+		{[]string{"replay", "--status", "DEAD", "--reason", "x", "--checkpoint", notCP}, 2, "webhookctl: usage: " + notCP + " is not a webhookctl checkpoint"},
+		{[]string{"replay", "stripe", "evt_missing", "--reason", "x"}, 1, "webhookctl: replay stripe/evt_missing: ledger: event not found"},
+		{[]string{"quarantine", "stripe", "evt_1"}, 2, "webhookctl: usage: --reason is required"},
+		{[]string{"release", "stripe", "evt_1"}, 2, "webhookctl: usage: --reason is required"},
+		{[]string{"intents", "resolve", "op-1", "--outcome", "failed"}, 2, "webhookctl: usage: --reason is required: say what you verified downstream"},
+		{[]string{"intents", "show", "op-missing"}, 1, "webhookctl: get intent op-missing: ledger: event not found"},
+		{[]string{"intents", "list", "--status", "SUCCEEDED"}, 2, `webhookctl: usage: unknown or finished intent status "SUCCEEDED"`},
+		{[]string{"--retention-days", "2", "stats"}, 2, "webhookctl: configuration: --retention-days must be at least 4"},
+	}
+	for _, tc := range tests {
+		out, errOut, code := f.run(tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.stderr) {
+			t.Errorf("webhookctl %s: exit %d (want %d)\nstdout: %s\nstderr: %s\nwant stderr containing: %s", strings.Join(tc.args, " "), code, tc.code, out, errOut, tc.stderr)
+		}
+	}
+	if ev := f.event("stripe", "evt_1"); ev.Status != ledger.StatusDead || len(ev.Audit) != 3 {
+		t.Fatalf("bad input changed the event: %s %v", ev.Status, actions(ev.Audit))
+	}
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, cmd := range [][]string{{}, {"events", "list"}, {"events", "show"}, {"replay"}, {"quarantine"}, {"release"},
+		{"intents", "list"}, {"intents", "show"}, {"intents", "resolve"}, {"stats"}, {"dlq", "status"}} {
+		out, errOut, code := f.run(append(cmd, "--help")...)
+		want := "Usage: webhookctl " + strings.Join(cmd, " ")
+		if len(cmd) == 0 {
+			want = "Usage:\n  webhookctl [connection flags] COMMAND"
+		}
+		if code != 0 || errOut != "" || !strings.Contains(out, want) || !strings.Contains(out, "-json") || !strings.Contains(out, "-table") {
+			t.Fatalf("%v --help: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+}
+
+func TestMissingConfigurationIsAUsageError(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	env := operator.Env{Getenv: func(string) string { return "" }, Hostname: func() (string, error) { return "h", nil }, Stdout: &out, Stderr: &errOut,
+		Connect: func(context.Context, operator.Settings, func(string) string) (operator.Clients, error) {
+			t.Fatal("connected without a table")
+			return operator.Clients{}, nil
+		}}
+	if code := operator.Run(context.Background(), []string{"stats"}, env); code != 2 ||
+		errOut.String() != "webhookctl: configuration: no ledger table: set --table or TABLE_NAME (or --local for the `make dev` stack)\n" {
+		t.Fatalf("no table: exit %d %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := operator.Run(context.Background(), []string{"--table", "t", "stats"}, env); code != 2 ||
+		errOut.String() != "webhookctl: configuration: cannot tell who you are ($USER or the hostname is missing): set --actor\n" {
+		t.Fatalf("no actor: exit %d %q", code, errOut.String())
+	}
+	// No URL and no prefix: the queue cannot be found, and nothing is replayed.
+	f := newFixture(t)
+	f.dead("stripe", "evt_1", "invoice.paid")
+	var o2, e2 bytes.Buffer
+	env2 := operator.Env{Getenv: func(k string) string { return map[string]string{"TABLE_NAME": "ledger", "USER": "alice"}[k] },
+		Hostname: func() (string, error) { return "h", nil }, Stdout: &o2, Stderr: &e2, Clock: f.Clock,
+		Connect: func(context.Context, operator.Settings, func(string) string) (operator.Clients, error) {
+			return operator.Clients{DynamoDB: f.DB, SQS: f.SQS}, nil
+		}}
+	if code := operator.Run(context.Background(), []string{"replay", "stripe", "evt_1", "--reason", "x"}, env2); code != 2 ||
+		e2.String() != "webhookctl: configuration: the events queue: set --events-queue-url (or EVENTS_QUEUE_URL), or --prefix to look it up by name\n" {
+		t.Fatalf("no queue: exit %d %q", code, e2.String())
+	}
+	if ev := f.event("stripe", "evt_1"); ev.Status != ledger.StatusDead {
+		t.Fatalf("replayed without a queue to enqueue on: %s", ev.Status)
+	}
+}
+
+// --local reaches the `make dev` stack's emulators (DEV_DYNAMODB_ADDR,
+// DEV_SQS_ADDR), its table and its queue names, through operator.Connect.
+func TestLocalTargetsTheDevStack(t *testing.T) {
+	ctx := context.Background()
+	d := localaws.NewDynamo()
+	t.Cleanup(d.Close)
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.CreateTable(ctx, d.Client(), operator.LocalTable); err != nil {
+		t.Fatal(err)
+	}
+	events, err := queue.Create(ctx, sq.Client(), queue.Events(operator.LocalPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Create(ctx, sq.Client(), queue.Effects(operator.LocalPrefix)); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, sq.Client(), events.DLQ) // goaws keeps queues for the whole test binary (-count)
+	l, err := ledger.New(d.Client(), ledger.Options{Table: operator.LocalTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: "evt_local", EventType: "invoice.paid", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := (queue.Sender{Client: sq.Client(), URL: events.DLQ}).Send(ctx, queue.Pointer{Source: "stripe", EventID: "evt_local"}); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"DEV_DYNAMODB_ADDR": strings.TrimPrefix(d.URL, "http://"), "DEV_SQS_ADDR": strings.TrimPrefix(sq.URL, "http://"), "USER": "alice",
+	}
+	var out, errOut bytes.Buffer
+	env := operator.Env{Getenv: func(k string) string { return vars[k] }, Hostname: func() (string, error) { return "h", nil },
+		Stdout: &out, Stderr: &errOut, Connect: operator.Connect}
+	if code := operator.Run(ctx, []string{"--local", "events", "list", "--json"}, env); code != 0 || !strings.Contains(out.String(), `"event_id": "evt_local"`) {
+		t.Fatalf("events list --local: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := operator.Run(ctx, []string{"dlq", "status", "--local", "--json"}, env); code != 0 || !strings.Contains(out.String(), `"url": "`+events.DLQ+`"`) ||
+		!strings.Contains(out.String(), `"depth": 1`) {
+		t.Fatalf("dlq status --local: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}
+
+// Without --local, the normal AWS configuration chain applies, and with it
+// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
+func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
+	ctx := context.Background()
+	d := localaws.NewDynamo()
+	t.Cleanup(d.Close)
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := localaws.UniqueName("chain")
+	if err := ledger.CreateTable(ctx, d.Client(), table); err != nil {
+		t.Fatal(err)
+	}
+	prefix := localaws.UniqueName("chain") + "-"
+	events, err := queue.Create(ctx, sq.Client(), queue.Events(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(d.Client(), ledger.Options{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: "evt_chain", EventType: "invoice.paid", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_DYNAMODB": d.URL, "AWS_ENDPOINT_URL_SQS": sq.URL, "AWS_REGION": localaws.Region,
+		"AWS_ACCESS_KEY_ID": localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY": localaws.FakeSecretKey, "AWS_SESSION_TOKEN": "",
+		"AWS_PROFILE": "", "AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
+		"AWS_EC2_METADATA_DISABLED": "true", "TABLE_NAME": table, "EVENTS_QUEUE_URL": events.Queue, "USER": "alice",
+	} {
+		t.Setenv(k, v)
+	}
+	if err := l.Dead(ctx, mustClaim(t, l, "evt_chain"), "x", "y"); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	env := operator.Env{Getenv: os.Getenv, Hostname: func() (string, error) { return "h", nil }, Stdout: &out, Stderr: &errOut, Connect: operator.Connect}
+	if code := operator.Run(ctx, []string{"replay", "stripe", "evt_chain", "--reason", "through the chain"}, env); code != 0 {
+		t.Fatalf("replay via the AWS chain: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if ev, _ := l.Get(ctx, "stripe", "evt_chain"); ev.Status != ledger.StatusReceived || ev.Audit[len(ev.Audit)-1].Actor != "alice@h" {
+		t.Fatalf("after replay: %s", ev.Status)
+	}
+}
+
+func mustClaim(t *testing.T, l *ledger.Ledger, id string) ledger.Claim {
+	t.Helper()
+	c, err := l.Claim(context.Background(), "stripe", id, ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
