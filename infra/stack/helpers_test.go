@@ -133,7 +133,7 @@ func synth(t testing.TB, name string, overrides map[string]any, missing ...strin
 func defaultStack(t testing.TB) *synthed { return synth(t, "default", nil) }
 
 // fullStack turns every optional feature on: tracing, alarm email, two
-// sources (one with an existing secret), effects with created and given
+// sources (one with an existing secret) and an SNS source (no secret), effects with created and given
 // secrets, deletion protection off, and a reconciler not built yet.
 func fullStack(t testing.TB) *synthed {
 	return synth(t, "full", map[string]any{
@@ -141,7 +141,8 @@ func fullStack(t testing.TB) *synthed {
 		"alarmEmail":         "oncall@example.com",
 		"deletionProtection": false,
 		"sources": `[{"name":"stripe","kind":"stripe"},
-			{"name":"shop","kind":"shopify","secretArn":"arn:aws:secretsmanager:eu-west-1:123456789012:secret:shop-hmac-AbCdEf"}]`,
+			{"name":"shop","kind":"shopify","secretArn":"arn:aws:secretsmanager:eu-west-1:123456789012:secret:shop-hmac-AbCdEf"},
+			{"name":"ses","kind":"sns","options":{"topic_arns":"arn:aws:sns:eu-west-1:123456789012:ses-events"}}]`,
 		"effects": []any{
 			map[string]any{"kind": "refund", "url": "https://payments.example/refunds", "statusUrl": "https://payments.example/refunds/status", "secret": true, "timeoutSeconds": 10},
 			map[string]any{"kind": "notify", "url": "https://notify.example/send", "secretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:notify-token-AbCdEf"},

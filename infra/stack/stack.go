@@ -31,6 +31,7 @@ import (
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/provider"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
 )
@@ -224,6 +225,9 @@ func (s *Stack) secrets() {
 			s.SourceSecrets[src.Name] = jsii.String(src.SecretArn)
 			continue
 		}
+		if !provider.RequiresSecrets(src.Kind) {
+			continue // SNS verifies AWS's signing certificate, not a shared secret
+		}
 		sec := awssecretsmanager.NewSecret(s.Stack, jsii.String("SourceSecret"+pascal(src.Name)), &awssecretsmanager.SecretProps{
 			SecretName: jsii.String("webhooks/" + s.Config.Stage + "/source/" + src.Name),
 			Description: jsii.String("Signing secret of webhook source " + src.Name + " (" + src.Kind + "). Created with a random " +
@@ -276,7 +280,11 @@ func (s *Stack) sourcesDocument() (*string, error) {
 			Sources []doc `json:"sources"`
 		}
 		for _, src := range s.Config.Sources {
-			out.Sources = append(out.Sources, doc{Name: src.Name, Kind: src.Kind, Secrets: []string{arn(src.Name)},
+			secrets := []string{}
+			if _, ok := s.SourceSecrets[src.Name]; ok {
+				secrets = append(secrets, arn(src.Name))
+			}
+			out.Sources = append(out.Sources, doc{Name: src.Name, Kind: src.Kind, Secrets: secrets,
 				ToleranceSeconds: src.ToleranceSeconds, MaxBodyBytes: src.MaxBodyBytes, Options: src.Options})
 		}
 		return json.Marshal(out)
@@ -456,15 +464,19 @@ func (s *Stack) grants() {
 	// key (reconciler); the processor reads none.
 	var sourceArns, effectArns []*string
 	for _, src := range s.Config.Sources {
-		sourceArns = append(sourceArns, s.SourceSecrets[src.Name])
+		if arn, ok := s.SourceSecrets[src.Name]; ok {
+			sourceArns = append(sourceArns, arn)
+		}
 	}
 	for _, e := range s.Config.Effects {
 		if arn, ok := s.EffectSecrets[e.Kind]; ok {
 			effectArns = append(effectArns, arn)
 		}
 	}
-	in.grantOn([]string{getSecret}, sourceArns...)
-	re.grantOn([]string{getSecret}, sourceArns...)
+	if len(sourceArns) > 0 {
+		in.grantOn([]string{getSecret}, sourceArns...)
+		re.grantOn([]string{getSecret}, sourceArns...)
+	}
 	if len(effectArns) > 0 {
 		di.grantOn([]string{getSecret}, effectArns...)
 	}
@@ -581,7 +593,9 @@ func (s *Stack) outputs(topicArn *string, dashboardName *string) {
 	out("WebhookBaseUrl", "Append the source name: POST <this><source>", base)
 	for _, src := range s.Config.Sources {
 		out("SourceUrl"+pascal(src.Name), "Webhook URL to give "+src.Kind+" for source "+src.Name, jsii.String(*base+src.Name))
-		out("SourceSecretArn"+pascal(src.Name), "Secret that holds the signing secret of source "+src.Name, s.SourceSecrets[src.Name])
+		if arn, ok := s.SourceSecrets[src.Name]; ok {
+			out("SourceSecretArn"+pascal(src.Name), "Secret that holds the signing secret of source "+src.Name, arn)
+		}
 	}
 	out("TableName", "Ledger table", s.Table.TableName())
 	out("EventsQueueUrl", "Events queue", s.Events.Queue.QueueUrl())

@@ -171,6 +171,13 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 			}
 			for _, src := range s.stack.Config.Sources {
 				got, ok := in.Sources.Lookup(src.Name)
+				if src.Kind == "sns" {
+					// SNS is verified by AWS's certificate: no secret at all
+					if !ok || len(got.Secrets) != 0 || got.Options["topic_arns"] == "" {
+						t.Fatalf("intake source %s: %+v", src.Name, got)
+					}
+					continue
+				}
 				if !ok || got.Kind != src.Kind || len(got.Secrets) != 1 || !strings.HasPrefix(got.Secrets[0], "arn:aws:secretsmanager:") {
 					t.Fatalf("intake source %s: %+v", src.Name, got)
 				}
@@ -463,7 +470,8 @@ func TestReconcilerRunsEveryFiveMinutesOnceItsCodeExists(t *testing.T) {
 }
 
 func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T) {
-	// GIVEN the full stack: source stripe (created), shop (given ARN);
+	// GIVEN the full stack: source stripe (created), shop (given ARN), ses
+	// (SNS, needs none);
 	// effects refund (created), notify (given), suppression.add (none)
 	s := fullStack(t)
 	names := map[string]bool{}
@@ -735,7 +743,10 @@ func TestOutputsNameTheURLsTableQueuesAndDashboard(t *testing.T) {
 	// GIVEN the full stack (two sources)
 	s := fullStack(t)
 	// THEN the outputs an operator needs are there
-	for _, id := range []string{"WebhookBaseUrl", "SourceUrlStripe", "SourceUrlShop", "SourceSecretArnStripe", "SourceSecretArnShop",
+	if _, ok := s.outputs["SourceSecretArnSes"]; ok {
+		t.Error("an SNS source has no secret to output")
+	}
+	for _, id := range []string{"WebhookBaseUrl", "SourceUrlStripe", "SourceUrlShop", "SourceUrlSes", "SourceSecretArnStripe", "SourceSecretArnShop",
 		"TableName", "EventsQueueUrl", "EventsDlqUrl", "EffectsQueueUrl", "EffectsDlqUrl", "DashboardUrl", "AlarmTopicArn"} {
 		if _, ok := s.outputs[id]; !ok {
 			t.Errorf("output %s missing (have %v)", id, keys(s.outputs))
