@@ -49,8 +49,9 @@ type Config struct {
 }
 
 // SourceConfig is one webhook source as written in context:
-// {"name","kind","options"?,"secretArn"?,"toleranceSeconds"?,"maxBodyBytes"?}.
-// Without secretArn the stack creates a secret for it.
+// {"name","kind","options"?,"secretArn"?,"toleranceSeconds"?,"maxBodyBytes"?,
+// "truth"?}. Without secretArn the stack creates its signing secret (SNS
+// sources have none).
 type SourceConfig struct {
 	Name             string            `json:"name"`
 	Kind             string            `json:"kind"`
@@ -58,6 +59,20 @@ type SourceConfig struct {
 	SecretArn        string            `json:"secretArn,omitempty"`
 	ToleranceSeconds int               `json:"toleranceSeconds,omitempty"`
 	MaxBodyBytes     int               `json:"maxBodyBytes,omitempty"`
+	Truth            *TruthConfig      `json:"truth,omitempty"`
+}
+
+// TruthConfig is a source's source of truth for the reconciler:
+// {"kind":"stripe"|"http","url"?,"lookbackMinutes"?,"secretArn"?,"secret"?}.
+// A stripe truth always has an API key secret (created unless secretArn is
+// given); an http truth has a bearer token only with secretArn or
+// secret=true.
+type TruthConfig struct {
+	Kind            string `json:"kind"`
+	URL             string `json:"url,omitempty"`
+	LookbackMinutes int    `json:"lookbackMinutes,omitempty"`
+	SecretArn       string `json:"secretArn,omitempty"`
+	Secret          bool   `json:"secret,omitempty"`
 }
 
 // EffectConfig is one outbox effect as written in context:
@@ -177,6 +192,9 @@ func (c Config) validate() error {
 		seen[s.Name] = true
 		if s.SecretArn != "" && !arnRE.MatchString(s.SecretArn) {
 			return fmt.Errorf("%w: %s[%d]: secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
+		}
+		if s.Truth != nil && s.Truth.SecretArn != "" && !arnRE.MatchString(s.Truth.SecretArn) {
+			return fmt.Errorf("%w: %s[%d]: truth.secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
 		}
 	}
 	kinds := map[string]bool{}

@@ -73,9 +73,12 @@ type Stack struct {
 	Effects   QueuePair
 	API       awsapigatewayv2.HttpApi
 	Functions map[string]*Function
-	// SourceSecrets and EffectSecrets map a source name or effect kind to
-	// the ARN its function reads (created here or given by context).
+	// SourceSecrets, TruthSecrets and EffectSecrets map a source name or an
+	// effect kind to the secret ARN its function reads (created here or
+	// given by context): signing secrets (intake), source-of-truth API keys
+	// (reconciler), effect bearer tokens (dispatcher).
 	SourceSecrets map[string]*string
+	TruthSecrets  map[string]*string
 	EffectSecrets map[string]*string
 	Schedule      awsevents.Rule
 }
@@ -105,7 +108,7 @@ func New(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (*Sta
 	awscdk.Tags_Of(st).Add(jsii.String("app"), jsii.String("effectively-once-webhooks"), nil)
 	awscdk.Tags_Of(st).Add(jsii.String("stage"), jsii.String(cfg.Stage), nil)
 	s := &Stack{Stack: st, Config: cfg, Functions: map[string]*Function{},
-		SourceSecrets: map[string]*string{}, EffectSecrets: map[string]*string{}}
+		SourceSecrets: map[string]*string{}, TruthSecrets: map[string]*string{}, EffectSecrets: map[string]*string{}}
 
 	s.Table = newTable(st, cfg)
 	s.Events = newQueuePair(st, "Events", queue.Events(cfg.Prefix()))
@@ -236,6 +239,22 @@ func (s *Stack) secrets() {
 		rotationNotApplicable(sec, "source "+src.Name)
 		s.SourceSecrets[src.Name] = sec.SecretArn()
 	}
+	for _, src := range s.Config.Sources {
+		t := src.Truth
+		switch {
+		case t == nil:
+		case t.SecretArn != "":
+			s.TruthSecrets[src.Name] = jsii.String(t.SecretArn)
+		case t.Secret || t.Kind == "stripe":
+			sec := awssecretsmanager.NewSecret(s.Stack, jsii.String("TruthSecret"+pascal(src.Name)), &awssecretsmanager.SecretProps{
+				SecretName: jsii.String("webhooks/" + s.Config.Stage + "/truth/" + src.Name),
+				Description: jsii.String("API key the reconciler uses to read source " + src.Name + "'s current facts (" + t.Kind +
+					"; for Stripe a restricted key that can read events). Created with a random placeholder: put the key here."),
+			})
+			rotationNotApplicable(sec, "source-of-truth "+src.Name)
+			s.TruthSecrets[src.Name] = sec.SecretArn()
+		}
+	}
 	for _, e := range s.Config.Effects {
 		switch {
 		case e.SecretArn != "":
@@ -267,33 +286,31 @@ const placeholderARN = "arn:aws:secretsmanager:us-east-1:000000000000:secret:pla
 // sourcesDocument renders SOURCES as package source reads it, after
 // checking it with source.Parse.
 func (s *Stack) sourcesDocument() (*string, error) {
-	type doc struct {
-		Name             string            `json:"name"`
-		Kind             string            `json:"kind"`
-		Secrets          []string          `json:"secrets"`
-		ToleranceSeconds int               `json:"tolerance_seconds,omitempty"`
-		MaxBodyBytes     int               `json:"max_body_bytes,omitempty"`
-		Options          map[string]string `json:"options,omitempty"`
-	}
-	render := func(arn func(string) string) ([]byte, error) {
-		var out struct {
-			Sources []doc `json:"sources"`
-		}
+	render := func(arn func(map[string]*string, string) string) ([]byte, error) {
+		doc := struct {
+			Sources []source.Source `json:"sources"`
+		}{}
 		for _, src := range s.Config.Sources {
-			secrets := []string{}
+			out := source.Source{Name: src.Name, Kind: src.Kind, Secrets: []string{},
+				ToleranceSeconds: src.ToleranceSeconds, MaxBodyBytes: src.MaxBodyBytes, Options: src.Options}
 			if _, ok := s.SourceSecrets[src.Name]; ok {
-				secrets = append(secrets, arn(src.Name))
+				out.Secrets = append(out.Secrets, arn(s.SourceSecrets, src.Name))
 			}
-			out.Sources = append(out.Sources, doc{Name: src.Name, Kind: src.Kind, Secrets: secrets,
-				ToleranceSeconds: src.ToleranceSeconds, MaxBodyBytes: src.MaxBodyBytes, Options: src.Options})
+			if t := src.Truth; t != nil {
+				out.Truth = &source.Truth{Kind: t.Kind, URL: t.URL, LookbackMinutes: t.LookbackMinutes}
+				if _, ok := s.TruthSecrets[src.Name]; ok {
+					out.Truth.Secret = arn(s.TruthSecrets, src.Name)
+				}
+			}
+			doc.Sources = append(doc.Sources, out)
 		}
-		return json.Marshal(out)
+		return json.Marshal(doc)
 	}
-	check, _ := render(func(string) string { return placeholderARN })
+	check, _ := render(func(map[string]*string, string) string { return placeholderARN })
 	if _, err := source.Parse(check); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeySources, err)
 	}
-	b, err := render(func(name string) string { return *s.SourceSecrets[name] })
+	b, err := render(func(m map[string]*string, name string) string { return *m[name] })
 	return jsii.String(string(b)), err
 }
 
@@ -450,22 +467,29 @@ func (s *Stack) grants() {
 	di.grantOn([]string{ddbGet, ddbUpdate}, table)
 	ef.Queue.Grant(di.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes), jsii.String(sqsVisibility))
 
-	// reconciler: sweeps the due index (and reads partitions of the table),
-	// repairs rows, re-enqueues, reads queue depths and drains the events DLQ.
-	re.grantOn([]string{ddbQuery}, table, dueIndex)
+	// reconciler (pkg/reconciler): every sweep (ListDue, ListDueIntents,
+	// ListOpen) queries the due index only; GiveUp is UpdateItem, a missed
+	// event found at the source of truth is Accepted (UpdateItem + PutItem
+	// chunks), GetProjection is GetItem. It re-enqueues events and
+	// re-announces intents (SendMessage/SendMessageBatch), reads both DLQs'
+	// depths, and sweeps the events DLQ (receive, delete what is finished).
+	re.grantOn([]string{ddbQuery}, dueIndex)
 	re.grantOn([]string{ddbGet, ddbPut, ddbUpdate}, table)
-	ev.Queue.Grant(re.Role, jsii.String(sqsSend), jsii.String(sqsAttributes))
-	ef.Queue.Grant(re.Role, jsii.String(sqsSend), jsii.String(sqsAttributes))
+	ev.Queue.Grant(re.Role, jsii.String(sqsSend))
+	ef.Queue.Grant(re.Role, jsii.String(sqsSend))
 	ef.DLQ.Grant(re.Role, jsii.String(sqsAttributes))
-	ev.DLQ.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsVisibility), jsii.String(sqsAttributes))
+	ev.DLQ.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
 
-	// Secrets: read-only, and only where the code reads them. The source
-	// secrets verify signatures (intake) and may hold a source-of-truth API
-	// key (reconciler); the processor reads none.
-	var sourceArns, effectArns []*string
+	// Secrets: read-only, and only where the code reads them: signing
+	// secrets in intake, source-of-truth keys in the reconciler, effect
+	// tokens in the dispatcher; the processor reads none.
+	var sourceArns, truthArns, effectArns []*string
 	for _, src := range s.Config.Sources {
 		if arn, ok := s.SourceSecrets[src.Name]; ok {
 			sourceArns = append(sourceArns, arn)
+		}
+		if arn, ok := s.TruthSecrets[src.Name]; ok {
+			truthArns = append(truthArns, arn)
 		}
 	}
 	for _, e := range s.Config.Effects {
@@ -475,7 +499,9 @@ func (s *Stack) grants() {
 	}
 	if len(sourceArns) > 0 {
 		in.grantOn([]string{getSecret}, sourceArns...)
-		re.grantOn([]string{getSecret}, sourceArns...)
+	}
+	if len(truthArns) > 0 {
+		re.grantOn([]string{getSecret}, truthArns...)
 	}
 	if len(effectArns) > 0 {
 		di.grantOn([]string{getSecret}, effectArns...)
@@ -595,6 +621,9 @@ func (s *Stack) outputs(topicArn *string, dashboardName *string) {
 		out("SourceUrl"+pascal(src.Name), "Webhook URL to give "+src.Kind+" for source "+src.Name, jsii.String(*base+src.Name))
 		if arn, ok := s.SourceSecrets[src.Name]; ok {
 			out("SourceSecretArn"+pascal(src.Name), "Secret that holds the signing secret of source "+src.Name, arn)
+		}
+		if arn, ok := s.TruthSecrets[src.Name]; ok {
+			out("TruthSecretArn"+pascal(src.Name), "Secret that holds the API key of source "+src.Name+"'s source of truth", arn)
 		}
 	}
 	out("TableName", "Ledger table", s.Table.TableName())

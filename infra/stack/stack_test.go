@@ -16,7 +16,6 @@ import (
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/queue"
-	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 func TestCdkJSONContextIsTheDocumentedDevDefault(t *testing.T) {
@@ -228,18 +227,23 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 				}
 			}
 			renv := s.env(t, stack.Reconciler)
-			if _, err := source.Load(getenv(renv)); err != nil {
-				t.Fatalf("reconciler SOURCES: %v", err)
+			rc, err := config.LoadReconciler(getenv(renv))
+			if err != nil {
+				t.Fatalf("reconciler: %v", err)
 			}
-			for k, want := range map[string]string{
-				"EVENTS_QUEUE_URL": ev.Name, "EVENTS_DLQ_URL": ev.DLQName(), "EFFECTS_QUEUE_URL": ef.Name, "EFFECTS_DLQ_URL": ef.DLQName(),
+			for got, want := range map[string]string{
+				rc.EventsQueueURL: ev.Name, rc.EventsDLQURL: ev.DLQName(), rc.EffectsQueueURL: ef.Name, rc.EffectsDLQURL: ef.DLQName(),
 			} {
-				if !strings.HasSuffix(renv[k], "/"+want) {
-					t.Errorf("reconciler %s = %q", k, renv[k])
+				if !strings.HasSuffix(got, "/"+want) {
+					t.Errorf("reconciler queue %q, want .../%s", got, want)
 				}
 			}
-			if renv["RECONCILE_STUCK_SECONDS"] != "300" || renv["RECONCILE_MAX_ITEMS"] != "500" || renv["RECONCILE_BUDGET_SECONDS"] != "90" {
-				t.Errorf("reconciler settings %v", renv)
+			if rc.StuckAfter.Seconds() != 300 || rc.MaxItems != 500 || rc.Budget.Seconds() != 90 {
+				t.Errorf("reconciler settings %+v", rc)
+			}
+			if src, _ := rc.Sources.Lookup("stripe"); variant == "full" && (src.Truth == nil || src.Truth.Kind != "stripe" ||
+				!strings.HasPrefix(src.Truth.Secret, "arn:aws:secretsmanager:")) {
+				t.Errorf("stripe source of truth %+v", src.Truth)
 			}
 			if budget, _ := strconv.Atoi(renv["RECONCILE_BUDGET_SECONDS"]); float64(budget) >= stack.ReconcilerTimeout.Seconds() {
 				t.Errorf("budget %d s does not fit the %v timeout", budget, stack.ReconcilerTimeout)
@@ -470,8 +474,8 @@ func TestReconcilerRunsEveryFiveMinutesOnceItsCodeExists(t *testing.T) {
 }
 
 func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T) {
-	// GIVEN the full stack: source stripe (created), shop (given ARN), ses
-	// (SNS, needs none);
+	// GIVEN the full stack: source stripe (created, with a Stripe source of
+	// truth), shop (given ARN), ses (SNS, needs none);
 	// effects refund (created), notify (given), suppression.add (none)
 	s := fullStack(t)
 	names := map[string]bool{}
@@ -479,7 +483,7 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 		names[props(sec)["Name"].(string)] = true
 	}
 	// THEN only the secrets without an ARN are created, named by stage
-	if !reflect.DeepEqual(keys(names), []string{"webhooks/dev/effect/refund", "webhooks/dev/source/stripe"}) {
+	if !reflect.DeepEqual(keys(names), []string{"webhooks/dev/effect/refund", "webhooks/dev/source/stripe", "webhooks/dev/truth/stripe"}) {
 		t.Fatalf("secrets %v", keys(names))
 	}
 	// AND GetSecretValue is granted on exactly the secrets each function reads
@@ -496,7 +500,7 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 	slices.Sort(sources)
 	slices.Sort(effects)
 	for fn, want := range map[string][]string{
-		stack.Intake: sources, stack.Reconciler: sources, stack.Dispatcher: effects, stack.Processor: nil,
+		stack.Intake: sources, stack.Reconciler: {created("webhooks/dev/truth/stripe")}, stack.Dispatcher: effects, stack.Processor: nil,
 	} {
 		got := s.roleActions(t, s.roleOf(t, fn))["secretsmanager:GetSecretValue"]
 		if !slices.Equal(got, want) {
@@ -515,7 +519,7 @@ var allowed = map[string][]string{
 	stack.Dispatcher: {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"},
 	stack.Reconciler: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
-		"secretsmanager:GetSecretValue", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},
+		"secretsmanager:GetSecretValue", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},
 }
 
 // xray is what active tracing adds (AWS allows no narrower resource).
@@ -554,28 +558,29 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 					}
 				}
 				// AND the allowlist is not wider than needed (the default
-				// stack, with no effects, reads no effect secrets)
+				// stack, with no effects and no source of truth, reads no
+				// effect or truth secrets)
 				want := slices.Clone(allow)
-				if variant == "default" && fn == stack.Dispatcher {
+				if variant == "default" && (fn == stack.Dispatcher || fn == stack.Reconciler) {
 					want = slices.DeleteFunc(want, func(a string) bool { return a == "secretsmanager:GetSecretValue" })
 				}
 				if got := keys(acts); !slices.Equal(got, sorted(want)) {
 					t.Errorf("%s actions %v, want %v", fn, got, sorted(want))
 				}
 			}
-			// AND DynamoDB is granted on the ledger table only, Query also on
-			// the due index, never on other indexes
+			// AND DynamoDB is granted on the ledger table only, Query on the
+			// due index only (every sweep reads it), never on other indexes
 			re := s.roleActions(t, s.roleOf(t, stack.Reconciler))
 			var tableID string
 			for id := range s.ofType("AWS::DynamoDB::Table") {
 				tableID = id
 			}
-			if want := []string{"{" + tableID + "}", "{" + tableID + "}/index/" + ledger.DueIndex}; !slices.Equal(re["dynamodb:Query"], want) {
+			if want := []string{"{" + tableID + "}/index/" + ledger.DueIndex}; !slices.Equal(re["dynamodb:Query"], want) {
 				t.Errorf("reconciler Query on %v, want %v", re["dynamodb:Query"], want)
 			}
-			for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher} {
+			for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
 				for a, rs := range s.roleActions(t, s.roleOf(t, fn)) {
-					if strings.HasPrefix(a, "dynamodb:") && !slices.Equal(rs, []string{"{" + tableID + "}"}) {
+					if strings.HasPrefix(a, "dynamodb:") && a != "dynamodb:Query" && !slices.Equal(rs, []string{"{" + tableID + "}"}) {
 						t.Errorf("%s: %s on %v", fn, a, rs)
 					}
 				}
@@ -746,7 +751,7 @@ func TestOutputsNameTheURLsTableQueuesAndDashboard(t *testing.T) {
 	if _, ok := s.outputs["SourceSecretArnSes"]; ok {
 		t.Error("an SNS source has no secret to output")
 	}
-	for _, id := range []string{"WebhookBaseUrl", "SourceUrlStripe", "SourceUrlShop", "SourceUrlSes", "SourceSecretArnStripe", "SourceSecretArnShop",
+	for _, id := range []string{"WebhookBaseUrl", "SourceUrlStripe", "SourceUrlShop", "SourceUrlSes", "SourceSecretArnStripe", "SourceSecretArnShop", "TruthSecretArnStripe",
 		"TableName", "EventsQueueUrl", "EventsDlqUrl", "EffectsQueueUrl", "EffectsDlqUrl", "DashboardUrl", "AlarmTopicArn"} {
 		if _, ok := s.outputs[id]; !ok {
 			t.Errorf("output %s missing (have %v)", id, keys(s.outputs))
