@@ -152,6 +152,14 @@ func fullStack(t testing.TB) *synthed {
 	}, stack.Reconciler)
 }
 
+// stackOf returns the stack a table-driven case names: "default" or "full".
+func stackOf(t testing.TB, name string) *synthed {
+	if name == "full" {
+		return fullStack(t)
+	}
+	return defaultStack(t)
+}
+
 // ofType lists the resources of one type, by logical id.
 func (s *synthed) ofType(typ string) map[string]map[string]any {
 	out := map[string]map[string]any{}

@@ -148,10 +148,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 	for _, variant := range []string{"default", "full"} {
 		t.Run(variant, func(t *testing.T) {
 			// GIVEN a synthesized stack, with deployed values filled in
-			s := defaultStack(t)
-			if variant == "full" {
-				s = fullStack(t)
-			}
+			s := stackOf(t, variant)
 			ev, ef := queue.Events(s.stack.Config.Prefix()), queue.Effects(s.stack.Config.Prefix())
 			for _, name := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
 				env := s.env(t, name)
@@ -395,10 +392,7 @@ func TestEventSourceMappingsReportPartialFailuresWithBoundedConcurrency(t *testi
 	}{{"default", false}, {"full", true}} {
 		t.Run(c.variant, func(t *testing.T) {
 			// GIVEN a stack with (full) or without (default) effects
-			s := defaultStack(t)
-			if c.variant == "full" {
-				s = fullStack(t)
-			}
+			s := stackOf(t, c.variant)
 			maps := s.ofType("AWS::Lambda::EventSourceMapping")
 			if len(maps) != 2 {
 				t.Fatalf("%d mappings", len(maps))
@@ -444,10 +438,7 @@ func TestReconcilerRunsEveryFiveMinutesOnceItsCodeExists(t *testing.T) {
 	}{{"default", "ENABLED"}, {"full", "DISABLED"}} {
 		t.Run(c.variant, func(t *testing.T) {
 			// GIVEN a stack whose reconciler is built (default) or not yet (full)
-			s := defaultStack(t)
-			if c.variant == "full" {
-				s = fullStack(t)
-			}
+			s := stackOf(t, c.variant)
 			reID, _ := s.function(t, stack.Reconciler)
 			rules := s.ofType("AWS::Events::Rule")
 			if len(rules) != 1 {
@@ -529,10 +520,7 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 	for _, variant := range []string{"default", "full"} {
 		t.Run(variant, func(t *testing.T) {
 			// GIVEN a synthesized stack
-			s := defaultStack(t)
-			if variant == "full" {
-				s = fullStack(t)
-			}
+			s := stackOf(t, variant)
 			for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
 				roleID := s.roleOf(t, fn)
 				role := props(s.res[roleID])
@@ -599,10 +587,7 @@ func TestCdkNagAwsSolutionsReportsNoUnsuppressedFinding(t *testing.T) {
 	for _, variant := range []string{"default", "full"} {
 		t.Run(variant, func(t *testing.T) {
 			// GIVEN a stack checked by cdk-nag as the app checks it
-			s := defaultStack(t)
-			if variant == "full" {
-				s = fullStack(t)
-			}
+			s := stackOf(t, variant)
 			ann := assertions.Annotations_FromStack(s.stack.Stack)
 			// THEN no AwsSolutions rule reports an error or a warning
 			for _, kind := range []string{"error", "warning"} {
