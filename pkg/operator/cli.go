@@ -278,12 +278,14 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 		return nil, fmt.Errorf("%w: --retention-days must be at least 4", ErrConfig)
 	}
 	if s.Actor == "" {
+		// Only the commands that write need it (App.actor says so then).
 		user := env.Getenv("USER")
-		host, err := env.Hostname()
-		if user == "" || err != nil || host == "" {
-			return nil, fmt.Errorf("%w: cannot tell who you are ($USER or the hostname is missing): set --actor", ErrConfig)
+		if user == "" {
+			user = env.Getenv("LOGNAME")
 		}
-		s.Actor = user + "@" + host
+		if host, err := env.Hostname(); user != "" && err == nil && host != "" {
+			s.Actor = user + "@" + host
+		}
 	}
 	if env.Connect == nil {
 		return nil, fmt.Errorf("%w: no way to connect", ErrConfig)

@@ -92,10 +92,6 @@ func TestMissingConfigurationIsAUsageError(t *testing.T) {
 		t.Fatalf("no table: exit %d %q", code, errOut.String())
 	}
 	errOut.Reset()
-	if code := operator.Run(context.Background(), []string{"--table", "t", "stats"}, env); code != 2 ||
-		errOut.String() != "webhookctl: configuration: cannot tell who you are ($USER or the hostname is missing): set --actor\n" {
-		t.Fatalf("no actor: exit %d %q", code, errOut.String())
-	}
 	// No URL and no prefix: the queue cannot be found, and nothing is replayed.
 	f := newFixture(t)
 	f.dead("stripe", "evt_1", "invoice.paid")
@@ -111,6 +107,29 @@ func TestMissingConfigurationIsAUsageError(t *testing.T) {
 	}
 	if ev := f.event("stripe", "evt_1"); ev.Status != ledger.StatusDead {
 		t.Fatalf("replayed without a queue to enqueue on: %s", ev.Status)
+	}
+	// Reads need no identity; writes do.
+	env2.Getenv = func(k string) string { return map[string]string{"TABLE_NAME": "ledger"}[k] }
+	o2.Reset()
+	e2.Reset()
+	if code := operator.Run(context.Background(), []string{"events", "list", "--status", "DEAD"}, env2); code != 0 || !strings.Contains(o2.String(), "evt_1") {
+		t.Fatalf("a read without $USER: exit %d %q", code, e2.String())
+	}
+	for _, args := range [][]string{
+		{"--prefix", f.Prefix, "replay", "stripe", "evt_1", "--reason", "x"},
+		{"--prefix", f.Prefix, "replay", "--status", "DEAD", "--reason", "x"},
+		{"quarantine", "stripe", "evt_1", "--reason", "x"},
+		{"release", "stripe", "evt_1", "--reason", "x"},
+		{"intents", "resolve", "op", "--outcome", "failed", "--reason", "x"},
+	} {
+		e2.Reset()
+		if code := operator.Run(context.Background(), args, env2); code != 2 ||
+			e2.String() != "webhookctl: configuration: cannot tell who you are for the audit trail ($USER or the hostname is missing): set --actor\n" {
+			t.Fatalf("%v without an actor: exit %d %q", args, code, e2.String())
+		}
+	}
+	if ev := f.event("stripe", "evt_1"); len(ev.Audit) != 3 {
+		t.Fatalf("written without an actor: %v", actions(ev.Audit))
 	}
 }
 

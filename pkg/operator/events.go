@@ -52,10 +52,11 @@ type eventList struct {
 }
 
 // EventsList lists events. Open statuses come from the due index, oldest
-// first; SINCE is the item's due-index time: acceptance (or replay) for
-// RECEIVED, when the lease expires for PROCESSING, when the retry is due for
-// RETRY_WAIT, when it started waiting for DEAD and QUARANTINED. With Scan
-// the table is scanned (bounded by Limit) and SINCE is the reception time.
+// first; SINCE is the item's due-index time (ledger.OpenItem.Since):
+// acceptance (or replay) for RECEIVED, when the retry is due for RETRY_WAIT,
+// when it started waiting for DEAD and QUARANTINED, and for PROCESSING
+// whatever due time the ledger keeps for a leased item. With Scan the table
+// is scanned (bounded by Limit) and SINCE is the reception time.
 func (a *App) EventsList(ctx context.Context, q EventQuery) error {
 	if q.Limit <= 0 {
 		q.Limit = 50

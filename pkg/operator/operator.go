@@ -92,6 +92,14 @@ type App struct {
 
 func (a *App) now() time.Time { return a.Clock.Now().UTC() }
 
+// actor is who the audit names; commands that write call it first.
+func (a *App) actor() (string, error) {
+	if a.Actor == "" {
+		return "", fmt.Errorf("%w: cannot tell who you are for the audit trail ($USER or the hostname is missing): set --actor", ErrConfig)
+	}
+	return a.Actor, nil
+}
+
 func (a *App) errOut() io.Writer {
 	if a.Err != nil {
 		return a.Err

@@ -89,6 +89,9 @@ func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason strin
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
 	}
+	if _, err := a.actor(); err != nil {
+		return err
+	}
 	url, err := a.queueURL(ctx, qEvents)
 	if err != nil {
 		return err
@@ -222,6 +225,11 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 	}
 	if q.Reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail of every event replayed", ErrUsage)
+	}
+	if !q.DryRun {
+		if _, err := a.actor(); err != nil {
+			return err
+		}
 	}
 	if q.Interval <= 0 {
 		q.Interval = 200 * time.Millisecond

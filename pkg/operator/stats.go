@@ -59,7 +59,7 @@ type Stats struct {
 	// RETRY_WAIT). Attention: DEAD and QUARANTINED, waiting for an operator.
 	Unfinished map[string]Count `json:"unfinished"`
 	Attention  map[string]Count `json:"attention"`
-	Oldest     *Oldest          `json:"oldest_unfinished"`
+	Oldest     *Oldest          `json:"oldest_open"`
 	Intents    map[string]Count `json:"intents"`
 	DLQ        []DLQDepth       `json:"dlq"`
 	Cap        int              `json:"cap"`
@@ -127,14 +127,14 @@ func (a *App) printStats(s Stats) {
 	for _, st := range workStatuses {
 		fmt.Fprintf(w, "  %-13s %s\n", st, s.Unfinished[string(st)])
 	}
-	if o := s.Oldest; o != nil {
-		fmt.Fprintf(w, "oldest unfinished  %s: %s/%s %s since %s\n", age(time.Duration(o.AgeSeconds)*time.Second), o.Source, o.EventID, o.Status, stamp(o.Since))
-	} else {
-		fmt.Fprintln(w, "oldest unfinished  none")
-	}
 	fmt.Fprintln(w, "events waiting for an operator")
 	for _, st := range []ledger.Status{ledger.StatusDead, ledger.StatusQuarantined} {
 		fmt.Fprintf(w, "  %-13s %s\n", st, s.Attention[string(st)])
+	}
+	if o := s.Oldest; o != nil {
+		fmt.Fprintf(w, "oldest open event  %s: %s/%s %s since %s\n", age(time.Duration(o.AgeSeconds)*time.Second), o.Source, o.EventID, o.Status, stamp(o.Since))
+	} else {
+		fmt.Fprintln(w, "oldest open event  none")
 	}
 	fmt.Fprintln(w, "outbox intents")
 	for _, st := range ledger.OpenIntentStatuses {

@@ -38,10 +38,10 @@ events accepted but not finished
   RECEIVED      3
   PROCESSING    0
   RETRY_WAIT    0
-oldest unfinished  1h03m: stripe/evt_recv RECEIVED since 2026-11-30T12:00:00Z
 events waiting for an operator
   DEAD          1
   QUARANTINED   1
+oldest open event  1h03m: stripe/evt_recv RECEIVED since 2026-11-30T12:00:00Z
 outbox intents
   PENDING       1
   DISPATCHING   2
