@@ -139,7 +139,7 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 		TableName: aws.String(l.opts.Table),
 		Key:       eventKey(source, eventID),
 		UpdateExpression: aws.String("SET #status = :proc, lease_owner = :owner, lease_token = :tok, lease_expires_at = :exp, " +
-			"due_shard = :shard, due_at = :exp, " + attempts + ", total_attempts = total_attempts + :one, " +
+			"due_shard = :shard, " + attempts + ", total_attempts = total_attempts + :one, " +
 			"audit = list_append(audit, :audit) REMOVE next_attempt_at"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            map[string]string{"#status": "status"},

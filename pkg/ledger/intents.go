@@ -230,7 +230,7 @@ func (l *Ledger) claimIntentFrom(ctx context.Context, op string, from IntentStat
 		TableName: aws.String(l.opts.Table),
 		Key:       intentKey(op),
 		UpdateExpression: aws.String("SET #status = :disp, lease_owner = :owner, lease_token = :tok, lease_expires_at = :exp, " +
-			"due_shard = :shard, due_at = :exp, attempts = if_not_exists(attempts, :zero) + :one, " +
+			"due_shard = :shard, attempts = if_not_exists(attempts, :zero) + :one, " +
 			"first_attempt_at = if_not_exists(first_attempt_at, :now), " +
 			"audit = list_append(if_not_exists(audit, :empty), :audit) REMOVE next_attempt_at, next_check_at"),
 		ConditionExpression:                 aws.String(cond),

@@ -95,3 +95,26 @@ func TestListOpenFindsQuarantinedIntents(t *testing.T) {
 		t.Fatalf("quarantined intent in the work query: %+v", due)
 	}
 }
+
+// A claim leaves the item's index key alone (no delete+put of the index
+// entry); the leased item is due only once its lease has expired.
+func TestLeasedEventIsDueOnlyAfterItsLease(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	if _, err := f.L.Accept(ctx, delivery("evt_l", `{"id":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.L.Claim(ctx, "stripe", "evt_l", ledger.ClaimOptions{Owner: "p", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := f.L.ListDue(ctx, t0.Add(59*time.Second), 10); err != nil || len(due) != 0 {
+		t.Fatalf("live lease listed as due: %+v %v", due, err)
+	}
+	due, err := f.L.ListDue(ctx, t0.Add(61*time.Second), 10)
+	if err != nil || len(due) != 1 || due[0].Status != ledger.StatusProcessing || !due[0].DueAt.Equal(t0) {
+		t.Fatalf("expired lease not due: %+v %v", due, err)
+	}
+	if open, _ := f.L.ListOpen(ctx, "event", 10); len(open) != 1 || open[0].Status != "PROCESSING" {
+		t.Fatalf("open: %+v", open)
+	}
+}

@@ -46,7 +46,7 @@ func TableSchema(name string) *dynamodb.CreateTableInput {
 // DueIndexAttributes are the non-key attributes the due index projects
 // (INCLUDE): what ListDue, ListDueIntents and ListOpen read. The CDK stack
 // declares the same list.
-var DueIndexAttributes = []string{"item", "source", "event_id", "status", "received_at", "operation_id", "event_type", "kind", "attempts", "error_code"}
+var DueIndexAttributes = []string{"item", "source", "event_id", "status", "received_at", "operation_id", "event_type", "kind", "attempts", "error_code", "lease_expires_at"}
 
 // CreateTable creates the ledger table (for tests and the local stack; in AWS
 // the CDK stack owns it).

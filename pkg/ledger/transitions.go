@@ -251,7 +251,11 @@ func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Tim
 	if limit <= 0 {
 		limit = 1
 	}
-	vals := map[string]types.AttributeValue{":b": nv(ms(before)), ":kind": sv(kind)}
+	// A claim does not move an item on the index (that would be a delete and
+	// a put of the index entry: two write units): a leased item keeps the
+	// due_at it had, and is due only once its lease has expired.
+	vals := map[string]types.AttributeValue{":b": nv(ms(before)), ":kind": sv(kind),
+		":leased": sv(string(StatusProcessing)), ":dispatching": sv(string(IntentStatusDispatching))}
 	var in []string
 	for i, st := range statuses {
 		k := ":st" + strconv.Itoa(i)
@@ -267,7 +271,7 @@ func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Tim
 				TableName:                 aws.String(l.opts.Table),
 				IndexName:                 aws.String(DueIndex),
 				KeyConditionExpression:    aws.String("due_shard = :s AND due_at <= :b"),
-				FilterExpression:          aws.String("#item = :kind AND #status IN (" + join(in) + ")"),
+				FilterExpression:          aws.String("#item = :kind AND #status IN (" + join(in) + ") AND NOT (#status IN (:leased, :dispatching) AND lease_expires_at > :b)"),
 				ExpressionAttributeNames:  map[string]string{"#item": "item", "#status": "status"},
 				ExpressionAttributeValues: vals,
 				ExclusiveStartKey:         start,
