@@ -34,10 +34,7 @@ func (a *App) Quarantine(ctx context.Context, source, eventID, reason string) er
 	if err != nil {
 		return err
 	}
-	from := ""
-	if n := len(ev.Audit); n > 0 {
-		from = string(ev.Audit[n-1].From)
-	}
+	from := lastFrom(ev.Audit)
 	if a.JSON {
 		return a.printJSON(holdJSON{Source: source, EventID: eventID, From: from, Status: string(ev.Status), Actor: a.Actor, Reason: reason})
 	}
@@ -261,13 +258,19 @@ func (a *App) IntentsResolve(ctx context.Context, op, outcome, reason string) er
 	if err != nil {
 		return err
 	}
-	from := ""
-	if n := len(in.Audit); n > 0 {
-		from = string(in.Audit[n-1].From)
-	}
+	from := lastFrom(in.Audit)
 	if a.JSON {
 		return a.printJSON(resolveJSON{OperationID: op, From: from, Status: string(in.Status), Actor: a.Actor, Reason: reason, ExpiresAt: in.ExpiresAt})
 	}
 	fmt.Fprintf(a.Out, "resolved intent %s: %s -> %s (audit: resolve by %s: %s); it expires %s\n", op, from, in.Status, a.Actor, reason, stamp(in.ExpiresAt))
 	return nil
+}
+
+// lastFrom is the from-state of the newest audit entry: the state an
+// operator action found.
+func lastFrom(trail []ledger.AuditEntry) string {
+	if n := len(trail); n > 0 {
+		return string(trail[n-1].From)
+	}
+	return ""
 }

@@ -137,35 +137,21 @@ func TestMissingConfigurationIsAUsageError(t *testing.T) {
 // DEV_SQS_ADDR), its table and its queue names, through operator.Connect.
 func TestLocalTargetsTheDevStack(t *testing.T) {
 	ctx := context.Background()
-	d := localaws.NewDynamo()
-	t.Cleanup(d.Close)
-	sq, err := localaws.StartSQS("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ledger.CreateTable(ctx, d.Client(), operator.LocalTable); err != nil {
-		t.Fatal(err)
-	}
-	events, err := queue.Create(ctx, sq.Client(), queue.Events(operator.LocalPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := queue.Create(ctx, sq.Client(), queue.Effects(operator.LocalPrefix)); err != nil {
-		t.Fatal(err)
-	}
-	drain(t, sq.Client(), events.DLQ) // goaws keeps queues for the whole test binary (-count)
-	l, err := ledger.New(d.Client(), ledger.Options{Table: operator.LocalTable})
+	e := newEmulated(t, operator.LocalTable, operator.LocalPrefix)
+	events := e.Events
+	drain(t, e.SQS, events.DLQ) // goaws keeps queues for the whole test binary (-count)
+	l, err := ledger.New(e.DB, ledger.Options{Table: operator.LocalTable})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: "evt_local", EventType: "invoice.paid", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := (queue.Sender{Client: sq.Client(), URL: events.DLQ}).Send(ctx, queue.Pointer{Source: "stripe", EventID: "evt_local"}); err != nil {
+	if err := (queue.Sender{Client: e.SQS, URL: events.DLQ}).Send(ctx, queue.Pointer{Source: "stripe", EventID: "evt_local"}); err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]string{
-		"DEV_DYNAMODB_ADDR": strings.TrimPrefix(d.URL, "http://"), "DEV_SQS_ADDR": strings.TrimPrefix(sq.URL, "http://"), "USER": "alice",
+		"DEV_DYNAMODB_ADDR": strings.TrimPrefix(e.DynamoURL, "http://"), "DEV_SQS_ADDR": strings.TrimPrefix(e.SQSURL, "http://"), "USER": "alice",
 	}
 	var out, errOut bytes.Buffer
 	env := operator.Env{Getenv: func(k string) string { return vars[k] }, Hostname: func() (string, error) { return "h", nil },
@@ -184,22 +170,10 @@ func TestLocalTargetsTheDevStack(t *testing.T) {
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
 func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 	ctx := context.Background()
-	d := localaws.NewDynamo()
-	t.Cleanup(d.Close)
-	sq, err := localaws.StartSQS("")
-	if err != nil {
-		t.Fatal(err)
-	}
 	table := localaws.UniqueName("chain")
-	if err := ledger.CreateTable(ctx, d.Client(), table); err != nil {
-		t.Fatal(err)
-	}
-	prefix := localaws.UniqueName("chain") + "-"
-	events, err := queue.Create(ctx, sq.Client(), queue.Events(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(d.Client(), ledger.Options{Table: table})
+	e := newEmulated(t, table, localaws.UniqueName("chain")+"-")
+	events := e.Events
+	l, err := ledger.New(e.DB, ledger.Options{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +181,7 @@ func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": d.URL, "AWS_ENDPOINT_URL_SQS": sq.URL, "AWS_REGION": localaws.Region,
+		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoURL, "AWS_ENDPOINT_URL_SQS": e.SQSURL, "AWS_REGION": localaws.Region,
 		"AWS_ACCESS_KEY_ID": localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY": localaws.FakeSecretKey, "AWS_SESSION_TOKEN": "",
 		"AWS_PROFILE": "", "AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
 		"AWS_EC2_METADATA_DISABLED": "true", "TABLE_NAME": table, "EVENTS_QUEUE_URL": events.Queue, "USER": "alice",

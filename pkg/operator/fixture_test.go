@@ -38,7 +38,15 @@ type fixture struct {
 	Env map[string]string
 }
 
-func newFixture(t *testing.T) *fixture {
+// emulated is a ledger table and the two queue pairs on the emulators.
+type emulated struct {
+	DynamoURL, SQSURL string
+	DB                *dynamodb.Client
+	SQS               *sqs.Client
+	Events, Effects   queue.URLs
+}
+
+func newEmulated(t *testing.T, table, prefix string) emulated {
 	t.Helper()
 	ctx := context.Background()
 	d := localaws.NewDynamo()
@@ -47,18 +55,27 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, DB: d.Client(), SQS: sq.Client(), Clock: ledger.NewManualClock(t0), Prefix: localaws.UniqueName("op") + "-"}
-	if err := ledger.CreateTable(ctx, f.DB, "ledger"); err != nil {
+	e := emulated{DynamoURL: d.URL, SQSURL: sq.URL, DB: d.Client(), SQS: sq.Client()}
+	if err := ledger.CreateTable(ctx, e.DB, table); err != nil {
 		t.Fatal(err)
 	}
-	if f.Events, err = queue.Create(ctx, f.SQS, queue.Events(f.Prefix)); err != nil {
+	if e.Events, err = queue.Create(ctx, e.SQS, queue.Events(prefix)); err != nil {
 		t.Fatal(err)
 	}
-	if f.Effects, err = queue.Create(ctx, f.SQS, queue.Effects(f.Prefix)); err != nil {
+	if e.Effects, err = queue.Create(ctx, e.SQS, queue.Effects(prefix)); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	prefix := localaws.UniqueName("op") + "-"
+	e := newEmulated(t, "ledger", prefix)
+	f := &fixture{t: t, DB: e.DB, SQS: e.SQS, Clock: ledger.NewManualClock(t0), Prefix: prefix, Events: e.Events, Effects: e.Effects}
 	var mu sync.Mutex
 	n := 0
+	var err error
 	f.L, err = ledger.New(f.DB, ledger.Options{Table: "ledger", Clock: f.Clock, Actor: "intake", Tokens: func() string {
 		mu.Lock()
 		defer mu.Unlock()
