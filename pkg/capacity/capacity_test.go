@@ -61,3 +61,28 @@ func checkWriteUnits(t *testing.T, p capacity.Padding) {
 		t.Fatalf("a 64 KB event cannot cost less than a 4 KB one: %d vs %d", rows[2].ProcessedUnits(), rows[1].ProcessedUnits())
 	}
 }
+
+// The cost model's arithmetic, checked by hand for one workload: 1 M
+// events, no duplicates, no intents, batches of 10, 10 write units each.
+func TestCostPerMillionArithmetic(t *testing.T) {
+	lines := capacity.CostPerMillion(capacity.Workload{
+		WriteUnitsEvent: 10, BatchSize: 10, IntakeMs: 20, ProcessorMs: 100, MemoryMB: 1024, LogBytesPerEvent: 1000,
+	}, capacity.ListPrices)
+	want := map[string]float64{
+		"API Gateway HTTP API":    1.00,
+		"Lambda requests":         1.1 * 0.20,                     // 1 M intake + 0.1 M processor invocations
+		"Lambda duration (arm64)": (20000 + 10000) * 0.0000133334, // 1 M × 0.02 s + 0.1 M × 0.1 s, at 1 GB
+		"SQS":                     1.2 * 0.40,                     // send + receive and delete per batch of 10
+		"DynamoDB writes":         10 * 0.625,
+		"DynamoDB reads":          0,
+		"CloudWatch Logs":         0.5,
+	}
+	for _, l := range lines {
+		if d := l.USD - want[l.Component]; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: %.6f, want %.6f", l.Component, l.USD, want[l.Component])
+		}
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("lines %+v", lines)
+	}
+}
