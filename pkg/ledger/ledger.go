@@ -46,7 +46,7 @@ const (
 // this boundary; callers use errors.Is.
 var (
 	// ErrNotFound: no event item under that identity.
-	ErrNotFound = errors.New("ledger: event not found")
+	ErrNotFound = errors.New("ledger: not found")
 	// ErrNotClaimable: the event is in a state that cannot be claimed now
 	// (processed, quarantined, a live lease elsewhere, or a retry not yet due).
 	ErrNotClaimable = errors.New("ledger: event not claimable")

@@ -25,6 +25,7 @@ type OpenItem struct {
 	OperationID string // intents
 	IntentKind  string // intents
 	Status      string
+	ReceivedAt  time.Time // events: when intake accepted it
 	Since       time.Time
 	Attempts    int
 	ErrorCode   string
@@ -89,6 +90,7 @@ func (l *Ledger) ListOpen(ctx context.Context, kind string, limit int, statuses 
 			Status      string `dynamodbav:"status"`
 			Attempts    int    `dynamodbav:"attempts"`
 			ErrorCode   string `dynamodbav:"error_code"`
+			ReceivedAt  int64  `dynamodbav:"received_at"`
 		}
 		if err := attributevalue.UnmarshalMap(it.item, &r); err != nil {
 			return nil, fmt.Errorf("decode open item: %w", err)
@@ -96,6 +98,9 @@ func (l *Ledger) ListOpen(ctx context.Context, kind string, limit int, statuses 
 		oi := OpenItem{Kind: kind, Status: r.Status, Since: it.dueAt, Attempts: r.Attempts, ErrorCode: r.ErrorCode}
 		if kind == "event" {
 			oi.Source, oi.EventID, oi.EventType = r.Source, r.EventID, r.EventType
+			if r.ReceivedAt > 0 {
+				oi.ReceivedAt = fromMS(r.ReceivedAt)
+			}
 		} else {
 			oi.OperationID, oi.IntentKind = r.OperationID, r.Kind
 		}

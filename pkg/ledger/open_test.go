@@ -48,7 +48,7 @@ func TestListOpenFindsItemsWaitingForAnOperator(t *testing.T) {
 	if len(all) != 3 || got["evt_dead"].Status != "DEAD" || got["evt_quar"].Status != "QUARANTINED" || got["evt_new"].Status != "RECEIVED" {
 		t.Fatalf("open events: %+v", all)
 	}
-	if d := got["evt_dead"]; d.ErrorCode != "commit_failed" || d.Attempts != 1 || d.EventType != "customer.subscription.updated" || !d.Since.Equal(t0) {
+	if d := got["evt_dead"]; d.ErrorCode != "commit_failed" || d.Attempts != 1 || d.EventType != "customer.subscription.updated" || !d.Since.Equal(t0) || !d.ReceivedAt.Equal(t0) {
 		t.Fatalf("dead item: %+v", d)
 	}
 	if all[0].EventID != "evt_dead" {

@@ -44,11 +44,11 @@ func TestBadInputExitsNonZeroWithAClearError(t *testing.T) {
 		{[]string{"replay", "--status", "DEAD"}, 2, "webhookctl: usage: --reason is required: it goes into the audit trail of every event replayed"},
 		{[]string{"replay", "--status", "DEAD", "--reason", "x", "--rate", "0/s"}, 2, `webhookctl: usage: --rate "0/s": want a number between 0 and 1000 per second or minute, like 5/s`},
 		{[]string{"replay", "--status", "DEAD", "--reason", "x", "--checkpoint", notCP}, 2, "webhookctl: usage: " + notCP + " is not a webhookctl checkpoint"},
-		{[]string{"replay", "stripe", "evt_missing", "--reason", "x"}, 1, "webhookctl: replay stripe/evt_missing: ledger: event not found"},
+		{[]string{"replay", "stripe", "evt_missing", "--reason", "x"}, 1, "webhookctl: replay stripe/evt_missing: ledger: not found"},
 		{[]string{"quarantine", "stripe", "evt_1"}, 2, "webhookctl: usage: --reason is required"},
 		{[]string{"release", "stripe", "evt_1"}, 2, "webhookctl: usage: --reason is required"},
 		{[]string{"intents", "resolve", "op-1", "--outcome", "failed"}, 2, "webhookctl: usage: --reason is required: say what you verified downstream"},
-		{[]string{"intents", "show", "op-missing"}, 1, "webhookctl: get intent op-missing: ledger: event not found"},
+		{[]string{"intents", "show", "op-missing"}, 1, "webhookctl: get intent op-missing: ledger: not found"},
 		{[]string{"intents", "list", "--status", "SUCCEEDED"}, 2, `webhookctl: usage: unknown or finished intent status "SUCCEEDED"`},
 		{[]string{"--retention-days", "2", "stats"}, 2, "webhookctl: configuration: --retention-days must be at least 4"},
 	}

@@ -146,7 +146,7 @@ AT                    FROM        TO          ACTOR     ACTION  REASON
 		t.Fatalf("json: %v", got)
 	}
 	_, errOut, code := f.run("events", "show", "stripe", "evt_nope")
-	if code != 1 || errOut != "webhookctl: get event stripe/evt_nope: ledger: event not found\n" {
+	if code != 1 || errOut != "webhookctl: get event stripe/evt_nope: ledger: not found\n" {
 		t.Fatalf("missing event: exit %d %q", code, errOut)
 	}
 }

@@ -302,8 +302,8 @@ func (r *Reconciler) gauges(ctx context.Context, o Options, now time.Time, rep *
 	}
 	for _, e := range evs {
 		rep.EventsByStatus[e.Status]++
-		if e.Status != string(ledger.StatusDead) && e.Status != string(ledger.StatusQuarantined) && rep.OldestUnfinished == 0 {
-			rep.OldestUnfinished = max(now.Sub(e.Since), 0)
+		if e.Status != string(ledger.StatusDead) && e.Status != string(ledger.StatusQuarantined) && !e.ReceivedAt.IsZero() {
+			rep.OldestUnfinished = max(rep.OldestUnfinished, now.Sub(e.ReceivedAt))
 		}
 	}
 	ins, err := r.Ledger.ListOpen(ctx, "intent", o.MaxItems)
