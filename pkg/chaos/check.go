@@ -1,0 +1,294 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
+)
+
+// The invariants a violation is filed under (DESIGN.md §5).
+const (
+	I1      = "I1 nothing accepted is lost"
+	I2      = "I2 one effect per intent"
+	I3      = "I3 no regression / newest revision wins"
+	I5      = "I5 fenced completion"
+	I6      = "I6 auditable"
+	Harness = "harness error"
+)
+
+// Invariants lists them in report order.
+var Invariants = []string{I1, I2, I3, I5, I6, Harness}
+
+// Violation is one broken invariant with what the checker saw.
+type Violation struct {
+	Invariant string `json:"invariant"`
+	Detail    string `json:"detail"`
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+// observed is the final state of a run.
+type observed struct {
+	events      map[string]ledger.Event      // by event id
+	projections map[string]ledger.Projection // by subject
+	intents     []ledger.IntentState
+	effects     map[string]int // effective downstream calls per operation id
+	outbox      bool
+}
+
+// Ops returns the operation ids of a cancellation of subject at revision:
+// the refund's and the notification's (projection.Orders' keys).
+func Ops(subject string, revision int) (refund, notify string) {
+	rev := strconv.Itoa(revision)
+	return projection.OperationID(subject, "refund_due_to_cancellation", rev), projection.OperationID(subject, "notify_cancellation", rev)
+}
+
+// check compares a run's final state with the reference model.
+//
+// The model: per subject, the events accepted (a 2xx) and not left DEAD
+// for an operator; the highest revision R among them must be the
+// projection's version, with the state of the event(s) at R that were
+// applied (or found it already applied). A revision sent with two
+// different states is a contradiction: one of them may apply, the others
+// must be QUARANTINED (version_conflict), and nothing else is quarantined.
+// Effects: an operation id exists for each cancelled (subject, revision);
+// every event that applied a cancellation needs its refund and its
+// notification effective exactly once (an intent an operator must settle,
+// QUARANTINED or FAILED, may have 0 or 1); no key is ever effective twice,
+// and no key is effective without an applied cancellation.
+func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
+	var out []Violation
+	add := func(inv, format string, a ...any) { out = append(out, Violation{inv, fmt.Sprintf(format, a...)}) }
+	if !settled {
+		add(I1, "the run did not settle: work still unfinished after the queues were drained, time advanced and the reconciler run")
+	}
+
+	// The accepted facts, one per event id.
+	byID := map[string]Event{}
+	var ids []string
+	for i, e := range s.Events {
+		if i < len(accepted) && accepted[i] {
+			if _, dup := byID[e.ID]; !dup {
+				ids = append(ids, e.ID)
+			}
+			byID[e.ID] = e
+		}
+	}
+	sort.Strings(ids)
+
+	// I1 and the audit (I5, I6), event by event.
+	for _, id := range ids {
+		ev, ok := o.events[id]
+		if !ok {
+			add(I1, "event %s was answered 2xx but has no ledger row", id)
+			continue
+		}
+		switch ev.Status {
+		case ledger.StatusProcessed:
+		case ledger.StatusDead, ledger.StatusQuarantined:
+			if ev.ErrorCode == "" || len(ev.Audit) == 0 || ev.Audit[len(ev.Audit)-1].Reason == "" {
+				add(I1, "event %s is %s without a code or an audited reason for the operator", id, ev.Status)
+			}
+		default:
+			add(I1, "event %s ended %s: neither processed nor visibly stuck", id, ev.Status)
+		}
+		checkAudit(id, ev, add)
+	}
+
+	// I3: the final state of each subject against the model.
+	subjects := map[string][]Event{}
+	for _, id := range ids {
+		e := byID[id]
+		subjects[e.Subject] = append(subjects[e.Subject], e)
+	}
+	names := make([]string, 0, len(subjects))
+	for n := range subjects {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, subj := range names {
+		checkSubject(subj, subjects[subj], o, add)
+	}
+
+	// I2: effects.
+	type cancel struct {
+		subject  string
+		revision int
+	}
+	opOf := map[string]cancel{}
+	appliedCancel := map[string]string{} // op -> the event that applied it
+	for _, id := range ids {
+		e := byID[id]
+		if e.Status != "cancelled" {
+			continue
+		}
+		rf, nt := Ops(e.Subject, e.Revision)
+		opOf[rf], opOf[nt] = cancel{e.Subject, e.Revision}, cancel{e.Subject, e.Revision}
+		if ev, ok := o.events[id]; ok && ev.Status == ledger.StatusProcessed && ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied {
+			appliedCancel[rf], appliedCancel[nt] = id, id
+		}
+	}
+	intentOf := map[string]ledger.IntentState{}
+	for _, in := range o.intents {
+		intentOf[in.OperationID] = in
+	}
+	keys := make([]string, 0, len(o.effects))
+	for k := range o.effects {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		n := o.effects[k]
+		c, known := opOf[k]
+		switch {
+		case n > 1:
+			add(I2, "operation %s (%s r%d) was effective %d times downstream", short(k), c.subject, c.revision, n)
+		case n == 1 && !known:
+			add(I2, "operation %s was effective with no cancellation behind it", short(k))
+		}
+		if n >= 1 && known && appliedCancel[k] == "" {
+			add(I2, "operation %s (%s r%d) was effective although no event applied that cancellation", short(k), c.subject, c.revision)
+		}
+		if o.outbox && n >= 1 {
+			if _, ok := intentOf[k]; !ok {
+				add(I2, "operation %s was effective without an outbox intent", short(k))
+			}
+		}
+	}
+	ops := make([]string, 0, len(appliedCancel))
+	for op := range appliedCancel {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		c := opOf[op]
+		n := o.effects[op]
+		if n == 1 {
+			continue
+		}
+		if in, ok := intentOf[op]; ok && (in.Status == ledger.IntentStatusQuarantined || in.Status == ledger.IntentStatusFailed) && n <= 1 {
+			continue // an operator owns it, visibly
+		}
+		if n == 0 {
+			add(I2, "event %s applied the cancellation of %s r%d but operation %s was never effective", appliedCancel[op], c.subject, c.revision, short(op))
+		}
+	}
+	for _, in := range o.intents {
+		if !in.Status.Terminal() {
+			add(I1, "intent %s (%s) ended %s", short(in.OperationID), in.Kind, in.Status)
+		}
+		if in.Status == ledger.IntentStatusSucceeded && o.effects[in.OperationID] != 1 {
+			add(I2, "intent %s is SUCCEEDED but was effective %d times", short(in.OperationID), o.effects[in.OperationID])
+		}
+		cause := strings.TrimPrefix(in.Causation, "orders/")
+		if appliedCancel[in.OperationID] == "" {
+			add(I2, "intent %s (caused by %s) exists though no event applied its cancellation", short(in.OperationID), cause)
+		}
+	}
+	return out
+}
+
+// checkAudit: the trail starts with the accept, every transition starts
+// where the previous one ended, and it ends in the event's status. A
+// completion that does not start from PROCESSING was made by a worker
+// that no longer held the lease (I5).
+func checkAudit(id string, ev ledger.Event, add func(string, string, ...any)) {
+	if len(ev.Audit) == 0 || ev.Audit[0].Action != "accept" {
+		add(I6, "event %s: audit does not start with its accept: %v", id, actions(ev.Audit))
+		return
+	}
+	for k := 1; k < len(ev.Audit); k++ {
+		a, prev := ev.Audit[k], ev.Audit[k-1]
+		if a.From == "" || a.From == prev.To {
+			continue
+		}
+		if a.From == ledger.StatusProcessing {
+			add(I5, "event %s: %s by %s from PROCESSING after the event had moved to %s (a fenced-out worker completed): %v", id, a.Action, a.Actor, prev.To, actions(ev.Audit))
+		} else {
+			add(I6, "event %s: transition %s from %s does not follow %s: %v", id, a.Action, a.From, prev.To, actions(ev.Audit))
+		}
+		return
+	}
+	if last := ev.Audit[len(ev.Audit)-1]; last.To != ev.Status {
+		add(I6, "event %s is %s but its audit ends in %s: %v", id, ev.Status, last.To, actions(ev.Audit))
+	}
+}
+
+func checkSubject(subj string, evs []Event, o observed, add func(string, string, ...any)) {
+	statesAt := map[int]map[string]bool{}
+	for _, e := range evs {
+		if statesAt[e.Revision] == nil {
+			statesAt[e.Revision] = map[string]bool{}
+		}
+		statesAt[e.Revision][e.Status] = true
+	}
+	top := -1
+	for _, e := range evs {
+		ev := o.events[e.ID]
+		switch ev.Status {
+		case ledger.StatusQuarantined:
+			if ev.ErrorCode != "version_conflict" || len(statesAt[e.Revision]) < 2 {
+				add(I3, "event %s (%s r%d %s) was quarantined (%s) without a contradiction at its revision", e.ID, subj, e.Revision, e.Status, ev.ErrorCode)
+			}
+		case ledger.StatusDead:
+			continue // waits for an operator; not part of the expected state
+		}
+		if ev.Status == ledger.StatusProcessed || ev.Status == ledger.StatusQuarantined {
+			top = max(top, e.Revision)
+		}
+	}
+	if top < 0 {
+		return
+	}
+	won := map[string]bool{}
+	for _, e := range evs {
+		ev := o.events[e.ID]
+		if e.Revision == top && ev.Status == ledger.StatusProcessed && ev.Result != nil &&
+			(ev.Result.Outcome == ledger.OutcomeApplied || ev.Result.Outcome == ledger.OutcomeNoop) {
+			won[e.Status] = true
+		}
+	}
+	p, ok := o.projections[subj]
+	switch {
+	case !ok:
+		add(I3, "%s: no projection, want revision %d", subj, top)
+		return
+	case p.Version != int64(top):
+		add(I3, "%s: projection at revision %d (%v), want the highest accepted revision %d", subj, p.Version, p.State["status"], top)
+		return
+	case len(won) == 0:
+		add(I3, "%s: no event at the highest revision %d was applied", subj, top)
+	case len(won) > 1:
+		add(I3, "%s: contradictory states %v were both applied at revision %d", subj, keysOf(won), top)
+	case !won[fmt.Sprint(p.State["status"])]:
+		add(I3, "%s: projection says %v at revision %d, the applied event said %v", subj, p.State["status"], top, keysOf(won))
+	}
+}
+
+func actions(audit []ledger.AuditEntry) string {
+	parts := make([]string, len(audit))
+	for i, a := range audit {
+		parts[i] = a.Action + "(" + a.Actor + ")"
+	}
+	return strings.Join(parts, " ")
+}
+
+func keysOf(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func short(op string) string {
+	if len(op) > 12 {
+		return op[:12]
+	}
+	return op
+}

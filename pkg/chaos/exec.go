@@ -1,0 +1,511 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/pkg/awstrace"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/reconciler"
+)
+
+// Design is a processing core the executor can run: ours (the real
+// processor and the outbox's dispatchers) or a naive one.
+type Design struct {
+	Name string
+	// NewProcessor starts one processor instance whose clients carry gate
+	// (and its own recorder, returned); handler is a Lambda SQS handler.
+	NewProcessor func(h *pt.Harness, name string, gate *pt.Gate) (rec *awstrace.Recorder, handler any)
+	// Outbox: the design announces intents that dispatchers perform.
+	Outbox bool
+	// Effects returns the effective downstream calls per operation id.
+	Effects func(h *pt.Harness) map[string]int
+}
+
+// Ours is the product: the processor Lambda's handler and the dispatcher
+// Lambda's handler against an idempotent downstream.
+var Ours = Design{
+	Name: "ours",
+	NewProcessor: func(h *pt.Harness, name string, gate *pt.Gate) (*awstrace.Recorder, any) {
+		w := h.NewChaosWorker(name, gate.APIOption)
+		return w.Rec, w.P.HandleSQS
+	},
+	Outbox:  true,
+	Effects: func(h *pt.Harness) map[string]int { return h.Outbox.Down.EffectiveByKey() },
+}
+
+// Result is what one schedule did and which invariants it broke.
+type Result struct {
+	Design     string      `json:"design"`
+	Seed       uint64      `json:"seed"`
+	Violations []Violation `json:"violations,omitempty"`
+	Stats      Stats       `json:"stats"`
+	Took       time.Duration
+}
+
+// Stats count what a run exercised.
+type Stats struct {
+	Steps, Crashes, Pauses, Takeovers, Redrives, Replays, Dead, Quarantined, Effects, Intents int
+}
+
+// Failed reports whether any invariant broke.
+func (r Result) Failed() bool { return len(r.Violations) > 0 }
+
+type proc struct {
+	name    string
+	rec     *awstrace.Recorder
+	gate    *pt.Gate
+	handler any
+	busy    chan struct{} // a paused poll is running until this closes
+}
+
+type run struct {
+	ctx      context.Context
+	s        Schedule
+	d        Design
+	h        *pt.Harness
+	v        *pt.Virtual
+	procs    []*proc
+	disps    []*pt.Dispatcher
+	gen      int
+	accepted []bool
+	last     map[string]ledger.Projection // last sampled projection per subject
+	viol     []Violation
+	stats    Stats
+	errs     chan string // harness failures inside paused polls
+}
+
+// Run plays one schedule against a design and checks it.
+func Run(s Schedule, d Design) (res Result) {
+	start := time.Now()
+	res = Result{Design: d.Name, Seed: s.Seed}
+	tb := &runTB{name: fmt.Sprintf("chaos/%s/%d", d.Name, s.Seed)}
+	r := &run{ctx: context.Background(), s: s, d: d, accepted: make([]bool, len(s.Events)), last: map[string]ledger.Projection{}, errs: make(chan string, 16)}
+	defer func() {
+		if p := recover(); p != nil {
+			msg := fmt.Sprint(p)
+			if f, ok := p.(fatal); ok {
+				msg = f.msg
+			} else {
+				msg += "\n" + string(debug.Stack())
+			}
+			r.viol = append(r.viol, Violation{Invariant: Harness, Detail: msg})
+		}
+		r.shutdown()
+		tb.cleanup()
+		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
+	}()
+	r.h = pt.NewOrders(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{})
+	r.v = r.h.NewVirtual()
+	tb.Cleanup(r.deleteQueues)
+	for i := range max(s.Workers, 1) {
+		r.procs = append(r.procs, r.newProc(i))
+	}
+	if d.Outbox {
+		for i := range max(s.Dispatchers, 1) {
+			r.disps = append(r.disps, r.newDispatcher(i))
+		}
+	}
+	for i, st := range s.Steps {
+		r.step(st)
+		r.v.Release(r.ctx)
+		r.sample(fmt.Sprintf("after step %d (%s)", i, st))
+		r.drainErrs()
+	}
+	r.stats.Steps = len(s.Steps)
+	settled := r.quiesce()
+	r.drainErrs()
+	r.viol = append(r.viol, check(r.s, r.accepted, r.observe(), settled)...)
+	return res
+}
+
+func (r *run) newProc(i int) *proc {
+	r.gen++
+	p := &proc{name: fmt.Sprintf("proc-%d.%d", i, r.gen), gate: &pt.Gate{}}
+	p.rec, p.handler = r.d.NewProcessor(r.h, p.name, p.gate)
+	return p
+}
+
+func (r *run) newDispatcher(i int) *pt.Dispatcher {
+	r.gen++
+	return r.h.Outbox.NewChaosDispatcher(fmt.Sprintf("disp-%d.%d", i, r.gen), r.v)
+}
+
+func (r *run) drainErrs() {
+	for {
+		select {
+		case e := <-r.errs:
+			r.viol = append(r.viol, Violation{Invariant: Harness, Detail: e})
+		default:
+			return
+		}
+	}
+}
+
+// poll runs one cycle of processor i unless it is paused; a crashed
+// instance is replaced by a fresh one (the restart).
+func (r *run) poll(i int) int {
+	p := r.procs[i%len(r.procs)]
+	if p.busy != nil {
+		return 0
+	}
+	n := r.v.Cycle(r.ctx, r.h.Queues.Queue, 10, p.rec, p.handler)
+	r.afterCrash(i % len(r.procs))
+	return n
+}
+
+func (r *run) afterCrash(i int) {
+	if p := r.procs[i]; p.busy == nil && p.rec.Crashed() {
+		r.stats.Crashes++
+		r.procs[i] = r.newProc(i)
+	}
+}
+
+func (r *run) dispatch(i int) int {
+	if len(r.disps) == 0 {
+		return 0
+	}
+	i %= len(r.disps)
+	d := r.disps[i]
+	n := r.v.Cycle(r.ctx, r.h.Outbox.Queues.Queue, d.Batch, d.Rec, d.C.HandleSQS)
+	if d.Rec.Crashed() {
+		r.stats.Crashes++
+		r.disps[i] = r.newDispatcher(i)
+	}
+	return n
+}
+
+func (r *run) step(st Step) {
+	h := r.h
+	switch st.Op {
+	case OpDeliver:
+		r.deliver(st.Event)
+	case OpPoll:
+		r.poll(st.Who)
+	case OpDispatch:
+		r.dispatch(st.Who)
+	case OpCrash:
+		c := awstrace.Crash{Op: st.Call, When: awstrace.Before}
+		if st.When == "after" {
+			c.When = awstrace.After
+		}
+		var rec *awstrace.Recorder
+		switch st.Target {
+		case TargetIntake:
+			rec = h.IntakeRec
+		case TargetDispatcher:
+			if len(r.disps) == 0 {
+				return
+			}
+			rec = r.disps[st.Who%len(r.disps)].Rec
+		default:
+			rec = r.procs[st.Who%len(r.procs)].rec
+		}
+		c.Nth = rec.Count(st.Call) + max(st.Ahead, 1)
+		rec.Arm(c)
+	case OpPause:
+		r.pause(st)
+	case OpResume:
+		r.resume(st.Who % len(r.procs))
+	case OpAdvance:
+		h.Clock.Advance(time.Duration(st.Seconds) * time.Second)
+	case OpReconcile:
+		r.reconcile()
+	case OpDownstream:
+		if !r.d.Outbox {
+			return
+		}
+		h.Outbox.Down.Then(map[string]outbox.FakeBehavior{
+			Mode429: {Mode: outbox.FakeThrottle429, RetryAfter: 40 * time.Second}, Mode500: {Mode: outbox.FakeFail500},
+			ModeHangAfter: {Mode: outbox.FakeHangAfterApply}, ModeHangBefore: {Mode: outbox.FakeHangBeforeApply},
+		}[st.Mode])
+	case OpReplay:
+		r.replay(st.Event)
+	}
+}
+
+// deliver posts an event as the provider does: retried (by a new intake
+// instance after a crash) until it gets a 2xx.
+func (r *run) deliver(i int) {
+	if i < 0 || i >= len(r.s.Events) {
+		return
+	}
+	e := r.s.Events[i]
+	body := pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, "")
+	for range 4 {
+		resp := r.h.DeliverOrder(e.ID, body)
+		if r.h.IntakeRec.Crashed() {
+			r.stats.Crashes++
+			r.h.IntakeRec.Reset()
+		}
+		if resp.Status >= 200 && resp.Status < 300 {
+			r.accepted[i] = true
+			return
+		}
+	}
+}
+
+// pause starts a poll of processor i that stops right before its
+// Ahead-th next Call, and returns once it is stopped there (or the poll
+// ended without making that call).
+func (r *run) pause(st Step) {
+	i := st.Who % len(r.procs)
+	p := r.procs[i]
+	if p.busy != nil {
+		return
+	}
+	p.gate.Arm(st.Call, p.gate.Count(st.Call)+max(st.Ahead, 1))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if x := recover(); x != nil {
+				r.errs <- fmt.Sprintf("paused poll of %s: %v", p.name, x)
+			}
+		}()
+		r.v.Cycle(r.ctx, r.h.Queues.Queue, 10, p.rec, p.handler)
+	}()
+	select {
+	case <-p.gate.Paused():
+		p.busy = done
+		r.stats.Pauses++
+	case <-done:
+		p.gate.Release()
+		r.afterCrash(i)
+	case <-time.After(10 * time.Second):
+		p.gate.Release()
+		<-done
+		panic(fatal{"a paused poll neither paused nor finished in 10 s"})
+	}
+}
+
+func (r *run) resume(i int) {
+	p := r.procs[i]
+	if p.busy == nil {
+		return
+	}
+	p.gate.Release()
+	select {
+	case <-p.busy:
+	case <-time.After(20 * time.Second):
+		panic(fatal{"a resumed poll did not finish in 20 s"})
+	}
+	p.busy = nil
+	r.afterCrash(i)
+}
+
+// reconcile runs the reconciler Lambda's core on the manual clock.
+func (r *run) reconcile() {
+	h := r.h
+	q := reconciler.Queues{Events: h.Queues.Queue, EventsDLQ: h.Queues.DLQ}
+	if h.Outbox != nil {
+		q.Effects, q.EffectsDLQ = h.Outbox.Queues.Queue, h.Outbox.Queues.DLQ
+	}
+	rc := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Queues: q, Sources: h.Sources,
+		Registry: projection.Default(projection.StripeOptions{}),
+		Opts:     reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100}}
+	if _, err := rc.Run(r.ctx); err != nil {
+		r.viol = append(r.viol, Violation{Invariant: Harness, Detail: "reconciler: " + err.Error()})
+	}
+}
+
+// replay is an operator's replay of event i: only a DEAD or QUARANTINED
+// event is replayed (the ledger refuses the others), then enqueued.
+func (r *run) replay(i int) bool {
+	if i < 0 || i >= len(r.s.Events) || !r.accepted[i] {
+		return false
+	}
+	id := r.s.Events[i].ID
+	if _, err := r.h.Ledger.Replay(r.ctx, "orders", id, "ops:chaos", "chaos operator replay"); err != nil {
+		return false
+	}
+	r.stats.Replays++
+	if err := (queue.Sender{Client: r.h.SQS, URL: r.h.Queues.Queue}).Send(r.ctx, queue.Pointer{Source: "orders", EventID: id, Reason: "replay"}); err != nil {
+		panic(fatal{"replay send: " + err.Error()})
+	}
+	return true
+}
+
+// sample reads every projection and records a regression: a version that
+// went down, or a state that changed without a new version.
+func (r *run) sample(when string) {
+	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
+	if err != nil {
+		panic(fatal{"snapshot: " + err.Error()})
+	}
+	for _, p := range snap.Projections {
+		old, seen := r.last[p.Subject]
+		switch {
+		case seen && p.Version < old.Version:
+			r.viol = append(r.viol, Violation{Invariant: I3, Detail: fmt.Sprintf("%s went from revision %d (%v) back to %d (%v) %s", p.Subject, old.Version, old.State["status"], p.Version, p.State["status"], when)})
+		case seen && p.Version == old.Version && p.Fingerprint != old.Fingerprint:
+			r.viol = append(r.viol, Violation{Invariant: I3, Detail: fmt.Sprintf("%s changed from %v to %v at the same revision %d %s", p.Subject, old.State["status"], p.State["status"], p.Version, when)})
+		}
+		r.last[p.Subject] = p
+	}
+}
+
+// settled: nothing visible or in flight in either queue, and every event
+// and intent finished.
+func (r *run) settled() bool {
+	if r.v.InFlight() > 0 || r.h.Depth(r.h.Queues.Queue) > 0 {
+		return false
+	}
+	if r.h.Outbox != nil && r.h.Depth(r.h.Outbox.Queues.Queue) > 0 {
+		return false
+	}
+	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
+	if err != nil {
+		panic(fatal{"snapshot: " + err.Error()})
+	}
+	for _, ev := range snap.Events {
+		if !ev.Status.Terminal() {
+			return false
+		}
+	}
+	if r.d.Outbox {
+		for _, in := range snap.Intents {
+			if !ledger.IntentStatus(in.Status).Terminal() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// quiesce resumes paused workers and runs everything until the system is
+// settled: queues drained, time advanced past leases and backoffs, the
+// reconciler run, and (twice at most) the DEAD events replayed by an
+// operator. It reports whether it settled.
+func (r *run) quiesce() bool {
+	for i := range r.procs {
+		r.resume(i)
+	}
+	replays := 0
+	for range 400 {
+		got := 0
+		for i := range r.procs {
+			got += r.poll(i)
+		}
+		for i := range r.disps {
+			got += r.dispatch(i)
+		}
+		r.v.Release(r.ctx)
+		if got > 0 {
+			r.sample("while settling")
+			continue
+		}
+		if r.settled() {
+			if replays < 2 && r.replayDead() > 0 {
+				replays++
+				continue
+			}
+			return true
+		}
+		r.h.Clock.Advance(31 * time.Second)
+		r.v.Release(r.ctx)
+		r.reconcile()
+		r.sample("while settling")
+	}
+	return false
+}
+
+func (r *run) replayDead() int {
+	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
+	if err != nil {
+		panic(fatal{"snapshot: " + err.Error()})
+	}
+	n := 0
+	for _, ev := range snap.Events {
+		if ev.Status != ledger.StatusDead {
+			continue
+		}
+		for i, e := range r.s.Events {
+			if e.ID == ev.EventID && r.replay(i) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// observe reads the final state the checker judges.
+func (r *run) observe() observed {
+	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
+	if err != nil {
+		panic(fatal{"snapshot: " + err.Error()})
+	}
+	o := observed{events: map[string]ledger.Event{}, projections: map[string]ledger.Projection{}, effects: r.d.Effects(r.h), outbox: r.d.Outbox}
+	for _, ev := range snap.Events {
+		o.events[ev.EventID] = ev
+		for _, a := range ev.Audit {
+			switch a.Action {
+			case "takeover":
+				r.stats.Takeovers++
+			case "redrive":
+				r.stats.Redrives++
+			}
+		}
+		switch ev.Status {
+		case ledger.StatusDead:
+			r.stats.Dead++
+		case ledger.StatusQuarantined:
+			r.stats.Quarantined++
+		}
+	}
+	for _, p := range snap.Projections {
+		o.projections[p.Subject] = p
+	}
+	if r.d.Outbox {
+		for _, in := range snap.Intents {
+			st, err := r.h.Ledger.GetIntentState(r.ctx, in.OperationID)
+			if err != nil {
+				panic(fatal{"intent: " + err.Error()})
+			}
+			o.intents = append(o.intents, st)
+		}
+	}
+	r.stats.Intents = len(o.intents)
+	for _, n := range o.effects {
+		r.stats.Effects += n
+	}
+	return o
+}
+
+// shutdown lets paused polls go so no goroutine outlives the run.
+func (r *run) shutdown() {
+	for _, p := range r.procs {
+		p.gate.Release()
+		if p.busy != nil {
+			select {
+			case <-p.busy:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}
+}
+
+// deleteQueues removes the run's queues from the process-wide emulator.
+func (r *run) deleteQueues() {
+	urls := []string{r.h.Queues.Queue, r.h.Queues.DLQ}
+	if r.h.Outbox != nil {
+		urls = append(urls, r.h.Outbox.Queues.Queue, r.h.Outbox.Queues.DLQ)
+	}
+	for _, u := range urls {
+		if strings.TrimSpace(u) != "" {
+			_, _ = r.h.SQS.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	}
+}

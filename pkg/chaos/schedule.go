@@ -1,0 +1,280 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// Op is what one step does.
+type Op string
+
+// The steps.
+const (
+	OpDeliver    Op = "deliver"    // the provider posts Events[Event] (retried until 2xx, as a provider does)
+	OpPoll       Op = "poll"       // processor Who runs one queue cycle
+	OpDispatch   Op = "dispatch"   // dispatcher Who runs one queue cycle
+	OpCrash      Op = "crash"      // arm a crash of Target Who at the Ahead-th next Call, When before|after
+	OpPause      Op = "pause"      // processor Who polls and stops right before its Ahead-th next Call
+	OpResume     Op = "resume"     // the paused processor Who goes on
+	OpAdvance    Op = "advance"    // the manual clock moves Seconds on
+	OpReconcile  Op = "reconcile"  // one reconciler run
+	OpDownstream Op = "downstream" // the downstream's next call behaves as Mode
+	OpReplay     Op = "replay"     // an operator replays Events[Event] if it is DEAD or QUARANTINED
+)
+
+// Targets of a crash.
+const (
+	TargetWorker     = "worker"
+	TargetDispatcher = "dispatcher"
+	TargetIntake     = "intake"
+)
+
+// Downstream modes.
+const (
+	Mode429        = "429"
+	Mode500        = "500"
+	ModeHangAfter  = "hang_after_apply"
+	ModeHangBefore = "hang_before_apply"
+)
+
+// Event is one provider fact: an order event. Its ID is the Standard
+// Webhooks webhook-id, which is both its delivery id and its event id; the
+// same fact re-sent under a new id is another Event with the same content.
+type Event struct {
+	ID       string `json:"id"`
+	Subject  string `json:"subject"`
+	Revision int    `json:"revision"`
+	Status   string `json:"status"` // created | confirmed | cancelled
+}
+
+// Step is one action of a schedule; the fields that matter depend on Op.
+type Step struct {
+	Op      Op     `json:"op"`
+	Event   int    `json:"event,omitempty"`
+	Who     int    `json:"who,omitempty"`
+	Target  string `json:"target,omitempty"`
+	Call    string `json:"call,omitempty"`
+	Ahead   int    `json:"ahead,omitempty"`
+	When    string `json:"when,omitempty"`
+	Seconds int    `json:"seconds,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// Schedule is one random run, plain data: printable and replayable.
+type Schedule struct {
+	Seed        uint64  `json:"seed"`
+	Workers     int     `json:"workers"`
+	Dispatchers int     `json:"dispatchers"`
+	Events      []Event `json:"events"`
+	Steps       []Step  `json:"steps"`
+}
+
+// Config bounds the generator. The zero value gives small schedules: 2-4
+// subjects, 3-8 events.
+type Config struct {
+	MinSubjects, MaxSubjects int
+	MinEvents, MaxEvents     int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MinSubjects <= 0 {
+		c.MinSubjects = 2
+	}
+	if c.MaxSubjects < c.MinSubjects {
+		c.MaxSubjects = max(4, c.MinSubjects)
+	}
+	if c.MinEvents <= 0 {
+		c.MinEvents = 3
+	}
+	if c.MaxEvents < c.MinEvents {
+		c.MaxEvents = max(8, c.MinEvents)
+	}
+	return c
+}
+
+// crashCalls are the calls a crash or a pause may hit: every DynamoDB and
+// SQS call the intake, our processor and dispatcher, and the naive cores
+// make. A call an instance never makes simply never fires.
+var crashCalls = map[string][]string{
+	TargetWorker:     {"DynamoDB.UpdateItem", "DynamoDB.TransactWriteItems", "DynamoDB.PutItem", "DynamoDB.GetItem", "SQS.SendMessageBatch"},
+	TargetDispatcher: {"DynamoDB.UpdateItem", "DynamoDB.UpdateItem", "SQS.ChangeMessageVisibility"},
+	TargetIntake:     {"DynamoDB.UpdateItem", "SQS.SendMessage"},
+}
+
+var statuses = []string{"created", "confirmed", "cancelled"}
+
+// Generate returns the schedule of a seed (math/rand/v2 PCG).
+func Generate(seed uint64, cfg Config) Schedule {
+	cfg = cfg.withDefaults()
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
+	s := Schedule{Seed: seed, Workers: between(1, 3), Dispatchers: between(1, 3)}
+
+	nSub := between(cfg.MinSubjects, cfg.MaxSubjects)
+	nEv := between(cfg.MinEvents, cfg.MaxEvents)
+	content := map[string]string{} // subject/revision -> status, so a revision means one state
+	for i := range nEv {
+		e := Event{ID: fmt.Sprintf("e%d", i+1), Subject: fmt.Sprintf("O-%d", 1+r.IntN(nSub)), Revision: between(1, 5)}
+		key := fmt.Sprintf("%s/%d", e.Subject, e.Revision)
+		st, seen := content[key]
+		switch {
+		case seen && r.IntN(6) == 0:
+			// A rare same-revision contradiction.
+			for st2 := st; st2 == st; st2 = statuses[r.IntN(3)] {
+				e.Status = st2
+			}
+		case seen:
+			e.Status = st
+		default:
+			// Cancellations often enough that effects matter.
+			e.Status = statuses[r.IntN(3)]
+			content[key] = e.Status
+		}
+		s.Events = append(s.Events, e)
+		if r.IntN(7) == 0 {
+			// The same fact re-sent under a new webhook-id.
+			dup := e
+			dup.ID = e.ID + "-resent"
+			s.Events = append(s.Events, dup)
+		}
+	}
+
+	// Deliveries: every event once, some twice (same id), shuffled.
+	var deliveries []int
+	for i := range s.Events {
+		deliveries = append(deliveries, i)
+		if r.IntN(4) == 0 {
+			deliveries = append(deliveries, i)
+		}
+	}
+	r.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+
+	chaos := func() Step {
+		switch k := r.IntN(100); {
+		case k < 22:
+			st := Step{Op: OpCrash, Ahead: between(1, 2), When: "before"}
+			if r.IntN(2) == 0 {
+				st.When = "after"
+			}
+			switch t := r.IntN(10); {
+			case t < 5:
+				st.Target, st.Who = TargetWorker, r.IntN(s.Workers)
+			case t < 8:
+				st.Target, st.Who = TargetDispatcher, r.IntN(s.Dispatchers)
+			default:
+				st.Target = TargetIntake
+			}
+			calls := crashCalls[st.Target]
+			st.Call = calls[r.IntN(len(calls))]
+			return st
+		case k < 34:
+			calls := crashCalls[TargetWorker]
+			return Step{Op: OpPause, Who: r.IntN(s.Workers), Call: calls[r.IntN(len(calls))], Ahead: between(1, 2)}
+		case k < 56:
+			return Step{Op: OpAdvance, Seconds: []int{1, 3, 31, 61, 301}[r.IntN(5)]}
+		case k < 66:
+			return Step{Op: OpReconcile}
+		case k < 90:
+			return Step{Op: OpDownstream, Mode: []string{Mode429, Mode429, Mode500, ModeHangAfter, ModeHangBefore}[r.IntN(5)]}
+		default:
+			return Step{Op: OpReplay, Event: r.IntN(len(s.Events))}
+		}
+	}
+	work := func() Step {
+		if r.IntN(5) < 3 {
+			return Step{Op: OpPoll, Who: r.IntN(s.Workers)}
+		}
+		return Step{Op: OpDispatch, Who: r.IntN(s.Dispatchers)}
+	}
+	for _, d := range deliveries {
+		s.Steps = append(s.Steps, Step{Op: OpDeliver, Event: d})
+		for range r.IntN(4) {
+			if r.IntN(3) == 0 {
+				s.Steps = append(s.Steps, chaos())
+			} else {
+				s.Steps = append(s.Steps, work())
+			}
+		}
+	}
+	for range between(2, 8) {
+		if r.IntN(3) == 0 {
+			s.Steps = append(s.Steps, chaos())
+		} else {
+			s.Steps = append(s.Steps, work())
+		}
+	}
+	// A paused worker is resumed at a random later point (or when the
+	// run settles).
+	for i := 0; i < len(s.Steps); i++ {
+		if s.Steps[i].Op == OpPause && r.IntN(3) > 0 {
+			at := i + 1 + r.IntN(len(s.Steps)-i)
+			s.Steps = append(s.Steps[:at], append([]Step{{Op: OpResume, Who: s.Steps[i].Who}}, s.Steps[at:]...)...)
+		}
+	}
+	return s
+}
+
+// String renders one step compactly.
+func (st Step) String() string {
+	switch st.Op {
+	case OpDeliver, OpReplay:
+		return fmt.Sprintf("%s e#%d", st.Op, st.Event)
+	case OpPoll, OpDispatch, OpResume:
+		return fmt.Sprintf("%s %d", st.Op, st.Who)
+	case OpCrash:
+		return fmt.Sprintf("crash %s %d %s %s +%d", st.Target, st.Who, st.When, st.Call, st.Ahead)
+	case OpPause:
+		return fmt.Sprintf("pause %d before %s +%d", st.Who, st.Call, st.Ahead)
+	case OpAdvance:
+		return fmt.Sprintf("advance %ds", st.Seconds)
+	case OpDownstream:
+		return "downstream " + st.Mode
+	}
+	return string(st.Op)
+}
+
+// GoString renders the schedule as a Go expression, for a reproducer.
+func (s Schedule) GoString() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos.Schedule{Seed: %d, Workers: %d, Dispatchers: %d,\n\tEvents: []chaos.Event{\n", s.Seed, s.Workers, s.Dispatchers)
+	for _, e := range s.Events {
+		fmt.Fprintf(&b, "\t\t{ID: %q, Subject: %q, Revision: %d, Status: %q},\n", e.ID, e.Subject, e.Revision, e.Status)
+	}
+	b.WriteString("\t},\n\tSteps: []chaos.Step{\n")
+	for _, st := range s.Steps {
+		b.WriteString("\t\t{Op: " + opConst(st.Op))
+		if st.Event != 0 {
+			fmt.Fprintf(&b, ", Event: %d", st.Event)
+		}
+		if st.Who != 0 {
+			fmt.Fprintf(&b, ", Who: %d", st.Who)
+		}
+		if st.Target != "" {
+			fmt.Fprintf(&b, ", Target: %q", st.Target)
+		}
+		if st.Call != "" {
+			fmt.Fprintf(&b, ", Call: %q", st.Call)
+		}
+		if st.Ahead != 0 {
+			fmt.Fprintf(&b, ", Ahead: %d", st.Ahead)
+		}
+		if st.When != "" {
+			fmt.Fprintf(&b, ", When: %q", st.When)
+		}
+		if st.Seconds != 0 {
+			fmt.Fprintf(&b, ", Seconds: %d", st.Seconds)
+		}
+		if st.Mode != "" {
+			fmt.Fprintf(&b, ", Mode: %q", st.Mode)
+		}
+		b.WriteString("},\n")
+	}
+	b.WriteString("\t},\n}")
+	return b.String()
+}
+
+func opConst(op Op) string {
+	name := string(op)
+	return "chaos.Op" + strings.ToUpper(name[:1]) + name[1:]
+}
