@@ -81,7 +81,7 @@ $(CDK): infra/package.json infra/package-lock.json
 	cd infra && npm ci --no-audit --no-fund
 	@touch $@
 
-test-infra: ## the CDK stack's assertion tests and cdk-nag checks (first run builds the CDK module, ~90 s)
+test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cache builds the CDK module first: ~3 min on 2 cores)
 	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
 synth: $(CDK) ## synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
