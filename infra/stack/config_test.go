@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,6 +104,7 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 		"plain http effect":       {map[string]any{"effects": `[{"kind":"refund","url":"http://pay.example/r"}]`}, "effects"},
 		"effect timeout too long": {map[string]any{"effects": `[{"kind":"refund","url":"https://pay.example/r","timeoutSeconds":60}]`}, "timeout"},
 		"log retention":           {map[string]any{"logRetentionDays": 10}, "logRetentionDays"},
+		"sources over 4 KB":       {map[string]any{"sources": manySources(30)}, "Lambda environment"},
 		"retention below minimum": {map[string]any{"retentionDays": "2"}, "retentionDays"},
 		"tracing not a bool":      {map[string]any{"tracing": "yes"}, "tracing"},
 		"alarm email":             {map[string]any{"alarmEmail": "oncall"}, "alarmEmail"},
@@ -125,6 +127,14 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manySources(n int) []any {
+	var out []any
+	for i := range n {
+		out = append(out, map[string]any{"name": fmt.Sprintf("github-org-%02d", i), "kind": "github"})
+	}
+	return out
 }
 
 func TestAssetsComeFromMakeBuildAndNeverDeployAPlaceholderByAccident(t *testing.T) {

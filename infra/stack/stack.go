@@ -280,8 +280,13 @@ func rotationNotApplicable(sec awssecretsmanager.Secret, what string) {
 }
 
 // placeholderARN stands in for a token while the documents are validated
-// with the runtime's own parsers.
-const placeholderARN = "arn:aws:secretsmanager:us-east-1:000000000000:secret:placeholder-AbCdEf"
+// with the runtime's own parsers; it is as long as a created secret's ARN
+// in a long region name, so the size check below errs on the safe side.
+const placeholderARN = "arn:aws:secretsmanager:ap-southeast-2:000000000000:secret:webhooks/stagename/source/placeholder-AbCdEf"
+
+// maxDocumentBytes bounds SOURCES and EFFECTS: Lambda's environment holds
+// 4 KB per function, and the other variables need the rest.
+const maxDocumentBytes = 3300
 
 // sourcesDocument renders SOURCES as package source reads it, after
 // checking it with source.Parse.
@@ -310,6 +315,11 @@ func (s *Stack) sourcesDocument() (*string, error) {
 	if _, err := source.Parse(check); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeySources, err)
 	}
+	// Lambda allows 4 KB of environment per function; the reconciler's four
+	// queue URLs and settings take about 600 bytes of it.
+	if len(check) > maxDocumentBytes {
+		return nil, fmt.Errorf("%w: %s: the SOURCES document is %d bytes, over the %d that fit in a Lambda environment", ErrConfig, KeySources, len(check), maxDocumentBytes)
+	}
 	b, err := render(func(m map[string]*string, name string) string { return *m[name] })
 	return jsii.String(string(b)), err
 }
@@ -337,6 +347,9 @@ func (s *Stack) effectsDocument() (*string, error) {
 		check, _ := render(func(string) string { return placeholderARN })
 		if _, err := outbox.ParseEffects(check); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeyEffects, err)
+		}
+		if len(check) > maxDocumentBytes {
+			return nil, fmt.Errorf("%w: %s: the EFFECTS document is %d bytes, over the %d that fit in a Lambda environment", ErrConfig, KeyEffects, len(check), maxDocumentBytes)
 		}
 	}
 	b, err := render(func(kind string) string { return *s.EffectSecrets[kind] })
