@@ -44,8 +44,8 @@ const (
 	Reconciler = "reconciler"
 )
 
-// Reconciler settings (its package is being written; these are the values
-// the stack gives it).
+// Reconciler settings the stack gives it (the same as pkg/config.LoadReconciler's
+// defaults, written out so the deployed values are visible in the template).
 const (
 	ReconcilerTimeout  = 2 * time.Minute
 	ReconcileEvery     = 5 * time.Minute
