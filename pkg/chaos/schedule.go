@@ -102,7 +102,8 @@ var crashCalls = map[string][]string{
 	TargetIntake:     {"DynamoDB.UpdateItem", "SQS.SendMessage"},
 }
 
-var statuses = []string{"created", "confirmed", "cancelled"}
+// statuses: a cancellation (with its two effects) half the time.
+var statuses = []string{"created", "confirmed", "cancelled", "cancelled"}
 
 // Generate returns the schedule of a seed (math/rand/v2 PCG).
 func Generate(seed uint64, cfg Config) Schedule {
@@ -121,14 +122,15 @@ func Generate(seed uint64, cfg Config) Schedule {
 		switch {
 		case seen && r.IntN(6) == 0:
 			// A rare same-revision contradiction.
-			for st2 := st; st2 == st; st2 = statuses[r.IntN(3)] {
-				e.Status = st2
+			e.Status = st
+			for e.Status == st {
+				e.Status = statuses[r.IntN(len(statuses))]
 			}
 		case seen:
 			e.Status = st
 		default:
 			// Cancellations often enough that effects matter.
-			e.Status = statuses[r.IntN(3)]
+			e.Status = statuses[r.IntN(len(statuses))]
 			content[key] = e.Status
 		}
 		s.Events = append(s.Events, e)
@@ -187,22 +189,28 @@ func Generate(seed uint64, cfg Config) Schedule {
 		}
 		return Step{Op: OpDispatch, Who: r.IntN(s.Dispatchers)}
 	}
+	add := func() {
+		if r.IntN(3) > 0 {
+			s.Steps = append(s.Steps, work())
+			return
+		}
+		st := chaos()
+		s.Steps = append(s.Steps, st)
+		if st.Op == OpPause && s.Workers > 1 && r.IntN(3) > 0 {
+			// A race: time passes (the message comes back, maybe the
+			// lease expires) and another worker picks the event up.
+			s.Steps = append(s.Steps, Step{Op: OpAdvance, Seconds: []int{3, 31}[r.IntN(2)]},
+				Step{Op: OpPoll, Who: (st.Who + 1 + r.IntN(s.Workers-1)) % s.Workers})
+		}
+	}
 	for _, d := range deliveries {
 		s.Steps = append(s.Steps, Step{Op: OpDeliver, Event: d})
 		for range r.IntN(4) {
-			if r.IntN(3) == 0 {
-				s.Steps = append(s.Steps, chaos())
-			} else {
-				s.Steps = append(s.Steps, work())
-			}
+			add()
 		}
 	}
 	for range between(2, 8) {
-		if r.IntN(3) == 0 {
-			s.Steps = append(s.Steps, chaos())
-		} else {
-			s.Steps = append(s.Steps, work())
-		}
+		add()
 	}
 	// A paused worker is resumed at a random later point (or when the
 	// run settles).
