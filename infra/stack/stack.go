@@ -55,9 +55,9 @@ const (
 )
 
 // DispatchMaxAttempts is the dispatcher's attempt budget per intent
-// (DISPATCH_MAX_ATTEMPTS); queue.Effects sets the effects queue's
-// maxReceiveCount above it.
-const DispatchMaxAttempts = 8
+// (DISPATCH_MAX_ATTEMPTS), the runtime's own default; queue.Effects sets
+// the effects queue's maxReceiveCount above it.
+const DispatchMaxAttempts = outbox.DefaultMaxAttempts
 
 // IntakeTimeout: providers wait 5 s (Shopify) to 30 s for an answer, and the
 // HTTP API gives up at 30 s. Past 10 s the provider has usually given up and

@@ -210,7 +210,7 @@ func LoadDispatcher(getenv func(string) string) (Dispatcher, error) {
 	if d.EffectsQueueURL == "" {
 		return Dispatcher{}, fmt.Errorf("%w: EFFECTS_QUEUE_URL is required", ErrConfig)
 	}
-	if d.MaxAttempts, err = intVar(getenv, "DISPATCH_MAX_ATTEMPTS", 8, 1, 100); err != nil {
+	if d.MaxAttempts, err = intVar(getenv, "DISPATCH_MAX_ATTEMPTS", outbox.DefaultMaxAttempts, 1, 100); err != nil {
 		return Dispatcher{}, err
 	}
 	secs, err := intVar(getenv, "DISPATCH_LEASE_SECONDS", 60, 1, 43200)

@@ -125,7 +125,7 @@ type Dispatcher struct {
 	Owner string
 	// Lease must exceed the effect's own timeout. Default 1 minute.
 	Lease time.Duration
-	// MaxAttempts bounds the attempts of an intent. Default 8.
+	// MaxAttempts bounds the attempts of an intent. Default DefaultMaxAttempts.
 	MaxAttempts int
 	// Base and Cap bound the full-jitter backoff: a wait is uniform in
 	// [0, min(Cap, Base·2^(attempts-1))), and never shorter than the
@@ -137,6 +137,10 @@ type Dispatcher struct {
 	// attempt); after that it is QUARANTINED. Default 24h.
 	IdempotencyWindow time.Duration
 }
+
+// DefaultMaxAttempts is the dispatcher's attempt budget per intent; the
+// effects queue's maxReceiveCount (queue.Effects) is above it.
+const DefaultMaxAttempts = 8
 
 // Outcome is what one Dispatch did.
 type Outcome struct {
@@ -243,7 +247,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 	class, retryAfter := Classify(callErr)
 	maxAttempts := d.MaxAttempts
 	if maxAttempts <= 0 {
-		maxAttempts = 8
+		maxAttempts = DefaultMaxAttempts
 	}
 	now := d.now()
 	var out ledger.IntentOutcome
