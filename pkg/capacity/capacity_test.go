@@ -86,3 +86,33 @@ func TestCostPerMillionArithmetic(t *testing.T) {
 		t.Fatalf("lines %+v", lines)
 	}
 }
+
+// The request budget of issue 8, counted by SDK middleware on the real
+// handlers: a new event stored inline costs intake 2 requests (UpdateItem,
+// SendMessage) and processing 2 DynamoDB requests (claim, transaction) plus
+// the effects announcement; a duplicate of a processed event costs 1.
+func TestRequestBudget(t *testing.T) {
+	rows, err := capacity.MeasurePipeline(context.Background(), []int{0, 4 << 10}, capacity.Realistic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	capacity.WriteRequestTable(&buf, rows)
+	t.Log("\n" + buf.String())
+	small, big := rows[0], rows[1]
+	if small.StoredChunks != 0 || small.IntakeCalls.Detail != "DynamoDB.UpdateItem=1 SQS.SendMessage=1" {
+		t.Fatalf("inline event at intake: %+v", small.IntakeCalls)
+	}
+	if small.ProcessCalls.Detail != "DynamoDB.TransactWriteItems=1 DynamoDB.UpdateItem=1 SQS.SendMessageBatch=1" || small.ProcessCalls.Total != 3 {
+		t.Fatalf("inline event in the processor: %+v", small.ProcessCalls)
+	}
+	if small.DuplicateCalls.Total != 1 || big.DuplicateCalls.Total != 1 {
+		t.Fatalf("duplicates: %+v %+v", small.DuplicateCalls, big.DuplicateCalls)
+	}
+	if big.IntakeCalls.Total != 3 || big.ProcessCalls.Total != 4 {
+		t.Fatalf("4 KB event (one chunk): intake %+v, processing %+v", big.IntakeCalls, big.ProcessCalls)
+	}
+	if small.EffectCalls.Detail != "DynamoDB.UpdateItem=2" {
+		t.Fatalf("effect: %+v", small.EffectCalls)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/effectively-once/webhooks/pkg/awstrace"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/localaws"
@@ -35,7 +36,18 @@ type Row struct {
 	Duplicate    Totals // a second delivery after it was processed
 	Process      Totals // claim and commit (with its intent)
 	Effect       Totals // dispatching the intent
+	// Requests per phase: every AWS request the function made (DynamoDB
+	// and SQS), counted by SDK middleware, e.g. "DynamoDB.UpdateItem=1 SQS.SendMessage=1".
+	IntakeCalls, ProcessCalls, EffectCalls, DuplicateCalls Calls
 }
+
+// Calls are one phase's AWS requests.
+type Calls struct {
+	Total  int
+	Detail string
+}
+
+func calls(r *awstrace.Recorder) Calls { return Calls{Total: r.Total(""), Detail: r.String()} }
 
 // ProcessedUnits is the write units of one event from delivery to
 // processed (intake + processing), the figure the budget is about.
@@ -59,7 +71,14 @@ const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
 
 // PaddedSubscriptionEvent is a Stripe customer.subscription.created event
 // grown to about size bytes.
+//
+// A size of 256 or less gives the smallest event the projection accepts
+// (about 230 bytes), which the ledger stores inline in the event item.
 func PaddedSubscriptionEvent(id string, size int, at time.Time, p Padding) []byte {
+	if size <= 256 {
+		return fmt.Appendf(nil, `{"id":%q,"object":"event","type":"customer.subscription.created","created":%d,`+
+			`"data":{"object":{"id":"sub_%s","object":"subscription","status":"active","metadata":{"account_id":"acct_42"}}}}`, id, at.Unix(), id)
+	}
 	b := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":"customer.subscription.created","livemode":false,`+
 		`"data":{"object":{"id":"sub_%s","object":"subscription","customer":"cus_test_1","status":"active","cancel_at_period_end":false,`+
 		`"metadata":{"account_id":"acct_42"},"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
@@ -118,7 +137,8 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 	}
 	m := &Meter{Reader: d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
 		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
-	db := d.Client(m.APIOption)
+	rec := &awstrace.Recorder{}
+	db := d.Client(m.APIOption, rec.APIOption)
 	led, err := ledger.New(db, ledger.Options{Table: "ledger", Clock: clock})
 	if err != nil {
 		return Row{}, err
@@ -141,9 +161,9 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 	}
 	in := &intake.Handler{Sources: sources, Ledger: led, Now: clock.Now, Log: quiet,
 		Secrets: &source.Secrets{Getenv: func(string) string { return measureSecret }},
-		Queue:   queue.Sender{Client: sq.Client(), URL: evq.Queue}}
+		Queue:   queue.Sender{Client: sq.Client(rec.APIOption), URL: evq.Queue}}
 	proc, err := processor.New(led, sources, projection.Default(projection.StripeOptions{}), processor.Options{
-		Owner: "cap", Now: clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(), URL: efq.Queue}})
+		Owner: "cap", Now: clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(rec.APIOption), URL: efq.Queue}})
 	if err != nil {
 		return Row{}, err
 	}
@@ -162,16 +182,18 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 	}
 
 	m.Reset()
+	rec.Reset()
 	if st, _ := deliver(); st != http.StatusAccepted {
 		return Row{}, fmt.Errorf("intake answered %d", st)
 	}
-	row.Intake = m.Totals()
+	row.Intake, row.IntakeCalls = m.Totals(), calls(rec)
 
 	m.Reset()
+	rec.Reset()
 	if failed := proc.Process(ctx, []processor.Message{{ID: "1", Body: queue.Pointer{Source: "stripe", EventID: id}.Encode()}}); len(failed) != 0 {
 		return Row{}, fmt.Errorf("processing failed")
 	}
-	row.Process = m.Totals()
+	row.Process, row.ProcessCalls = m.Totals(), calls(rec)
 	ev, err := led.Get(ctx, "stripe", id)
 	if err != nil || ev.Status != ledger.StatusProcessed {
 		return Row{}, fmt.Errorf("event not processed: %v %v", ev.Status, err)
@@ -185,17 +207,30 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 	kind := snap.Intents[0].Kind
 	disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
 	m.Reset()
+	rec.Reset()
 	if o, err := disp.Dispatch(ctx, snap.Intents[0].OperationID); err != nil || o.Status != ledger.IntentStatusSucceeded {
 		return Row{}, fmt.Errorf("dispatch: %+v %v", o, err)
 	}
-	row.Effect = m.Totals()
+	row.Effect, row.EffectCalls = m.Totals(), calls(rec)
 
 	m.Reset()
+	rec.Reset()
 	if st, _ := deliver(); st != http.StatusOK {
 		return Row{}, fmt.Errorf("duplicate answered %d", st)
 	}
-	row.Duplicate = m.Totals()
+	row.Duplicate, row.DuplicateCalls = m.Totals(), calls(rec)
 	return row, nil
+}
+
+// WriteRequestTable renders the AWS requests per phase as Markdown.
+func WriteRequestTable(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| payload | intake, new event | processing | effect (dispatcher) | duplicate of a processed event |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %d B | %d (%s) | %d (%s) | %d (%s) | %d (%s) |\n", r.PayloadBytes,
+			r.IntakeCalls.Total, r.IntakeCalls.Detail, r.ProcessCalls.Total, r.ProcessCalls.Detail,
+			r.EffectCalls.Total, r.EffectCalls.Detail, r.DuplicateCalls.Total, r.DuplicateCalls.Detail)
+	}
 }
 
 // WriteTable renders rows as a Markdown table.
