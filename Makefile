@@ -4,7 +4,7 @@ GO    ?= go
 FUNCTIONS := $(notdir $(wildcard functions/*))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help dev demo build fuzz test test-race test-short test-infra synth deploy lint tidy-check clean FORCE
+.PHONY: help dev demo build fuzz test test-race test-short test-infra synth deploy lint tidy-check clean bench chaos load FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -14,6 +14,16 @@ dev: ## run the whole pipeline locally (foreground; Ctrl-C stops it): HTTP API o
 
 demo: ## send the demo story to the local stack (starts one if none runs) and print the business outcome
 	$(GO) run ./scripts/demo
+
+bench: ## reproduce BENCHMARKS.md and its plots (docs/bench/*.png): benchmarks, requests, write units, cost, cold start, load, chaos (~10 min)
+	$(GO) run ./scripts/bench $(BENCH_ARGS)
+
+N ?= 1000
+chaos: ## run N random chaos schedules (default 1000) of our design against the reference model; SEED=, DESIGN=all adds the naive designs
+	$(GO) run ./scripts/chaos -n $(N) $(if $(SEED),-seed $(SEED)) $(if $(DESIGN),-design $(DESIGN))
+
+load: ## send signed deliveries to a running `make dev` (LOAD_ARGS='-rate 50 -duration 10s')
+	$(GO) run ./scripts/load $(LOAD_ARGS)
 
 build: $(FUNCTIONS:%=build/%/bootstrap) ## build every Lambda as build/<fn>/bootstrap (linux/arm64)
 	@ls -l $(FUNCTIONS:%=build/%/bootstrap)
