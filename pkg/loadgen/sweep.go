@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/effectively-once/webhooks/pkg/plot"
 )
@@ -46,7 +47,9 @@ func EndToEndChart(rs []Result) plot.Chart {
 }
 
 // percentileChart plots one set of percentiles of each run against its
-// offered rate, on a log scale when the rates span a factor of ten.
+// offered rate: x on a log scale when the rates span a factor of ten, y
+// when the percentiles span a factor of fifty (an overloaded run's
+// seconds next to an idle run's milliseconds).
 func percentileChart(rs []Result, title, ylabel string, of func(Result) Percentiles) plot.Chart {
 	var x, p50, p95, p99 []float64
 	for _, r := range rs {
@@ -54,15 +57,16 @@ func percentileChart(rs []Result, title, ylabel string, of func(Result) Percenti
 		x = append(x, r.OfferedRate)
 		p50, p95, p99 = append(p50, p.P50), append(p95, p.P95), append(p99, p.P99)
 	}
+	ys := append(append(slices.Clone(p50), p95...), p99...)
 	return plot.Chart{
-		Title: title, XLabel: "offered rate (deliveries/s)", YLabel: ylabel, YFromZero: true, LogX: wide(x),
+		Title: title, XLabel: "offered rate (deliveries/s)", YLabel: ylabel, YFromZero: true, LogX: wide(x, 10), LogY: wide(ys, 50),
 		Series: []plot.Series{{Name: "p50", X: x, Y: p50}, {Name: "p95", X: x, Y: p95}, {Name: "p99", X: x, Y: p99}},
 	}
 }
 
-// wide reports whether rates span a factor of ten or more: then a log
-// scale keeps the low rates apart.
-func wide(x []float64) bool {
+// wide reports whether the values are positive and span a factor of
+// ratio or more: then a log scale keeps the small ones apart.
+func wide(x []float64, ratio float64) bool {
 	if len(x) == 0 {
 		return false
 	}
@@ -70,5 +74,5 @@ func wide(x []float64) bool {
 	for _, v := range x {
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	return lo > 0 && hi/lo >= 10
+	return lo > 0 && hi/lo >= ratio
 }

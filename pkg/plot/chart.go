@@ -47,6 +47,9 @@ type Chart struct {
 	// LogX puts x on a log10 scale (every x must be positive): for payload
 	// sizes such as 1, 4 and 64 KB.
 	LogX bool
+	// LogY puts y on a log10 scale (every y must be positive; YFromZero
+	// is then ignored): for latencies from milliseconds to seconds.
+	LogY bool
 }
 
 // Palette is the series colours, in order; they repeat past its end.
@@ -150,23 +153,42 @@ func linearAxis(lo, hi float64, n int) axis {
 	return a
 }
 
-// logAxis spans whole decades around [lo, hi] with ticks at 1, 2, 5 × 10^k.
+// logAxis spans [lo, hi] widened to the nearest 1, 2 or 5 × 10^k, with
+// ticks at those values (only at powers of ten past four decades).
 func logAxis(lo, hi float64) axis {
-	a := axis{log: true, lo: math.Floor(math.Log10(lo)), hi: math.Ceil(math.Log10(hi))}
-	if a.hi == a.lo {
-		a.hi++
+	nice := func(k int) []float64 {
+		p := math.Pow(10, float64(k))
+		return []float64{p, 2 * p, 5 * p}
 	}
-	decades := int(a.hi - a.lo)
-	for k := int(a.lo); k <= int(a.hi); k++ {
-		for _, m := range []float64{1, 2, 5} {
-			if m != 1 && decades > 4 {
-				continue
-			}
-			v := m * math.Pow(10, float64(k))
-			if u := math.Log10(v); u >= a.lo-1e-9 && u <= a.hi+1e-9 {
-				a.ticks = append(a.ticks, v)
-			}
+	kLo, kHi := int(math.Floor(math.Log10(lo)+1e-9)), int(math.Floor(math.Log10(hi)+1e-9))
+	var cands []float64
+	for k := kLo; k <= kHi+1; k++ {
+		cands = append(cands, nice(k)...)
+	}
+	from, to := cands[0], cands[len(cands)-1]
+	for _, v := range cands {
+		if v <= lo*(1+1e-9) {
+			from = v
 		}
+	}
+	for i := len(cands) - 1; i >= 0; i-- {
+		if cands[i] >= hi*(1-1e-9) {
+			to = cands[i]
+		}
+	}
+	if to <= from {
+		to = from * 10
+	}
+	a := axis{log: true, lo: math.Log10(from), hi: math.Log10(to)}
+	decades := a.hi - a.lo
+	for _, v := range cands {
+		if v < from*(1-1e-9) || v > to*(1+1e-9) {
+			continue
+		}
+		if decades > 4 && math.Abs(math.Log10(v)-math.Round(math.Log10(v))) > 1e-9 {
+			continue
+		}
+		a.ticks = append(a.ticks, v)
 	}
 	return a
 }
@@ -188,8 +210,8 @@ func (c Chart) validate() (xlo, xhi, ylo, yhi float64, err error) {
 			if math.IsNaN(x) || math.IsInf(x, 0) || math.IsNaN(y) || math.IsInf(y, 0) {
 				return 0, 0, 0, 0, fmt.Errorf("%w: %q point %d is not finite", ErrBadSeries, s.Name, i)
 			}
-			if c.LogX && x <= 0 {
-				return 0, 0, 0, 0, fmt.Errorf("%w: %q point %d: x %g on a log axis", ErrBadSeries, s.Name, i, x)
+			if (c.LogX && x <= 0) || (c.LogY && y <= 0) {
+				return 0, 0, 0, 0, fmt.Errorf("%w: %q point %d: (%g, %g) on a log axis", ErrBadSeries, s.Name, i, x, y)
 			}
 			xlo, xhi = math.Min(xlo, x), math.Max(xhi, x)
 			ylo, yhi = math.Min(ylo, y), math.Max(yhi, y)
@@ -218,10 +240,15 @@ func (c Chart) Image() (*image.RGBA, error) {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	fill(img, 0, 0, w, h, white)
 
-	if c.YFromZero {
-		ylo, yhi = math.Min(ylo, 0), math.Max(yhi, 0)
+	var ya axis
+	switch {
+	case c.LogY:
+		ya = logAxis(ylo, yhi)
+	case c.YFromZero:
+		ya = linearAxis(math.Min(ylo, 0), math.Max(yhi, 0), 6)
+	default:
+		ya = linearAxis(ylo, yhi, 6)
 	}
-	ya := linearAxis(ylo, yhi, 6)
 	var xa axis
 	if c.LogX {
 		xa = logAxis(xlo, xhi)

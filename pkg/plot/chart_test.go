@@ -102,6 +102,22 @@ func TestChartIsDeterministic(t *testing.T) {
 	}
 }
 
+func TestChartLogY(t *testing.T) {
+	// Latencies from 3 ms to 4 s: on a log scale the low ones are as far
+	// apart as the high ones, so the series' colour reaches the bottom
+	// quarter of the image.
+	c := latencyChart()
+	c.LogY = true
+	c.Series[0].Y = []float64{3, 3.5, 150, 2100, 4000}
+	img, _ := decode(t, c)
+	low := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	}).SubImage(image.Rect(0, plot.DefaultHeight*3/4, plot.DefaultWidth, plot.DefaultHeight))
+	if count(low, c.SeriesColor(0)) == 0 {
+		t.Fatal("low latencies not drawn near the bottom")
+	}
+}
+
 func TestChartLogXAndSize(t *testing.T) {
 	c := plot.Chart{Title: "write units per event", XLabel: "payload (KB)", YLabel: "WCU", LogX: true, YFromZero: true, Width: 640, Height: 360,
 		Series: []plot.Series{{Name: "processed event", X: []float64{1, 4, 64}, Y: []float64{7, 10, 140}}}}
@@ -128,6 +144,7 @@ func TestChartRefusesBadInput(t *testing.T) {
 		"lengths":      {Series: []plot.Series{{X: []float64{1, 2}, Y: []float64{1}}}},
 		"nan":          {Series: []plot.Series{{X: []float64{1}, Y: []float64{math.NaN()}}}},
 		"log of zero":  {LogX: true, Series: []plot.Series{{X: []float64{0, 1}, Y: []float64{1, 2}}}},
+		"log y of -1":  {LogY: true, Series: []plot.Series{{X: []float64{0, 1}, Y: []float64{-1, 2}}}},
 		"too small":    {Width: 10, Series: []plot.Series{{X: []float64{1}, Y: []float64{1}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -148,6 +165,11 @@ func latencyChartWith(s plot.Series) plot.Chart { return plot.Chart{Series: []pl
 func TestChartSample(t *testing.T) {
 	if dir := os.Getenv("PLOT_SAMPLE_DIR"); dir != "" {
 		if err := latencyChart().WriteFile(filepath.Join(dir, "latency.png")); err != nil {
+			t.Fatal(err)
+		}
+		c := latencyChart()
+		c.LogX, c.LogY = true, true
+		if err := c.WriteFile(filepath.Join(dir, "latency-log.png")); err != nil {
 			t.Fatal(err)
 		}
 	}

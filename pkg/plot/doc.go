@@ -1,6 +1,7 @@
 // Package plot provides simple line charts drawn as PNG with the standard
-// library only: axes with numeric tick labels, grid lines, several series
-// with markers and a legend, a title and axis labels.
+// library only: axes with numeric tick labels (linear, or log10 with ticks
+// at 1, 2 and 5 × 10^k), grid lines, several series with markers, a legend
+// in the corner where it hides the least, a title and axis labels.
 //
 // Text is drawn with a small built-in 5×7 bitmap font (digits, letters,
 // and the punctuation charts need). Letters are drawn in capitals, so
