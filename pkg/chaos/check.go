@@ -232,6 +232,28 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 		}
 		statesAt[e.Revision][e.Status] = true
 	}
+	wonAt := map[int]map[string]bool{}
+	for _, e := range evs {
+		ev := o.events[e.ID]
+		if ev.Status != ledger.StatusProcessed || ev.Result == nil {
+			continue
+		}
+		switch ev.Result.Outcome {
+		case ledger.OutcomeApplied, ledger.OutcomeNoop:
+			if wonAt[e.Revision] == nil {
+				wonAt[e.Revision] = map[string]bool{}
+			}
+			wonAt[e.Revision][e.Status] = true
+		case ledger.OutcomeStale, ledger.OutcomeIgnored:
+		default:
+			add(I1, "event %s (%s r%d %s) is PROCESSED as %q: its fact was neither applied nor judged stale", e.ID, subj, e.Revision, e.Status, ev.Result.Outcome)
+		}
+	}
+	for r, won := range wonAt {
+		if len(won) > 1 {
+			add(I3, "%s: contradictory states %v were both applied at revision %d (one should be quarantined)", subj, keysOf(won), r)
+		}
+	}
 	top := -1
 	for _, e := range evs {
 		ev := o.events[e.ID]
@@ -269,7 +291,7 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 	case len(won) == 0:
 		add(I3, "%s: no event at the highest revision %d was applied", subj, top)
 	case len(won) > 1:
-		add(I3, "%s: contradictory states %v were both applied at revision %d", subj, keysOf(won), top)
+		// reported above
 	case !won[fmt.Sprint(p.State["status"])]:
 		add(I3, "%s: projection says %v at revision %d, the applied event said %v", subj, p.State["status"], top, keysOf(won))
 	}

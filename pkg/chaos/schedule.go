@@ -154,7 +154,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 
 	chaos := func() Step {
 		switch k := r.IntN(100); {
-		case k < 22:
+		case k < 25:
 			st := Step{Op: OpCrash, Ahead: between(1, 2), When: "before"}
 			if r.IntN(2) == 0 {
 				st.When = "after"
@@ -170,14 +170,14 @@ func Generate(seed uint64, cfg Config) Schedule {
 			calls := crashCalls[st.Target]
 			st.Call = calls[r.IntN(len(calls))]
 			return st
-		case k < 34:
+		case k < 45:
 			calls := crashCalls[TargetWorker]
 			return Step{Op: OpPause, Who: r.IntN(s.Workers), Call: calls[r.IntN(len(calls))], Ahead: between(1, 2)}
-		case k < 56:
+		case k < 65:
 			return Step{Op: OpAdvance, Seconds: []int{1, 3, 31, 61, 301}[r.IntN(5)]}
-		case k < 66:
+		case k < 73:
 			return Step{Op: OpReconcile}
-		case k < 90:
+		case k < 93:
 			return Step{Op: OpDownstream, Mode: []string{Mode429, Mode429, Mode500, ModeHangAfter, ModeHangBefore}[r.IntN(5)]}
 		default:
 			return Step{Op: OpReplay, Event: r.IntN(len(s.Events))}
@@ -190,7 +190,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 		return Step{Op: OpDispatch, Who: r.IntN(s.Dispatchers)}
 	}
 	add := func() {
-		if r.IntN(3) > 0 {
+		if r.IntN(2) > 0 {
 			s.Steps = append(s.Steps, work())
 			return
 		}
@@ -205,7 +205,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 	}
 	for _, d := range deliveries {
 		s.Steps = append(s.Steps, Step{Op: OpDeliver, Event: d})
-		for range r.IntN(4) {
+		for range 1 + r.IntN(3) {
 			add()
 		}
 	}

@@ -90,8 +90,6 @@ func (p *Processor) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.S
 	return resp, nil
 }
 
-var errSeen = errors.New("naive: already seen")
-
 func (p *Processor) handle(ctx context.Context, body string) error {
 	ptr, err := queue.ParsePointer(body)
 	if err != nil {
@@ -117,57 +115,61 @@ func (p *Processor) handle(ctx context.Context, body string) error {
 	}
 	marker := map[string]types.AttributeValue{"pk": sv("DEDUP#" + ev.Source + "#" + ev.EventID), "sk": sv("DD")}
 
+	// Each design: a dedup step before the work (seen: skip it) and one
+	// after it.
+	var before func() (seen bool, err error)
+	var after func() error
 	switch p.Kind {
 	case CheckThenInsert:
-		out, err := p.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &p.Table, Key: marker, ConsistentRead: aws.Bool(true)})
-		if err != nil {
+		before = func() (bool, error) {
+			out, err := p.DB.GetItem(ctx, &dynamodb.GetItemInput{TableName: &p.Table, Key: marker, ConsistentRead: aws.Bool(true)})
+			return err == nil && len(out.Item) > 0, err
+		}
+		after = func() error {
+			_, err := p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: marker})
 			return err
 		}
-		if len(out.Item) > 0 {
-			return p.mark(ctx, ev, ledger.StatusProcessed, "duplicate", "")
-		}
-		outcome, err := p.business(ctx, res)
-		if err != nil {
-			return err
-		}
-		if _, err := p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: marker}); err != nil {
-			return err
-		}
-		return p.finish(ctx, ev, outcome)
 	case SplitCommit:
-		_, err := p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: marker, ConditionExpression: aws.String("attribute_not_exists(pk)")})
-		if isCondition(err) {
-			return p.mark(ctx, ev, ledger.StatusProcessed, "duplicate", "")
+		before = func() (bool, error) {
+			_, err := p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: marker, ConditionExpression: aws.String("attribute_not_exists(pk)")})
+			if isCondition(err) {
+				return true, nil
+			}
+			return false, err
 		}
-		if err != nil {
-			return err
-		}
-		outcome, err := p.business(ctx, res)
-		if err != nil {
-			return err
-		}
-		return p.finish(ctx, ev, outcome)
+		after = func() error { return nil }
 	default: // NoLease
-		_, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &p.Table, Key: marker,
-			UpdateExpression:          aws.String("SET st = :proc"),
-			ConditionExpression:       aws.String("attribute_not_exists(pk) OR st <> :done"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":proc": sv("PROCESSING"), ":done": sv("DONE")}})
-		if isCondition(err) {
-			return p.mark(ctx, ev, ledger.StatusProcessed, "duplicate", "")
+		before = func() (bool, error) {
+			_, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &p.Table, Key: marker,
+				UpdateExpression:          aws.String("SET st = :proc"),
+				ConditionExpression:       aws.String("attribute_not_exists(pk) OR st <> :done"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":proc": sv("PROCESSING"), ":done": sv("DONE")}})
+			if isCondition(err) {
+				return true, nil
+			}
+			return false, err
 		}
-		if err != nil {
+		after = func() error {
+			_, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &p.Table, Key: marker,
+				UpdateExpression: aws.String("SET st = :done"), ExpressionAttributeValues: map[string]types.AttributeValue{":done": sv("DONE")}})
 			return err
 		}
-		outcome, err := p.business(ctx, res)
-		if err != nil {
-			return err
-		}
-		if _, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &p.Table, Key: marker,
-			UpdateExpression: aws.String("SET st = :done"), ExpressionAttributeValues: map[string]types.AttributeValue{":done": sv("DONE")}}); err != nil {
-			return err
-		}
-		return p.finish(ctx, ev, outcome)
 	}
+	seen, err := before()
+	if err != nil {
+		return err
+	}
+	if seen {
+		return p.mark(ctx, ev, ledger.StatusProcessed, "duplicate", "")
+	}
+	outcome, err := p.business(ctx, res)
+	if err != nil {
+		return err
+	}
+	if err := after(); err != nil {
+		return err
+	}
+	return p.finish(ctx, ev, outcome)
 }
 
 // outcome of the business write: a ledger outcome, or a quarantine code.

@@ -1,0 +1,168 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// BatchOptions configure RunBatch. Zero values are sensible.
+type BatchOptions struct {
+	N        int    // schedules per design (default 30)
+	Seed     uint64 // schedule i has seed Seed+i
+	Designs  []string
+	Parallel int // schedules run at once (default 2)
+	// ShrinkFirst is how many failures per design are shrunk (0: one,
+	// negative: none); MaxShrinkRuns bounds each shrink (default 150 runs).
+	ShrinkFirst, MaxShrinkRuns int
+	Config                     Config
+	// Progress, when set, is called after each schedule.
+	Progress func(design string, done, total, failed int)
+}
+
+// Summary is one design's batch.
+type Summary struct {
+	Design      string         `json:"design"`
+	Schedules   int            `json:"schedules"`
+	Failed      int            `json:"failed"`
+	ByInvariant map[string]int `json:"violated_schedules_by_invariant"`
+	Stats       Stats          `json:"exercised"`
+	Took        time.Duration  `json:"took_ns"`
+	Failures    []Failure      `json:"failures,omitempty"`
+}
+
+// Failure is one failing schedule; Report is set for the shrunk ones.
+type Failure struct {
+	Seed       uint64      `json:"seed"`
+	Violations []Violation `json:"violations"`
+	Report     string      `json:"report,omitempty"`
+}
+
+// RunBatch runs N generated schedules against each design.
+func RunBatch(o BatchOptions) ([]Summary, error) {
+	if o.N <= 0 {
+		o.N = 30
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 2
+	}
+	if o.ShrinkFirst == 0 {
+		o.ShrinkFirst = 1
+	}
+	if o.MaxShrinkRuns <= 0 {
+		o.MaxShrinkRuns = 150
+	}
+	if len(o.Designs) == 0 {
+		o.Designs = []string{Ours.Name}
+	}
+	all := Designs()
+	var out []Summary
+	for _, name := range o.Designs {
+		d, ok := all[name]
+		if !ok {
+			return out, fmt.Errorf("chaos: unknown design %q (have %s)", name, strings.Join(DesignNames(), ", "))
+		}
+		out = append(out, runDesign(d, o))
+	}
+	return out, nil
+}
+
+func runDesign(d Design, o BatchOptions) Summary {
+	start := time.Now()
+	sum := Summary{Design: d.Name, Schedules: o.N, ByInvariant: map[string]int{}}
+	results := make([]Result, o.N)
+	schedules := make([]Schedule, o.N)
+	var mu sync.Mutex
+	done := 0
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range o.Parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				s := Generate(o.Seed+uint64(i), o.Config)
+				r := Run(s, d)
+				mu.Lock()
+				schedules[i], results[i] = s, r
+				done++
+				if r.Failed() {
+					sum.Failed++
+				}
+				if o.Progress != nil {
+					o.Progress(d.Name, done, o.N, sum.Failed)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range o.N {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	shrunk := 0
+	for i, r := range results {
+		st := r.Stats
+		sum.Stats.add(st)
+		if !r.Failed() {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, v := range r.Violations {
+			if !seen[v.Invariant] {
+				seen[v.Invariant] = true
+				sum.ByInvariant[v.Invariant]++
+			}
+		}
+		f := Failure{Seed: r.Seed, Violations: r.Violations}
+		if shrunk < o.ShrinkFirst {
+			shrunk++
+			small, smallRes := Shrink(schedules[i], d, r, o.MaxShrinkRuns)
+			f.Report = Report(d.Name, schedules[i], r, small, smallRes)
+		}
+		sum.Failures = append(sum.Failures, f)
+	}
+	sum.Took = time.Since(start)
+	return sum
+}
+
+func (s *Stats) add(o Stats) {
+	s.Steps += o.Steps
+	s.Crashes += o.Crashes
+	s.Pauses += o.Pauses
+	s.Takeovers += o.Takeovers
+	s.Redrives += o.Redrives
+	s.Replays += o.Replays
+	s.Dead += o.Dead
+	s.Quarantined += o.Quarantined
+	s.Effects += o.Effects
+	s.Intents += o.Intents
+}
+
+// Table renders the summaries: schedules, failing schedules, schedules
+// violating each invariant, and time.
+func Table(sums []Summary) string {
+	var b strings.Builder
+	cols := []string{"I1", "I2", "I3", "I5", "I6", "harness"}
+	fmt.Fprintf(&b, "%-10s %9s %7s", "design", "schedules", "failed")
+	for _, c := range cols {
+		fmt.Fprintf(&b, " %7s", c)
+	}
+	fmt.Fprintf(&b, " %9s\n", "time")
+	for _, s := range sums {
+		fmt.Fprintf(&b, "%-10s %9d %7d", s.Design, s.Schedules, s.Failed)
+		for _, inv := range Invariants {
+			fmt.Fprintf(&b, " %7d", s.ByInvariant[inv])
+		}
+		fmt.Fprintf(&b, " %9s\n", s.Took.Round(100*time.Millisecond))
+	}
+	b.WriteString("(columns I1..harness count schedules with at least one violation of that invariant)\n")
+	for _, s := range sums {
+		st := s.Stats
+		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
+			s.Design, st.Steps, st.Crashes, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
+	}
+	return b.String()
+}
