@@ -89,7 +89,11 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		}
 		switch ev.Status {
 		case ledger.StatusProcessed:
-		case ledger.StatusDead, ledger.StatusQuarantined:
+		case ledger.StatusDead:
+			// Visible, but the schedules hold no permanent failure: every
+			// DEAD event was replayed by the operator while settling.
+			add(I1, "event %s is still DEAD (%s) after the operator's replays", id, ev.ErrorCode)
+		case ledger.StatusQuarantined:
 			if ev.ErrorCode == "" || len(ev.Audit) == 0 || ev.Audit[len(ev.Audit)-1].Reason == "" {
 				add(I1, "event %s is %s without a code or an audited reason for the operator", id, ev.Status)
 			}
@@ -203,8 +207,16 @@ func checkAudit(id string, ev ledger.Event, add func(string, string, ...any)) {
 		add(I6, "event %s: audit does not start with its accept: %v", id, actions(ev.Audit))
 		return
 	}
+	holder := "" // the actor of the latest move into PROCESSING: the lease holder
 	for k := 1; k < len(ev.Audit); k++ {
 		a, prev := ev.Audit[k], ev.Audit[k-1]
+		if a.From == ledger.StatusProcessing && a.To != ledger.StatusProcessing && prev.To == ledger.StatusProcessing && holder != "" && a.Actor != holder {
+			add(I5, "event %s: %s by %s while %s held the lease: %v", id, a.Action, a.Actor, holder, actions(ev.Audit))
+			return
+		}
+		if a.To == ledger.StatusProcessing {
+			holder = a.Actor
+		}
 		if (a.Action == "complete" || a.Action == "quarantine") && (prev.To == ledger.StatusProcessed || prev.To == ledger.StatusQuarantined) {
 			add(I5, "event %s: %s by %s after it was already %s (two workers processed it): %v", id, a.Action, a.Actor, prev.To, actions(ev.Audit))
 			return
@@ -246,7 +258,9 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 			wonAt[e.Revision][e.Status] = true
 		case ledger.OutcomeStale, ledger.OutcomeIgnored:
 		default:
-			add(I1, "event %s (%s r%d %s) is PROCESSED as %q: its fact was neither applied nor judged stale", e.ID, subj, e.Revision, e.Status, ev.Result.Outcome)
+			// The ledger does not say what became of the fact; if it was
+			// lost, the final state or the effects show it too.
+			add(I6, "event %s (%s r%d %s) is PROCESSED as %q: the ledger does not record whether its fact was applied", e.ID, subj, e.Revision, e.Status, ev.Result.Outcome)
 		}
 	}
 	for r, won := range wonAt {

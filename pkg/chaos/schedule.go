@@ -199,8 +199,15 @@ func Generate(seed uint64, cfg Config) Schedule {
 		if st.Op == OpPause && s.Workers > 1 && r.IntN(3) > 0 {
 			// A race: time passes (the message comes back, maybe the
 			// lease expires) and another worker picks the event up.
-			s.Steps = append(s.Steps, Step{Op: OpAdvance, Seconds: []int{3, 31}[r.IntN(2)]},
-				Step{Op: OpPoll, Who: (st.Who + 1 + r.IntN(s.Workers-1)) % s.Workers})
+			other := (st.Who + 1 + r.IntN(s.Workers-1)) % s.Workers
+			s.Steps = append(s.Steps, Step{Op: OpAdvance, Seconds: []int{3, 31}[r.IntN(2)]})
+			if r.IntN(2) == 0 {
+				s.Steps = append(s.Steps, Step{Op: OpPoll, Who: other})
+			} else {
+				// Both in the middle of the same event: the first one
+				// goes on while the second holds the lease.
+				s.Steps = append(s.Steps, Step{Op: OpPause, Who: other, Call: st.Call, Ahead: 1}, Step{Op: OpResume, Who: st.Who})
+			}
 		}
 	}
 	for _, d := range deliveries {
