@@ -145,7 +145,7 @@ func (s *Stats) add(o Stats) {
 // violating each invariant, and time.
 func Table(sums []Summary) string {
 	var b strings.Builder
-	cols := []string{"I1", "I2", "I3", "I5", "I6", "harness"}
+	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "harness"}
 	fmt.Fprintf(&b, "%-10s %9s %7s", "design", "schedules", "failed")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %7s", c)

@@ -15,13 +15,14 @@ const (
 	I1      = "I1 nothing accepted is lost"
 	I2      = "I2 one effect per intent"
 	I3      = "I3 no regression / newest revision wins"
+	I4      = "I4 unverified requests touch nothing"
 	I5      = "I5 fenced completion"
 	I6      = "I6 auditable"
 	Harness = "harness error"
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{I1, I2, I3, I5, I6, Harness}
+var Invariants = []string{I1, I2, I3, I4, I5, I6, Harness}
 
 // Violation is one broken invariant with what the checker saw.
 type Violation struct {

@@ -2,14 +2,17 @@ package chaos
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/effectively-once/webhooks/pkg/awstrace"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -84,6 +87,7 @@ type run struct {
 	viol     []Violation
 	stats    Stats
 	errs     chan string // harness failures inside paused polls
+	forged   []string    // ids of forged deliveries
 }
 
 // Run plays one schedule against a design and checks it.
@@ -126,7 +130,13 @@ func Run(s Schedule, d Design) (res Result) {
 	r.stats.Steps = len(s.Steps)
 	settled := r.quiesce()
 	r.drainErrs()
-	r.viol = append(r.viol, check(r.s, r.accepted, r.observe(), settled)...)
+	obs := r.observe()
+	for _, id := range r.forged {
+		if _, ok := obs.events[id]; ok {
+			r.viol = append(r.viol, Violation{Invariant: I4, Detail: "a forged delivery " + id + " has a ledger row"})
+		}
+	}
+	r.viol = append(r.viol, check(r.s, r.accepted, obs, settled)...)
 	return res
 }
 
@@ -232,6 +242,8 @@ func (r *run) step(st Step) {
 		}[st.Mode])
 	case OpReplay:
 		r.replay(st.Event)
+	case OpForge:
+		r.forge(st.Event)
 	}
 }
 
@@ -254,6 +266,39 @@ func (r *run) deliver(i int) {
 			return
 		}
 	}
+}
+
+// forgedSecret signs forged deliveries: a well-formed Standard Webhooks
+// secret that is not the orders source's (visibly fake).
+var forgedSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("test_FAKE_forger_key_000000000"))
+
+// forge posts event i under a new id, signed with a secret the source does
+// not have: the intake must answer 401 and write nothing (I4, checked
+// again at the end: no ledger row under that id).
+func (r *run) forge(i int) {
+	if i < 0 || i >= len(r.s.Events) {
+		return
+	}
+	e := r.s.Events[i]
+	id := e.ID + "-forged"
+	body := pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, "")
+	wh, err := standardwebhooks.NewWebhook(forgedSecret)
+	if err != nil {
+		panic(fatal{"forger: " + err.Error()})
+	}
+	now := r.h.Clock.Now()
+	sig, err := wh.Sign(id, now, body)
+	if err != nil {
+		panic(fatal{"forger: " + err.Error()})
+	}
+	resp := r.h.DeliverTo("orders", body, map[string]string{"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": sig})
+	if r.h.IntakeRec.Crashed() {
+		r.h.IntakeRec.Reset()
+	}
+	if resp.Status != 401 {
+		r.viol = append(r.viol, Violation{Invariant: I4, Detail: fmt.Sprintf("a forged delivery %s was answered %d, want 401", id, resp.Status)})
+	}
+	r.forged = append(r.forged, id)
 }
 
 // pause starts a poll of processor i that stops right before its

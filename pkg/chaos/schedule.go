@@ -21,6 +21,7 @@ const (
 	OpReconcile  Op = "reconcile"  // one reconciler run
 	OpDownstream Op = "downstream" // the downstream's next call behaves as Mode
 	OpReplay     Op = "replay"     // an operator replays Events[Event] if it is DEAD or QUARANTINED
+	OpForge      Op = "forge"      // Events[Event] under a new id, signed with a wrong secret (must touch nothing)
 )
 
 // Targets of a crash.
@@ -212,6 +213,9 @@ func Generate(seed uint64, cfg Config) Schedule {
 	}
 	for _, d := range deliveries {
 		s.Steps = append(s.Steps, Step{Op: OpDeliver, Event: d})
+		if r.IntN(10) == 0 {
+			s.Steps = append(s.Steps, Step{Op: OpForge, Event: d})
+		}
 		for range 1 + r.IntN(3) {
 			add()
 		}
@@ -233,7 +237,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 // String renders one step compactly.
 func (st Step) String() string {
 	switch st.Op {
-	case OpDeliver, OpReplay:
+	case OpDeliver, OpReplay, OpForge:
 		return fmt.Sprintf("%s e#%d", st.Op, st.Event)
 	case OpPoll, OpDispatch, OpResume:
 		return fmt.Sprintf("%s %d", st.Op, st.Who)

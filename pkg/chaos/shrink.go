@@ -67,7 +67,7 @@ func dropEvent(s Schedule, e int) Schedule {
 	c.Events = append(append([]Event(nil), s.Events[:e]...), s.Events[e+1:]...)
 	c.Steps = nil
 	for _, st := range s.Steps {
-		if st.Op == OpDeliver || st.Op == OpReplay {
+		if st.Op == OpDeliver || st.Op == OpReplay || st.Op == OpForge {
 			if st.Event == e {
 				continue
 			}
