@@ -128,6 +128,9 @@ type Config struct {
 	Lease           time.Duration // DEV_LEASE_SECONDS, default 2 × FunctionTimeout
 	BatchWindow     time.Duration // DEV_BATCH_WINDOW_MS, default 500 ms
 	ScheduleRate    time.Duration // DEV_SCHEDULE_SECONDS, default 60 s
+	// ReconcileStuck is the reconciler's grace before it re-drives work
+	// (RECONCILE_STUCK_SECONDS): 300 s as deployed, 30 s in the fast profile.
+	ReconcileStuck time.Duration
 
 	// The dispatcher's timings. Its effects' own HTTP timeouts come from the
 	// effects document (2 s locally, so a hanging downstream is quick).
@@ -237,6 +240,9 @@ func (c *Config) defaults() {
 	if c.BatchWindow == 0 {
 		c.BatchWindow = 500 * time.Millisecond
 	}
+	if c.ReconcileStuck == 0 {
+		c.ReconcileStuck = 5 * time.Minute
+	}
 	if c.ScheduleRate == 0 {
 		c.ScheduleRate = time.Minute
 	}
@@ -254,7 +260,8 @@ func (c *Config) defaults() {
 // FastProfile shortens the timings for demos and tests: a crashed batch is
 // visible again after 4 s, a lease lasts 3 s; the dispatcher may run 5 s
 // (its effects time out after 2 s), holds an intent for 8 s, and a
-// dispatcher batch that died comes back after 10 s.
+// dispatcher batch that died comes back after 10 s, and the reconciler
+// re-drives work stuck for 30 s.
 func (c *Config) FastProfile() {
 	c.Visibility = 4 * time.Second
 	c.FunctionTimeout = 2 * time.Second
@@ -263,4 +270,5 @@ func (c *Config) FastProfile() {
 	c.DispatcherTimeout = 5 * time.Second
 	c.DispatchLease = 8 * time.Second
 	c.EffectsVisibility = 10 * time.Second
+	c.ReconcileStuck = 30 * time.Second
 }

@@ -374,6 +374,7 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 		"LEASE_SECONDS=" + strconv.Itoa(int(s.cfg.Lease.Seconds())),
 		"QUEUE_VISIBILITY_SECONDS=" + strconv.Itoa(int(s.cfg.Visibility.Seconds())),
 		"LOG_LEVEL=info",
+		"RECONCILE_STUCK_SECONDS=" + strconv.Itoa(int(s.cfg.ReconcileStuck.Seconds())),
 	}
 	if fn == "dispatcher" {
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),
