@@ -9,15 +9,10 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
-	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 func main() {
@@ -32,28 +27,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger("dispatcher")
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
-	}
-	owner := os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME")
-	if owner == "" {
-		owner = "dispatcher"
-	}
-	owner += "/" + ledger.RandomTokens()[:8]
-	l, err := ledger.New(dynamodb.NewFromConfig(awsCfg), ledger.Options{Table: cfg.Table, Retention: cfg.Retention, Actor: owner})
+	rt, err := cfg.Start(context.Background(), "dispatcher", "")
 	if err != nil {
 		return err
 	}
-	secrets := &source.Secrets{SM: secretsmanager.NewFromConfig(awsCfg)}
-	if cfg.EnvSecret {
-		secrets.Getenv = os.Getenv
-	}
 	c := &outbox.Consumer{
-		Dispatcher: &outbox.Dispatcher{Ledger: l, Effects: outbox.Build(cfg.Effects, secrets), Owner: owner,
+		Dispatcher: &outbox.Dispatcher{Ledger: rt.Ledger, Effects: outbox.Build(cfg.Effects, rt.Secrets), Owner: rt.Owner,
 			Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts},
-		SQS: sqs.NewFromConfig(awsCfg), QueueURL: cfg.EffectsQueueURL, Log: log, Metrics: cfg.Metrics(),
+		SQS: sqs.NewFromConfig(rt.AWS), QueueURL: cfg.EffectsQueueURL, Log: rt.Log, Metrics: rt.Metrics,
 	}
 	lambda.Start(c.HandleSQS)
 	return nil

@@ -1,5 +1,5 @@
 // Command intake is the webhook intake Lambda (API Gateway HTTP API,
-// POST /webhooks/{source}). It only wires: configuration, clients, handler.
+// payload 2.0). It only wires: configuration, clients, handler.
 package main
 
 import (
@@ -8,16 +8,11 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/intake"
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/queue"
-	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 func main() {
@@ -32,26 +27,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger("intake")
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
-	}
-	l, err := ledger.New(dynamodb.NewFromConfig(awsCfg), ledger.Options{Table: cfg.Table, Retention: cfg.Retention, Actor: "intake"})
+	rt, err := cfg.Start(context.Background(), "intake", "intake")
 	if err != nil {
 		return err
 	}
-	secrets := &source.Secrets{SM: secretsmanager.NewFromConfig(awsCfg)}
-	if cfg.EnvSecret {
-		secrets.Getenv = os.Getenv
-	}
 	h := &intake.Handler{
-		Sources: cfg.Sources,
-		Secrets: secrets,
-		Ledger:  l,
-		Queue:   queue.Sender{Client: sqs.NewFromConfig(awsCfg), URL: cfg.EventsQueueURL},
-		Log:     log,
-		Metrics: cfg.Metrics(),
+		Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
+		Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
 	}
 	lambda.Start(h.HandleHTTPAPI)
 	return nil

@@ -8,12 +8,9 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
@@ -31,23 +28,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger("processor")
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
-	}
-	owner := os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME")
-	if owner == "" {
-		owner = "processor"
-	}
-	owner += "/" + ledger.RandomTokens()[:8]
-	l, err := ledger.New(dynamodb.NewFromConfig(awsCfg), ledger.Options{Table: cfg.Table, Retention: cfg.Retention, Actor: owner})
+	rt, err := cfg.Start(context.Background(), "processor", "")
 	if err != nil {
 		return err
 	}
-	p, err := processor.New(l, cfg.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
-		Owner: owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: log, Metrics: cfg.Metrics(),
-		Effects: queue.Sender{Client: sqs.NewFromConfig(awsCfg), URL: cfg.EffectsQueueURL},
+	p, err := processor.New(rt.Ledger, cfg.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
+		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
+		Effects: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
 	})
 	if err != nil {
 		return err

@@ -9,16 +9,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
-	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 func main() {
@@ -33,25 +28,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger("reconciler")
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
-	}
-	l, err := ledger.New(dynamodb.NewFromConfig(awsCfg), ledger.Options{Table: cfg.Table, Retention: cfg.Retention, Actor: "reconciler"})
+	rt, err := cfg.Start(context.Background(), "reconciler", "reconciler")
 	if err != nil {
 		return err
 	}
-	secrets := &source.Secrets{SM: secretsmanager.NewFromConfig(awsCfg)}
-	if cfg.EnvSecret {
-		secrets.Getenv = os.Getenv
-	}
 	r := &reconciler.Reconciler{
-		Ledger: l, SQS: sqs.NewFromConfig(awsCfg),
+		Ledger: rt.Ledger, SQS: sqs.NewFromConfig(rt.AWS),
 		Queues:  reconciler.Queues{Events: cfg.EventsQueueURL, EventsDLQ: cfg.EventsDLQURL, Effects: cfg.EffectsQueueURL, EffectsDLQ: cfg.EffectsDLQURL},
 		Sources: cfg.Sources, Registry: projection.Default(projection.StripeOptions{}),
-		Truths: reconciler.BuildTruths(cfg.Sources, secrets),
-		Opts:   reconciler.Options{StuckAfter: cfg.StuckAfter, MaxItems: cfg.MaxItems, Budget: cfg.Budget, Log: log, Metrics: cfg.Metrics()},
+		Truths: reconciler.BuildTruths(cfg.Sources, rt.Secrets),
+		Opts:   reconciler.Options{StuckAfter: cfg.StuckAfter, MaxItems: cfg.MaxItems, Budget: cfg.Budget, Log: rt.Log, Metrics: rt.Metrics},
 	}
 	// A failed step fails the invocation, so the function's Errors alarm
 	// fires; every step is idempotent, so a retried invocation is harmless.

@@ -1,0 +1,40 @@
+package config_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/effectively-once/webhooks/pkg/config"
+)
+
+// Start builds the shared cold-start wiring without calling AWS: the owner
+// falls back to the function's name outside Lambda, env: secrets are only
+// readable when the configuration allows them.
+func TestStartBuildsTheRuntime(t *testing.T) {
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_LAMBDA_LOG_STREAM_NAME", "")
+	c, err := config.LoadCommon(with(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := c.Start(context.Background(), "processor", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rt.Owner, "processor/") || len(rt.Owner) != len("processor/")+8 || rt.Ledger == nil || rt.Log == nil || rt.Metrics == nil {
+		t.Fatalf("runtime %+v", rt)
+	}
+	if rt.Secrets.Getenv != nil || rt.AWS.Region != "eu-west-1" {
+		t.Fatalf("env secrets readable without ALLOW_ENV_SECRETS, or region %q", rt.AWS.Region)
+	}
+	t.Setenv("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/30/[$LATEST]abc")
+	local, err := config.LoadCommon(with(map[string]string{"ALLOW_ENV_SECRETS": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err = local.Start(context.Background(), "intake", "intake")
+	if err != nil || rt.Secrets.Getenv == nil || !strings.HasPrefix(rt.Owner, "2026/11/30/[$LATEST]abc/") {
+		t.Fatalf("local runtime %+v %v", rt, err)
+	}
+}
