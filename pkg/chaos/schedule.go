@@ -143,6 +143,13 @@ func Generate(seed uint64, cfg Config) Schedule {
 		}
 	}
 
+	var contradicted []int
+	for i, e := range s.Events {
+		if content[fmt.Sprintf("%s/%d", e.Subject, e.Revision)] != e.Status {
+			contradicted = append(contradicted, i)
+		}
+	}
+
 	// Deliveries: every event once, some twice (same id), shuffled.
 	var deliveries []int
 	for i := range s.Events {
@@ -181,6 +188,11 @@ func Generate(seed uint64, cfg Config) Schedule {
 		case k < 93:
 			return Step{Op: OpDownstream, Mode: []string{Mode429, Mode429, Mode500, ModeHangAfter, ModeHangBefore}[r.IntN(5)]}
 		default:
+			// Mostly an event of a contradiction: the one likely to be
+			// QUARANTINED, so the replay has something to do.
+			if len(contradicted) > 0 && r.IntN(3) > 0 {
+				return Step{Op: OpReplay, Event: contradicted[r.IntN(len(contradicted))]}
+			}
 			return Step{Op: OpReplay, Event: r.IntN(len(s.Events))}
 		}
 	}
