@@ -265,9 +265,13 @@ func (p *Processor) update(ctx context.Context, ev ledger.Event, to ledger.Statu
 	for k, v := range extra {
 		vals[k] = v
 	}
+	names := map[string]string{"#status": "status"}
+	if extraSet != "" {
+		names["#result"] = "result"
+	}
 	_, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &p.Table,
 		Key:              map[string]types.AttributeValue{"pk": sv("EV#" + ev.Source + "#" + ev.EventID), "sk": sv("EV")},
-		UpdateExpression: aws.String(set + " REMOVE due_shard, due_at"), ExpressionAttributeNames: map[string]string{"#status": "status", "#result": "result"},
+		UpdateExpression: aws.String(set + " REMOVE due_shard, due_at"), ExpressionAttributeNames: names,
 		ExpressionAttributeValues: vals})
 	if err != nil {
 		return fmt.Errorf("naive mark %s/%s: %w", ev.Source, ev.EventID, err)
