@@ -43,7 +43,7 @@ func run() int {
 		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink,
 		Progress: func(d string, done, total, failed int) {
 			if done%step == 0 || done == total {
-				fmt.Printf("  %-10s %5d/%d schedules, %d failing, %s\n", d, done, total, failed, time.Since(start).Round(time.Second))
+				fmt.Fprintf(os.Stderr, "  %-10s %5d/%d schedules, %d failing, %s\n", d, done, total, failed, time.Since(start).Round(time.Second))
 			}
 		},
 	})
