@@ -7,13 +7,9 @@ package pipelinetest
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -154,40 +150,16 @@ func (v *Virtual) Cycle(ctx context.Context, url string, batch int32, rec *awstr
 		v.inflight[aws.ToString(m.ReceiptHandle)] = virtualMsg{url: url, due: due}
 	}
 	v.mu.Unlock()
-	var ev events.SQSEvent
-	for _, m := range out.Messages {
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:chaos",
-		})
-	}
-	payload, _ := json.Marshal(ev)
-	raw, err := lambda.NewHandler(handler).Invoke(ctx, payload)
-	if err != nil || rec.Crashed() {
+	acked, crashed := h.invokeBatch(ctx, handler, "chaos", rec, out.Messages)
+	if crashed {
 		return len(out.Messages)
 	}
-	var resp events.SQSEventResponse
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		h.T.Fatalf("handler response: %v", err)
+	v.mu.Lock()
+	for _, m := range acked {
+		delete(v.inflight, aws.ToString(m.ReceiptHandle))
 	}
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	var del []sqstypes.DeleteMessageBatchRequestEntry
-	for i, m := range out.Messages {
-		if !failed[aws.ToString(m.MessageId)] {
-			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
-			v.mu.Lock()
-			delete(v.inflight, aws.ToString(m.ReceiptHandle))
-			v.mu.Unlock()
-		}
-	}
-	if len(del) > 0 {
-		if _, err := h.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil {
-			h.T.Fatalf("delete batch: %v", err)
-		}
-	}
+	v.mu.Unlock()
+	h.deleteBatch(ctx, url, acked)
 	return len(out.Messages)
 }
 

@@ -290,38 +290,60 @@ func (h *Harness) esm(ctx context.Context, c esmCycle) []sqstypes.Message {
 	if c.received != nil {
 		c.received(out.Messages)
 	}
+	acked, crashed := h.invokeBatch(ctx, c.handler, c.arn, c.rec, out.Messages)
+	if crashed {
+		return out.Messages
+	}
+	h.deleteBatch(ctx, c.url, acked)
+	return out.Messages
+}
+
+// invokeBatch gives msgs to handler as one SQS event through the Lambda
+// JSON path, as an event source mapping does, and returns the messages it
+// acknowledged (those not in its batch item failures). crashed is true
+// when the invocation failed or its recorder crashed: nothing is
+// acknowledged then.
+func (h *Harness) invokeBatch(ctx context.Context, handler any, arn string, rec *awstrace.Recorder, msgs []sqstypes.Message) (acked []sqstypes.Message, crashed bool) {
 	var ev events.SQSEvent
-	for _, m := range out.Messages {
+	for _, m := range msgs {
 		ev.Records = append(ev.Records, events.SQSMessage{
 			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + c.arn,
+			Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:000000000000:" + arn,
 		})
 	}
 	payload, _ := json.Marshal(ev)
-	raw, err := lambda.NewHandler(c.handler).Invoke(ctx, payload)
-	if err != nil || c.rec.Crashed() {
-		return out.Messages
+	raw, err := lambda.NewHandler(handler).Invoke(ctx, payload)
+	if err != nil || rec.Crashed() {
+		return nil, true
 	}
 	var resp events.SQSEventResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
-		h.T.Fatalf("%s handler response: %v", c.arn, err)
+		h.T.Fatalf("%s handler response: %v", arn, err)
 	}
 	failed := map[string]bool{}
 	for _, f := range resp.BatchItemFailures {
 		failed[f.ItemIdentifier] = true
 	}
-	var del []sqstypes.DeleteMessageBatchRequestEntry
-	for i, m := range out.Messages {
+	for _, m := range msgs {
 		if !failed[aws.ToString(m.MessageId)] {
-			del = append(del, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+			acked = append(acked, m)
 		}
 	}
-	if len(del) > 0 {
-		if _, err := h.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.url), Entries: del}); err != nil {
-			h.T.Fatalf("delete batch: %v", err)
-		}
+	return acked, false
+}
+
+// deleteBatch deletes messages from a queue in one request.
+func (h *Harness) deleteBatch(ctx context.Context, url string, msgs []sqstypes.Message) {
+	if len(msgs) == 0 {
+		return
 	}
-	return out.Messages
+	del := make([]sqstypes.DeleteMessageBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		del[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	if _, err := h.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: del}); err != nil {
+		h.T.Fatalf("delete batch: %v", err)
+	}
 }
 
 // Depth returns the number of messages in a queue, visible or in flight.
