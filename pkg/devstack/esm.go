@@ -134,9 +134,22 @@ func (s *Stack) crashHook(name string) func(*instance) {
 	}
 	s.crashes--
 	return func(in *instance) {
+		// An instance's first invocation starts its runtime: it may not
+		// exist yet 15 ms in. Wait for it; if it never appears, re-arm so
+		// the next batch is killed instead of silently none.
 		time.Sleep(15 * time.Millisecond)
-		if in.killRuntime() {
-			s.logs.Printf(name, "killed the %s runtime mid-batch (requested crash)", in.name)
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if in.killRuntime() {
+				s.logs.Printf(name, "killed the %s runtime mid-batch (requested crash)", in.name)
+				return
+			}
+			if time.Now().After(deadline) {
+				s.crashMu.Lock()
+				s.crashes++
+				s.crashMu.Unlock()
+				s.logs.Printf(name, "no %s runtime to kill; crash re-armed for the next batch", in.name)
+				return
+			}
 		}
 	}
 }

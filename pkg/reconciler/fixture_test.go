@@ -43,6 +43,7 @@ type fixture struct {
 	Reg     *projection.Registry
 	P       *processor.Processor
 	EMF     *bytes.Buffer
+	emitter *metrics.Emitter // one per process, as in a function: it serialises writes to EMF
 	tokens  int
 }
 
@@ -61,6 +62,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, Clock: ledger.NewManualClock(t0), SQS: sq.Client(), EMF: &bytes.Buffer{}, DB: d.Client()}
+	f.emitter = metrics.New(f.EMF, "EffectivelyOnce/test", f.Clock.Now)
 	f.L, err = ledger.New(d.Client(), ledger.Options{Table: "ledger", Clock: f.Clock, Actor: "test", Tokens: func() string {
 		f.tokens++
 		return "tok-" + strconv.Itoa(f.tokens)
@@ -97,7 +99,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) reconciler(truths map[string]reconciler.SourceOfTruth) *reconciler.Reconciler {
 	return &reconciler.Reconciler{Ledger: f.L, SQS: f.SQS, Queues: f.Q, Sources: f.Sources, Registry: f.Reg, Truths: truths,
 		Opts: reconciler.Options{StuckAfter: 5 * time.Minute, MaxItems: 100, Now: f.Clock.Now, Log: quiet(),
-			Metrics: metrics.New(f.EMF, "EffectivelyOnce/test", f.Clock.Now)}}
+			Metrics: f.emitter}}
 }
 
 func (f *fixture) run(r *reconciler.Reconciler) reconciler.Report {
