@@ -485,12 +485,12 @@ func (s *Stack) grants() {
 	// event found at the source of truth is Accepted (UpdateItem + PutItem
 	// chunks), GetProjection is GetItem. It re-enqueues events and
 	// re-announces intents (SendMessage/SendMessageBatch), reads both DLQs'
-	// depths, and sweeps the events DLQ (receive, delete what is finished).
+	// depths, and sweeps both DLQs (receive, delete what is finished).
 	re.grantOn([]string{ddbQuery}, dueIndex)
 	re.grantOn([]string{ddbGet, ddbPut, ddbUpdate}, table)
 	ev.Queue.Grant(re.Role, jsii.String(sqsSend))
 	ef.Queue.Grant(re.Role, jsii.String(sqsSend))
-	ef.DLQ.Grant(re.Role, jsii.String(sqsAttributes))
+	ef.DLQ.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
 	ev.DLQ.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
 
 	// Secrets: read-only, and only where the code reads them: signing

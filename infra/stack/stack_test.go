@@ -573,6 +573,18 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 					}
 				}
 			}
+			// AND the reconciler receives and deletes only on the two DLQs
+			// (it sweeps them), never on the queues the consumers own
+			byName := map[string]string{}
+			for id, q := range s.ofType("AWS::SQS::Queue") {
+				byName[props(q)["QueueName"].(string)] = id
+			}
+			dlqs := sorted([]string{"{" + byName[queue.Events("webhooks-dev-").DLQName()] + "}", "{" + byName[queue.Effects("webhooks-dev-").DLQName()] + "}"})
+			for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"} {
+				if !slices.Equal(re[a], dlqs) {
+					t.Errorf("reconciler %s on %v, want the DLQs %v", a, re[a], dlqs)
+				}
+			}
 		})
 	}
 }

@@ -15,7 +15,9 @@
 //  2. Re-announce outbox intents PENDING, leased, waiting or UNCERTAIN and
 //     due at least StuckAfter ago (outbox.AnnounceDue).
 //  3. Sweep the events DLQ (processor.SweepDLQ): an event whose message
-//     SQS gave up on but whose row is unfinished becomes DEAD, visible.
+//     SQS gave up on but whose row is unfinished becomes DEAD, visible. Sweep
+//     the effects DLQ (outbox.SweepDLQ): messages of finished intents are
+//     deleted, those of unfinished ones kept (step 2 re-announces them).
 //  4. Compare with provider truth, for every source with a SourceOfTruth:
 //     each fact is projected with the source's own projection and compared
 //     with the stored projection. When the store is behind (missing, an

@@ -29,6 +29,7 @@ type Ledger interface {
 	GiveUp(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
 	Accept(ctx context.Context, d ledger.Delivery) (ledger.Accepted, error)
 	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
+	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -83,6 +84,7 @@ type Report struct {
 	StuckLeases        int                   `json:"stuck_leases"`
 	IntentsReannounced int                   `json:"intents_reannounced"`
 	DLQ                processor.SweepReport `json:"dlq"`
+	EffectsDLQ         outbox.DLQReport      `json:"effects_dlq"`
 	FactsChecked       int                   `json:"facts_checked"`
 	DriftFound         int                   `json:"drift_found"`
 	DriftRepaired      int                   `json:"drift_repaired"`
@@ -149,6 +151,13 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		step("dlq", func() error {
 			sw, err := processor.SweepDLQ(ctx, r.SQS, r.Queues.EventsDLQ, giveUpAs{r.Ledger, o.Actor}, o.MaxItems, o.Log)
 			rep.DLQ = sw
+			return err
+		})
+	}
+	if r.Queues.EffectsDLQ != "" {
+		step("effects dlq", func() error {
+			sw, err := outbox.SweepDLQ(ctx, r.SQS, r.Queues.EffectsDLQ, r.Ledger, o.MaxItems, o.Log)
+			rep.EffectsDLQ = sw
 			return err
 		})
 	}

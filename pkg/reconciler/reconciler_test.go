@@ -271,3 +271,48 @@ func TestTruthFailureIsReportedNotFatal(t *testing.T) {
 		t.Fatalf("err %v, report %+v", err, rep)
 	}
 }
+
+// The effects DLQ keeps only what still needs work: the message of a
+// finished intent is deleted, that of an unfinished one kept for a console
+// redrive (and the intent re-announced from the ledger), junk kept for an
+// operator.
+func TestEffectsDLQSweep(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.accept("orders", "evt_c", "order.cancelled", orderBody("order.cancelled", "O-9", 4, "cancelled"))
+	if err := (queue.Sender{Client: f.SQS, URL: f.Q.Events}).Send(ctx, queue.Pointer{Source: "orders", EventID: "evt_c"}); err != nil {
+		t.Fatal(err)
+	}
+	f.process()
+	var ops []string
+	for _, b := range f.receive(f.Q.Effects) {
+		p, err := queue.ParseIntentPointer(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, p.OperationID)
+	}
+	if len(ops) != 2 {
+		t.Fatalf("intents %v", ops)
+	}
+	c, err := f.L.ClaimIntent(ctx, ops[0], ledger.ClaimOptions{Owner: "d", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.L.RecordIntent(ctx, c, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "ok_200"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{queue.IntentPointer{OperationID: ops[0]}.Encode(), queue.IntentPointer{OperationID: ops[1]}.Encode(), `{"junk":true}`} {
+		if _, err := f.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(f.Q.EffectsDLQ), MessageBody: aws.String(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := f.run(f.reconciler(nil))
+	if rep.EffectsDLQ.Seen != 3 || rep.EffectsDLQ.Deleted != 1 || rep.EffectsDLQ.Kept != 1 || rep.EffectsDLQ.Unreadable != 1 {
+		t.Fatalf("effects DLQ sweep %+v", rep.EffectsDLQ)
+	}
+	f.Clock.Advance(time.Hour) // past the grace: the unfinished intent is announced again
+	if rep := f.run(f.reconciler(nil)); rep.IntentsReannounced != 1 {
+		t.Fatalf("unfinished intent not re-announced: %+v", rep)
+	}
+}
