@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -116,5 +117,43 @@ func TestLeasedEventIsDueOnlyAfterItsLease(t *testing.T) {
 	}
 	if open, _ := f.L.ListOpen(ctx, "event", 10); len(open) != 1 || open[0].Status != "PROCESSING" {
 		t.Fatalf("open: %+v", open)
+	}
+}
+
+// Release reopens only a QUARANTINED event and says so in the audit; a DEAD
+// one is refused (Replay is for it).
+func TestReleaseOnlyFromQuarantine(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	for _, id := range []string{"evt_q", "evt_d"} {
+		if _, err := f.L.Accept(ctx, delivery(id, `{"id":"x"}`)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.L.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: "p", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id == "evt_q" {
+			err = f.L.Quarantine(ctx, c, "operator_hold", "disputed")
+		} else {
+			err = f.L.Dead(ctx, c, "commit_failed", "boom")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, err := f.L.Release(ctx, "stripe", "evt_q", "ops:alice", "dispute settled")
+	if err != nil || ev.Status != ledger.StatusReceived {
+		t.Fatalf("release: %+v %v", ev, err)
+	}
+	last := ev.Audit[len(ev.Audit)-1]
+	if last.Action != "release" || last.Actor != "ops:alice" || last.Reason != "dispute settled" {
+		t.Fatalf("audit %+v", last)
+	}
+	if ev, err := f.L.Release(ctx, "stripe", "evt_d", "ops:alice", "x"); !errors.Is(err, ledger.ErrNotReplayable) || ev.Status != ledger.StatusDead {
+		t.Fatalf("release of a DEAD event: %+v %v", ev.Status, err)
+	}
+	if _, err := f.L.Release(ctx, "stripe", "evt_q", "", "x"); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("release without an actor: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -94,33 +95,51 @@ func (l *Ledger) attentionVals(a, b string) map[string]types.AttributeValue {
 // identity, resetting the round's attempts and recording who asked and why.
 // The caller then enqueues it.
 func (l *Ledger) Replay(ctx context.Context, source, eventID, actor, reason string) (Event, error) {
+	return l.reopen(ctx, source, eventID, actor, reason, "replay", StatusDead, StatusQuarantined)
+}
+
+// Release is Replay for a QUARANTINED event only (an operator's hold, or a
+// permanent failure whose cause was fixed), audited as "release". A DEAD
+// event is refused with ErrNotReplayable: that is what Replay is for.
+func (l *Ledger) Release(ctx context.Context, source, eventID, actor, reason string) (Event, error) {
+	return l.reopen(ctx, source, eventID, actor, reason, "release", StatusQuarantined)
+}
+
+// reopen moves an event in one of from back to RECEIVED, audited as action.
+func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, action string, from ...Status) (Event, error) {
 	if actor == "" || reason == "" {
-		return Event{}, fmt.Errorf("%w: replay needs an actor and a reason", ErrInvalid)
+		return Event{}, fmt.Errorf("%w: %s needs an actor and a reason", ErrInvalid, action)
 	}
 	now := l.now()
+	vals := map[string]types.AttributeValue{
+		":recv": sv(string(StatusReceived)),
+		":zero": nv(0), ":shard": sv(l.dueShard(source, eventID)), ":now": nv(ms(now)),
+		":audit": auditValue(now, "", StatusReceived, actor, action, reason),
+	}
+	inList := make([]string, len(from))
+	for i, st := range from {
+		inList[i] = ":from" + strconv.Itoa(i)
+		vals[inList[i]] = sv(string(st))
+	}
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.opts.Table),
 		Key:       eventKey(source, eventID),
 		UpdateExpression: aws.String("SET #status = :recv, attempts = :zero, due_shard = :shard, due_at = :now, " +
 			"audit = list_append(audit, :audit) REMOVE next_attempt_at, expires_at"),
-		ConditionExpression:      aws.String("#status IN (:dead, :quar)"),
-		ExpressionAttributeNames: map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":recv": sv(string(StatusReceived)), ":dead": sv(string(StatusDead)), ":quar": sv(string(StatusQuarantined)),
-			":zero": nv(0), ":shard": sv(l.dueShard(source, eventID)), ":now": nv(ms(now)),
-			":audit": auditValue(now, "", StatusReceived, actor, "replay", reason),
-		},
+		ConditionExpression:                 aws.String("#status IN (" + strings.Join(inList, ", ") + ")"),
+		ExpressionAttributeNames:            map[string]string{"#status": "status"},
+		ExpressionAttributeValues:           vals,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
 		switch cur, failed := conditionFailed(err); {
 		case failed && cur == nil:
-			return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, ErrNotFound)
+			return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, ErrNotFound)
 		case failed:
-			return *cur, fmt.Errorf("replay %s/%s in %s: %w", source, eventID, cur.Status, ErrNotReplayable)
+			return *cur, fmt.Errorf("%s %s/%s in %s: %w", action, source, eventID, cur.Status, ErrNotReplayable)
 		}
-		return Event{}, fmt.Errorf("replay %s/%s: %w", source, eventID, translate(err))
+		return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, translate(err))
 	}
 	return decodeEvent(out.Attributes)
 }

@@ -43,9 +43,10 @@ func (a *App) Quarantine(ctx context.Context, source, eventID, reason string) er
 	return nil
 }
 
-// Release takes a QUARANTINED event back to RECEIVED (ledger.Replay, audited
-// as "replay" with the operator and reason) and enqueues it. A DEAD event is
-// refused: that is what replay is for.
+// Release takes a QUARANTINED event back to RECEIVED (ledger.Release,
+// conditional on QUARANTINED, audited as "release" with the operator and
+// reason) and enqueues it. A DEAD event is refused: that is what replay is
+// for.
 func (a *App) Release(ctx context.Context, source, eventID, reason string) error {
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
@@ -64,7 +65,7 @@ func (a *App) Release(ctx context.Context, source, eventID, reason string) error
 		}
 		return fmt.Errorf("refused: %s/%s is %s; only a QUARANTINED event can be released%s", source, eventID, ev.Status, hint)
 	}
-	return a.replayOne(ctx, "released", source, eventID, reason)
+	return a.replayOne(ctx, "released", source, eventID, reason, a.Ledger.Release)
 }
 
 type intentRow struct {

@@ -37,6 +37,7 @@ type Ledger interface {
 	ListOpen(ctx context.Context, kind string, limit int, statuses ...ledger.Status) ([]ledger.OpenItem, error)
 	ScanEvents(ctx context.Context, db ledger.Scanner, f ledger.EventFilter) (ledger.ScanResult, error)
 	Replay(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
+	Release(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
 	Hold(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
 	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
 	ResolveIntent(ctx context.Context, op string, to ledger.IntentStatus, actor, reason string) (ledger.IntentState, error)

@@ -82,10 +82,11 @@ type replayJSON struct {
 // identity; the audit records the operator and reason) and enqueues it.
 // action names it in the output ("replay" or "release").
 func (a *App) Replay(ctx context.Context, source, eventID, reason string) error {
-	return a.replayOne(ctx, "replayed", source, eventID, reason)
+	return a.replayOne(ctx, "replayed", source, eventID, reason, a.Ledger.Replay)
 }
 
-func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason string) error {
+func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason string,
+	reopen func(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)) error {
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
 	}
@@ -96,9 +97,12 @@ func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason strin
 	if err != nil {
 		return err
 	}
-	ev, err := a.Ledger.Replay(ctx, source, eventID, a.Actor, reason)
+	ev, err := reopen(ctx, source, eventID, a.Actor, reason)
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotReplayable) {
+			if verb == "released" {
+				return fmt.Errorf("refused: %s/%s is %s; only a QUARANTINED event can be released", source, eventID, ev.Status)
+			}
 			return fmt.Errorf("refused: %s/%s is %s; only DEAD or QUARANTINED events can be replayed", source, eventID, ev.Status)
 		}
 		return err
@@ -109,7 +113,7 @@ func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason strin
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.Out, "%s %s/%s -> %s (same identity; audit: replay by %s: %s)\n%s\n", verb, source, eventID, ev.Status, a.Actor, reason, note)
+		fmt.Fprintf(a.Out, "%s %s/%s -> %s (same identity; audit: %s by %s: %s)\n%s\n", verb, source, eventID, ev.Status, ev.Audit[len(ev.Audit)-1].Action, a.Actor, reason, note)
 	}
 	if serr != nil {
 		return fmt.Errorf("%w: replayed but not enqueued", ErrIncomplete)
