@@ -222,7 +222,7 @@ func (s *Stack) start(ctx context.Context) error {
 		for _, fn := range Functions {
 			total += 2 * cfg.Instances[fn]
 		}
-		if auto, err = freePorts(total); err != nil {
+		if auto, err = FreePorts(total); err != nil {
 			return err
 		}
 	}
@@ -243,7 +243,7 @@ func (s *Stack) start(ctx context.Context) error {
 		}
 	}
 	for _, in := range s.all {
-		if err := waitPort(ctx, in.addr(), 15*time.Second); err != nil {
+		if err := WaitPort(ctx, in.addr(), nil, 15*time.Second); err != nil {
 			return fmt.Errorf("%s did not start: %w", in.name, err)
 		}
 	}
@@ -290,9 +290,9 @@ func (s *Stack) DynamoURL() string { return s.dynURL }
 // Table is the ledger table's name.
 func (s *Stack) Table() string { return s.cfg.Table }
 
-// freePorts finds n distinct free ports: all are held open until every one
-// is found, so no two instances get the same port.
-func freePorts(n int) ([]int, error) {
+// FreePorts finds n distinct free loopback ports: all are held open until
+// every one is found, so no two instances get the same port.
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -524,7 +524,9 @@ func (s *Stack) Invoke(ctx context.Context, fn string, payload []byte, during fu
 	return body, nil
 }
 
-func waitPort(ctx context.Context, addr string, timeout time.Duration) error {
+// WaitPort waits until addr accepts TCP connections, the timeout passes,
+// ctx ends, or exited (optional: the listening process died) is closed.
+func WaitPort(ctx context.Context, addr string, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
@@ -538,7 +540,9 @@ func waitPort(ctx context.Context, addr string, timeout time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-exited:
+			return errors.New("the process exited before " + addr + " accepted connections")
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -73,6 +73,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/devstack"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/queue"
@@ -436,7 +437,7 @@ var (
 // coldStart starts one emulator process running bootstrap, invokes it
 // twice and stops it (and the bootstrap) again.
 func coldStart(ctx context.Context, rie, bootstrap string, env []string, payload []byte, invokeTO time.Duration) (measurement, error) {
-	ports, err := freePorts(2)
+	ports, err := devstack.FreePorts(2)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -460,7 +461,7 @@ func coldStart(ctx context.Context, rie, bootstrap string, env []string, payload
 	go func() { _ = cmd.Wait(); close(exited) }()
 	defer stopGroup(cmd.Process.Pid, exited)
 
-	if err := waitPort(ctx, addr, exited, 15*time.Second); err != nil {
+	if err := devstack.WaitPort(ctx, addr, exited, 15*time.Second); err != nil {
 		return measurement{}, fmt.Errorf("emulator did not listen on %s: %w\n%s", addr, err, out)
 	}
 	first, err := invoke(ctx, addr, payload, invokeTO)
@@ -533,46 +534,6 @@ func stopGroup(pid int, exited <-chan struct{}) {
 	select {
 	case <-exited:
 	case <-time.After(2 * time.Second):
-	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func waitPort(ctx context.Context, addr string, exited <-chan struct{}, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-exited:
-			return errors.New("the emulator exited")
-		case <-time.After(10 * time.Millisecond):
-		}
 	}
 }
 
