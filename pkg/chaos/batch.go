@@ -139,6 +139,11 @@ func (s *Stats) add(o Stats) {
 	s.Quarantined += o.Quarantined
 	s.Effects += o.Effects
 	s.Intents += o.Intents
+	s.Stripe += o.Stripe
+	s.StripeApplied += o.StripeApplied
+	s.StripeStale += o.StripeStale
+	s.StripeNoop += o.StripeNoop
+	s.Deleted += o.Deleted
 }
 
 // Table renders the summaries: schedules, failing schedules, schedules
@@ -163,6 +168,10 @@ func Table(sums []Summary) string {
 		st := s.Stats
 		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
 			s.Design, st.Steps, st.Crashes, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
+		if st.Stripe > 0 {
+			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted\n",
+				s.Design, st.Stripe, st.StripeApplied, st.StripeNoop, st.StripeStale, st.Deleted)
+		}
 	}
 	return b.String()
 }

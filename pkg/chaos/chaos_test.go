@@ -25,6 +25,9 @@ func TestChaosOurs(t *testing.T) {
 	if s.Stats.Crashes == 0 || s.Stats.Intents == 0 || s.Stats.Takeovers == 0 {
 		t.Errorf("the batch exercised too little to mean anything: %+v", s.Stats)
 	}
+	if !testing.Short() && (s.Stats.StripeApplied == 0 || s.Stats.StripeStale == 0 || s.Stats.Deleted == 0) {
+		t.Errorf("the batch exercised too few Stripe subscription events: %+v", s.Stats)
+	}
 	for _, f := range s.Failures {
 		if f.Report != "" {
 			t.Errorf("\n%s", f.Report)

@@ -116,24 +116,41 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	}
 	sort.Strings(names)
 	for _, subj := range names {
+		if subjects[subj][0].Stripe() {
+			checkSubscription(subj, subjects[subj], o, add)
+			continue
+		}
 		checkSubject(subj, subjects[subj], o, add)
 	}
 
-	// I2: effects.
+	// I2: effects. An order's operation ids come from its cancellations, a
+	// subscription's from each of its events (one grant or revoke per
+	// version); an operation is due exactly once when an event applied it.
 	type cancel struct {
 		subject  string
 		revision int
+		stripe   bool
 	}
 	opOf := map[string]cancel{}
 	appliedCancel := map[string]string{} // op -> the event that applied it
 	for _, id := range ids {
 		e := byID[id]
+		ev, ok := o.events[id]
+		applied := ok && ev.Status == ledger.StatusProcessed && ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied
+		if e.Stripe() {
+			op := StripeOp(e)
+			opOf[op] = cancel{e.Subject, int(StripeVersion(e)), true}
+			if applied {
+				appliedCancel[op] = id
+			}
+			continue
+		}
 		if e.Status != "cancelled" {
 			continue
 		}
 		rf, nt := Ops(e.Subject, e.Revision)
-		opOf[rf], opOf[nt] = cancel{e.Subject, e.Revision}, cancel{e.Subject, e.Revision}
-		if ev, ok := o.events[id]; ok && ev.Status == ledger.StatusProcessed && ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied {
+		opOf[rf], opOf[nt] = cancel{e.Subject, e.Revision, false}, cancel{e.Subject, e.Revision, false}
+		if applied {
 			appliedCancel[rf], appliedCancel[nt] = id, id
 		}
 	}
@@ -153,9 +170,13 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		case n > 1:
 			add(I2, "operation %s (%s r%d) was effective %d times downstream", short(k), c.subject, c.revision, n)
 		case n == 1 && !known:
-			add(I2, "operation %s was effective with no cancellation behind it", short(k))
+			add(I2, "operation %s was effective with no cancellation or subscription event behind it", short(k))
 		}
-		if n >= 1 && known && appliedCancel[k] == "" {
+		if n >= 1 && known && c.stripe && appliedCancel[k] == "" {
+			// The model: an event that did not change the subscription
+			// (noop, stale, quarantined) emits no intent.
+			add(I2, "operation %s (%s v%d) was effective but no event applied that subscription transition (a suppressed intent took effect)", short(k), c.subject, c.revision)
+		} else if n >= 1 && known && appliedCancel[k] == "" {
 			// The effect may be right; the ledger just does not say which
 			// event caused it.
 			add(I6, "operation %s (%s r%d) was effective but no event is recorded as having applied that cancellation", short(k), c.subject, c.revision)
@@ -180,7 +201,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		if in, ok := intentOf[op]; ok && (in.Status == ledger.IntentStatusQuarantined || in.Status == ledger.IntentStatusFailed) && n <= 1 {
 			continue // an operator owns it, visibly
 		}
-		if n == 0 {
+		if n == 0 && c.stripe {
+			add(I2, "event %s applied the subscription transition of %s v%d but operation %s was never effective", appliedCancel[op], c.subject, c.revision, short(op))
+		} else if n == 0 {
 			add(I2, "event %s applied the cancellation of %s r%d but operation %s was never effective", appliedCancel[op], c.subject, c.revision, short(op))
 		}
 	}
@@ -191,9 +214,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		if in.Status == ledger.IntentStatusSucceeded && o.effects[in.OperationID] != 1 {
 			add(I2, "intent %s is SUCCEEDED but was effective %d times", short(in.OperationID), o.effects[in.OperationID])
 		}
-		cause := strings.TrimPrefix(in.Causation, "orders/")
+		cause := in.Causation
 		if appliedCancel[in.OperationID] == "" {
-			add(I2, "intent %s (caused by %s) exists though no event applied its cancellation", short(in.OperationID), cause)
+			add(I2, "intent %s %s (caused by %s) exists though no event applied its cancellation or subscription transition", short(in.OperationID), in.Kind, cause)
 		}
 	}
 	return out

@@ -80,17 +80,21 @@ func TestCheckFindsEachInvariant(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := good()
 			tc.breakIt(&o)
-			v := check(s, accepted, o, true)
-			found := false
-			for _, x := range v {
-				found = found || x.Invariant == tc.want
-			}
-			if !found {
-				t.Fatalf("want a %s violation, got %v", tc.want, v)
-			}
+			wantViolation(t, tc.want, check(s, accepted, o, true))
 		})
 	}
 	if v := check(s, accepted, good(), false); len(v) == 0 || !strings.HasPrefix(v[0].Invariant, "I1") {
 		t.Fatalf("a run that did not settle: %v", v)
 	}
+}
+
+// wantViolation fails t unless v holds a violation of invariant want.
+func wantViolation(t *testing.T, want string, v []Violation) {
+	t.Helper()
+	for _, x := range v {
+		if x.Invariant == want {
+			return
+		}
+	}
+	t.Fatalf("want a %s violation, got %v", want, v)
 }

@@ -11,7 +11,8 @@ import (
 
 // Naive returns the design of a naive processing core (package naive):
 // its processors replace ours; there is no outbox, the effect is
-// performed inside the processor.
+// performed inside the processor. The naive cores implement only the
+// orders business write, so a schedule's Stripe events are left out.
 func Naive(k naive.Kind) Design {
 	return Design{
 		Name: string(k),
@@ -21,6 +22,7 @@ func Naive(k naive.Kind) Design {
 			p := naive.New(k, db, h.NewLedgerWith(db, name), h.Table, name, h.Clock.Now)
 			return rec, p.HandleSQS
 		},
+		OrdersOnly: true,
 		Effects: func(h *pt.Harness) map[string]int {
 			m, err := naive.Effects(context.Background(), h.DB, h.Table)
 			if err != nil {

@@ -9,10 +9,17 @@
 // # Schedules
 //
 // A Schedule is plain data (Generate(seed) with math/rand/v2 PCG; it
-// prints as Go with %#v): 2-4 orders, 3-8 order events (subject, revision
-// 1-5, status created/confirmed/cancelled; a cancellation half the time,
-// a same-revision contradiction now and then, the same fact re-sent under
-// a new webhook-id), deliveries of them shuffled, some twice under the
+// prints as Go with %#v): 2-4 subjects, each an order or (Config.
+// StripePercent, default 40%) a Stripe subscription, and 3-8 events of
+// them. An order event has a revision 1-5 and a status created/confirmed/
+// cancelled (a cancellation half the time). A Stripe event is a
+// customer.subscription.created (created at second 0-1), .updated (0-5)
+// or .deleted (3-5, so usually last, but an update stamped after it by
+// clock skew happens) with a status that entitles or not (active,
+// trialing, past_due / incomplete, canceled, unpaid), signed by the real
+// Stripe verifier's scheme with the harness's fake secret. Either kind
+// gets a same-version contradiction now and then and the same fact
+// re-sent under a new id. Deliveries are shuffled, some twice under the
 // same id, some forged with a wrong secret; and steps that interleave 1-3
 // processor workers and 1-3 dispatchers one queue cycle at a time, crash
 // the intake, a worker or a dispatcher right before or after its nth next
@@ -43,14 +50,33 @@
 //     the replays; every intent ends finished; the run settles.
 //   - I2: no operation id is effective downstream more than once; every
 //     event that applied a cancellation has its refund and notification
-//     effective exactly once (0 is allowed only for an intent an operator
-//     owns: QUARANTINED or FAILED); no effect without its intent or
-//     without a cancellation behind it; a SUCCEEDED intent was effective.
+//     effective exactly once, every Stripe event that applied a
+//     subscription transition its entitlement.grant or .revoke (keyed by
+//     subscription, kind and version) exactly once (0 is allowed only for
+//     an intent an operator owns: QUARANTINED or FAILED); no effect
+//     without its intent or without a cancellation or an applied
+//     transition behind it (a noop, stale or quarantined Stripe event's
+//     operation is never effective); a SUCCEEDED intent was effective.
 //   - I3: no sampled projection ever goes back a revision or changes state
 //     at the same revision; at the end each order is at the highest
 //     accepted revision with the state of the event applied there; at a
 //     revision sent with two states at most one is applied, and only such
 //     a contradiction is quarantined (version_conflict).
+//   - I3 for a Stripe subscription (version = created×4 + rank of
+//     created/updated/deleted, see projection.StripeSubscriptions): the
+//     processing order is the chaos's, so the model is checked as a
+//     serialization of the recorded outcomes. At most one deletion
+//     applies; if one did, the projection ends at its version, terminal
+//     and canceled, and every event of a newer version (a skewed update)
+//     is stale; otherwise the projection ends, not terminal, at the
+//     highest processed version with the state applied there (a newest
+//     deletion that did not apply is lost). The applied events in version
+//     order are the history: each changes the state of the one before it;
+//     a noop event has the state of the applied event of the highest
+//     version at or below its own (not a deletion); a stale one had a
+//     deletion or a newer version ahead of it; quarantine only for a
+//     same-version contradiction. A sampled subscription that was
+//     terminal never changes again.
 //   - I4: a forged delivery gets 401 and leaves no ledger row.
 //   - I5: only the lease holder completes (a completion from PROCESSING by
 //     an actor other than the last claimer, or after the event already
@@ -63,12 +89,19 @@
 //
 // The same schedules run against the naive cores of package naive; the
 // checker then measures what the seeds warn about instead of asserting it.
+// The naive cores implement only the orders business write, so their runs
+// skip the schedule's Stripe events (Design.OrdersOnly: not delivered,
+// forged or replayed, hence expected nowhere).
 //
 // # Not covered
 //
-// Only the seed 003 orders source is generated (Standard Webhooks: the
-// webhook-id is the event id); Stripe subscriptions and the other
-// providers are covered by pipelinetest's own tests. Concurrency is
+// Orders (seed 003, Standard Webhooks) and Stripe subscriptions are
+// generated; Stripe's other event types (invoices, payment intents), the
+// other providers, metadata without an account (unknown_subject),
+// malformed bodies and the rotated Stripe secret are covered by
+// pipelinetest's own tests. The Stripe bodies differ only in type,
+// created and status (one customer, one price), so two updates with the
+// same status have the same fingerprint. Concurrency is
 // produced by pausing a worker at a call and letting others run, not by
 // free-running goroutines, so a schedule replays the same way; the
 // dispatcher runs one message per invocation for the same reason.

@@ -15,6 +15,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/effectively-once/webhooks/pkg/awstrace"
+	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
@@ -34,6 +35,10 @@ type Design struct {
 	Outbox bool
 	// Effects returns the effective downstream calls per operation id.
 	Effects func(h *pt.Harness) map[string]int
+	// OrdersOnly: the design knows only the orders source; a schedule's
+	// Stripe events are not delivered (nor forged or replayed), so they
+	// are not accepted and the checker expects nothing of them.
+	OrdersOnly bool
 }
 
 // Ours is the product: the processor Lambda's handler and the dispatcher
@@ -60,6 +65,9 @@ type Result struct {
 // Stats count what a run exercised.
 type Stats struct {
 	Steps, Crashes, Pauses, Takeovers, Redrives, Replays, Dead, Quarantined, Effects, Intents int
+	// Stripe subscription events accepted, their outcomes, and the
+	// subscriptions that ended deleted (terminal).
+	Stripe, StripeApplied, StripeNoop, StripeStale, Deleted int
 }
 
 // Failed reports whether any invariant broke.
@@ -110,7 +118,7 @@ func Run(s Schedule, d Design) (res Result) {
 		tb.cleanup()
 		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
 	}()
-	r.h = pt.NewOrders(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{})
+	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{})
 	r.v = r.h.NewVirtual()
 	tb.Cleanup(r.deleteQueues)
 	for i := range max(s.Workers, 1) {
@@ -122,6 +130,9 @@ func Run(s Schedule, d Design) (res Result) {
 		}
 	}
 	for i, st := range s.Steps {
+		if r.skipped(st) {
+			continue
+		}
 		r.step(st)
 		r.v.Release(r.ctx)
 		r.sample(fmt.Sprintf("after step %d (%s)", i, st))
@@ -137,7 +148,17 @@ func Run(s Schedule, d Design) (res Result) {
 		}
 	}
 	r.viol = append(r.viol, check(r.s, r.accepted, obs, settled)...)
+	r.stripeStats(obs)
 	return res
+}
+
+// skipped: a step on a Stripe event, for a design that knows only orders.
+func (r *run) skipped(st Step) bool {
+	switch st.Op {
+	case OpDeliver, OpForge, OpReplay:
+		return r.d.OrdersOnly && st.Event >= 0 && st.Event < len(r.s.Events) && r.s.Events[st.Event].Stripe()
+	}
+	return false
 }
 
 func (r *run) newProc(i int) *proc {
@@ -254,9 +275,14 @@ func (r *run) deliver(i int) {
 		return
 	}
 	e := r.s.Events[i]
-	body := pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, "")
 	for range 4 {
-		resp := r.h.DeliverOrder(e.ID, body)
+		var resp intake.Response
+		if e.Stripe() {
+			body := stripeBody(e, e.ID)
+			resp = r.h.Deliver(body, r.h.Sign(body, pt.SecretPrimary))
+		} else {
+			resp = r.h.DeliverOrder(e.ID, pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, ""))
+		}
 		if r.h.IntakeRec.Crashed() {
 			r.stats.Crashes++
 			r.h.IntakeRec.Reset()
@@ -267,6 +293,15 @@ func (r *run) deliver(i int) {
 		}
 	}
 }
+
+// stripeBody renders Stripe event e under event id id: a
+// customer.subscription.<Type> event created Revision seconds after
+// pipelinetest.Start, for an account named after the subscription.
+func stripeBody(e Event, id string) []byte {
+	return pt.SubscriptionEvent(id, "customer.subscription."+e.Type, e.Subject, e.Status, stripeCreated(e), "acct_"+e.Subject)
+}
+
+func stripeCreated(e Event) int64 { return pt.Start.Unix() + int64(e.Revision) }
 
 // forgedSecret signs forged deliveries: a well-formed Standard Webhooks
 // secret that is not the orders source's (visibly fake).
@@ -281,6 +316,19 @@ func (r *run) forge(i int) {
 	}
 	e := r.s.Events[i]
 	id := e.ID + "-forged"
+	if e.Stripe() {
+		// Signed with a secret the Stripe source does not have.
+		body := stripeBody(e, id)
+		resp := r.h.Deliver(body, r.h.Sign(body, pt.SecretUnknown))
+		if r.h.IntakeRec.Crashed() {
+			r.h.IntakeRec.Reset()
+		}
+		if resp.Status != 401 {
+			r.viol = append(r.viol, Violation{Invariant: I4, Detail: fmt.Sprintf("a forged Stripe delivery %s was answered %d, want 401", id, resp.Status)})
+		}
+		r.forged = append(r.forged, id)
+		return
+	}
 	body := pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, "")
 	wh, err := standardwebhooks.NewWebhook(forgedSecret)
 	if err != nil {
@@ -371,19 +419,20 @@ func (r *run) replay(i int) bool {
 	if i < 0 || i >= len(r.s.Events) || !r.accepted[i] {
 		return false
 	}
-	id := r.s.Events[i].ID
-	if _, err := r.h.Ledger.Replay(r.ctx, "orders", id, "ops:chaos", "chaos operator replay"); err != nil {
+	id, src := r.s.Events[i].ID, r.s.Events[i].SourceName()
+	if _, err := r.h.Ledger.Replay(r.ctx, src, id, "ops:chaos", "chaos operator replay"); err != nil {
 		return false
 	}
 	r.stats.Replays++
-	if err := (queue.Sender{Client: r.h.SQS, URL: r.h.Queues.Queue}).Send(r.ctx, queue.Pointer{Source: "orders", EventID: id, Reason: "replay"}); err != nil {
+	if err := (queue.Sender{Client: r.h.SQS, URL: r.h.Queues.Queue}).Send(r.ctx, queue.Pointer{Source: src, EventID: id, Reason: "replay"}); err != nil {
 		panic(fatal{"replay send: " + err.Error()})
 	}
 	return true
 }
 
 // sample reads every projection and records a regression: a version that
-// went down, or a state that changed without a new version.
+// went down, a state that changed without a new version, or a terminal
+// (deleted) subscription that changed at all.
 func (r *run) sample(when string) {
 	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
 	if err != nil {
@@ -392,6 +441,8 @@ func (r *run) sample(when string) {
 	for _, p := range snap.Projections {
 		old, seen := r.last[p.Subject]
 		switch {
+		case seen && old.Terminal && (p.Version != old.Version || p.Fingerprint != old.Fingerprint || !p.Terminal):
+			r.viol = append(r.viol, Violation{Invariant: I3, Detail: fmt.Sprintf("%s was terminal (deleted) at version %d (%v) and changed to version %d (%v, terminal %v) %s", p.Subject, old.Version, old.State["status"], p.Version, p.State["status"], p.Terminal, when)})
 		case seen && p.Version < old.Version:
 			r.viol = append(r.viol, Violation{Invariant: I3, Detail: fmt.Sprintf("%s went from revision %d (%v) back to %d (%v) %s", p.Subject, old.Version, old.State["status"], p.Version, p.State["status"], when)})
 		case seen && p.Version == old.Version && p.Fingerprint != old.Fingerprint:
@@ -477,7 +528,7 @@ func (r *run) replayDead() int {
 			continue
 		}
 		for i, e := range r.s.Events {
-			if e.ID == ev.EventID && r.replay(i) {
+			if e.ID == ev.EventID && e.SourceName() == ev.Source && r.replay(i) {
 				n++
 				break
 			}
@@ -527,6 +578,33 @@ func (r *run) observe() observed {
 		r.stats.Effects += n
 	}
 	return o
+}
+
+// stripeStats counts what the run did with Stripe events.
+func (r *run) stripeStats(o observed) {
+	seen := map[string]bool{}
+	for i, e := range r.s.Events {
+		if !e.Stripe() || !r.accepted[i] || seen[e.ID] {
+			continue
+		}
+		seen[e.ID] = true
+		r.stats.Stripe++
+		if ev, ok := o.events[e.ID]; ok && ev.Result != nil {
+			switch ev.Result.Outcome {
+			case ledger.OutcomeApplied:
+				r.stats.StripeApplied++
+			case ledger.OutcomeNoop:
+				r.stats.StripeNoop++
+			case ledger.OutcomeStale:
+				r.stats.StripeStale++
+			}
+		}
+	}
+	for _, p := range o.projections {
+		if p.Name == projection.StripeSubscriptionProjection && p.Terminal {
+			r.stats.Deleted++
+		}
+	}
 }
 
 // shutdown lets paused polls go so no goroutine outlives the run.

@@ -39,15 +39,49 @@ const (
 	ModeHangBefore = "hang_before_apply"
 )
 
-// Event is one provider fact: an order event. Its ID is the Standard
-// Webhooks webhook-id, which is both its delivery id and its event id; the
-// same fact re-sent under a new id is another Event with the same content.
+// Sources of events.
+const (
+	SourceOrders = "orders" // the seed 003 orders source (also "")
+	SourceStripe = "stripe" // Stripe customer.subscription.* events
+)
+
+// Event is one provider fact.
+//
+// An order event (Source "" or "orders"): its ID is the Standard Webhooks
+// webhook-id, which is both its delivery id and its event id; Subject is
+// the order, Revision its revision, Status created|confirmed|cancelled.
+//
+// A Stripe event (Source "stripe"): its ID is the Stripe event id (the
+// body's "id"); Subject is the subscription id, Type is created, updated
+// or deleted (customer.subscription.<Type>), Revision is the event's
+// "created" in seconds after pipelinetest.Start, and Status is the
+// subscription's status.
+//
+// The same fact re-sent under a new id is another Event with the same
+// content.
 type Event struct {
 	ID       string `json:"id"`
+	Source   string `json:"source,omitempty"`
 	Subject  string `json:"subject"`
+	Type     string `json:"type,omitempty"`
 	Revision int    `json:"revision"`
-	Status   string `json:"status"` // created | confirmed | cancelled
+	Status   string `json:"status"`
 }
+
+// Stripe reports whether e is a Stripe subscription event.
+func (e Event) Stripe() bool { return e.Source == SourceStripe }
+
+// SourceName is the ledger source of e.
+func (e Event) SourceName() string {
+	if e.Stripe() {
+		return SourceStripe
+	}
+	return SourceOrders
+}
+
+// key identifies the fact's position: a subject and a version. Two events
+// with the same key and different statuses contradict each other.
+func (e Event) key() string { return e.Subject + "/" + e.Type + "/" + fmt.Sprint(e.Revision) }
 
 // Step is one action of a schedule; the fields that matter depend on Op.
 type Step struct {
@@ -72,10 +106,14 @@ type Schedule struct {
 }
 
 // Config bounds the generator. The zero value gives small schedules: 2-4
-// subjects, 3-8 events.
+// subjects, 3-8 events, about 40% of the subjects Stripe subscriptions.
 type Config struct {
 	MinSubjects, MaxSubjects int
 	MinEvents, MaxEvents     int
+	// StripePercent is the chance (percent) that a subject is a Stripe
+	// subscription rather than an order: 0 means the default 40, a
+	// negative value means orders only.
+	StripePercent int
 }
 
 func (c Config) withDefaults() Config {
@@ -90,6 +128,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxEvents < c.MinEvents {
 		c.MaxEvents = max(8, c.MinEvents)
+	}
+	if c.StripePercent == 0 {
+		c.StripePercent = 40
 	}
 	return c
 }
@@ -106,6 +147,15 @@ var crashCalls = map[string][]string{
 // statuses: a cancellation (with its two effects) half the time.
 var statuses = []string{"created", "confirmed", "cancelled", "cancelled"}
 
+// Stripe subscription statuses by event type: entitled ones (active,
+// trialing, past_due) and not entitled ones, so that grants and revokes
+// alternate; a deleted subscription is canceled.
+var stripeStatuses = map[string][]string{
+	"created": {"active", "trialing", "incomplete"},
+	"updated": {"active", "past_due", "canceled", "unpaid", "trialing", "active"},
+	"deleted": {"canceled"},
+}
+
 // Generate returns the schedule of a seed (math/rand/v2 PCG).
 func Generate(seed uint64, cfg Config) Schedule {
 	cfg = cfg.withDefaults()
@@ -114,29 +164,53 @@ func Generate(seed uint64, cfg Config) Schedule {
 	s := Schedule{Seed: seed, Workers: between(1, 3), Dispatchers: between(1, 3)}
 
 	nSub := between(cfg.MinSubjects, cfg.MaxSubjects)
+	stripeSub := make([]bool, nSub)
+	for i := range stripeSub {
+		stripeSub[i] = cfg.StripePercent > 0 && r.IntN(100) < cfg.StripePercent
+	}
 	nEv := between(cfg.MinEvents, cfg.MaxEvents)
-	content := map[string]string{} // subject/revision -> status, so a revision means one state
+	content := map[string]string{} // Event.key -> status, so a version means one state
 	for i := range nEv {
-		e := Event{ID: fmt.Sprintf("e%d", i+1), Subject: fmt.Sprintf("O-%d", 1+r.IntN(nSub)), Revision: between(1, 5)}
-		key := fmt.Sprintf("%s/%d", e.Subject, e.Revision)
-		st, seen := content[key]
+		n := r.IntN(nSub)
+		var e Event
+		var choices []string
+		if stripeSub[n] {
+			// A subscription's lifecycle: created early, updates in the
+			// first seconds (often several in one second), a deletion
+			// usually last; an update stamped after the deletion (clock
+			// skew) now and then.
+			e = Event{ID: fmt.Sprintf("evt_e%d", i+1), Source: SourceStripe, Subject: fmt.Sprintf("sub_chaos_%d", n+1)}
+			switch k := r.IntN(20); {
+			case k < 4:
+				e.Type, e.Revision = "created", between(0, 1)
+			case k < 15:
+				e.Type, e.Revision = "updated", between(0, 5)
+			default:
+				e.Type, e.Revision = "deleted", between(3, 5)
+			}
+			choices = stripeStatuses[e.Type]
+		} else {
+			e = Event{ID: fmt.Sprintf("e%d", i+1), Subject: fmt.Sprintf("O-%d", n+1), Revision: between(1, 5)}
+			choices = statuses
+		}
+		st, seen := content[e.key()]
 		switch {
-		case seen && r.IntN(6) == 0:
-			// A rare same-revision contradiction.
+		case seen && len(choices) > 1 && r.IntN(6) == 0:
+			// A rare same-version contradiction.
 			e.Status = st
 			for e.Status == st {
-				e.Status = statuses[r.IntN(len(statuses))]
+				e.Status = choices[r.IntN(len(choices))]
 			}
 		case seen:
 			e.Status = st
 		default:
 			// Cancellations often enough that effects matter.
-			e.Status = statuses[r.IntN(len(statuses))]
-			content[key] = e.Status
+			e.Status = choices[r.IntN(len(choices))]
+			content[e.key()] = e.Status
 		}
 		s.Events = append(s.Events, e)
 		if r.IntN(7) == 0 {
-			// The same fact re-sent under a new webhook-id.
+			// The same fact re-sent under a new id.
 			dup := e
 			dup.ID = e.ID + "-resent"
 			s.Events = append(s.Events, dup)
@@ -145,7 +219,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 
 	var contradicted []int
 	for i, e := range s.Events {
-		if content[fmt.Sprintf("%s/%d", e.Subject, e.Revision)] != e.Status {
+		if content[e.key()] != e.Status {
 			contradicted = append(contradicted, i)
 		}
 	}
@@ -270,6 +344,10 @@ func (s Schedule) GoString() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos.Schedule{Seed: %d, Workers: %d, Dispatchers: %d,\n\tEvents: []chaos.Event{\n", s.Seed, s.Workers, s.Dispatchers)
 	for _, e := range s.Events {
+		if e.Stripe() {
+			fmt.Fprintf(&b, "\t\t{ID: %q, Source: %q, Subject: %q, Type: %q, Revision: %d, Status: %q},\n", e.ID, e.Source, e.Subject, e.Type, e.Revision, e.Status)
+			continue
+		}
 		fmt.Fprintf(&b, "\t\t{ID: %q, Subject: %q, Revision: %d, Status: %q},\n", e.ID, e.Subject, e.Revision, e.Status)
 	}
 	b.WriteString("\t},\n\tSteps: []chaos.Step{\n")

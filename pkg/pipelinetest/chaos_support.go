@@ -7,7 +7,9 @@ package pipelinetest
 
 import (
 	"context"
+	"net/http"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -284,4 +286,35 @@ func (vh virtualHold) ChangeMessageVisibility(ctx context.Context, in *sqs.Chang
 	long := *in
 	long.VisibilityTimeout = 3600
 	return vh.next.ChangeMessageVisibility(ctx, &long, opts...)
+}
+
+// ChaosSources configures both sources the chaos harness mixes: Stripe
+// (secrets env:STRIPE_PRIMARY and env:STRIPE_ROTATED, as DefaultSources)
+// and the seed 003 orders source (as OrdersSources).
+const ChaosSources = `{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:STRIPE_PRIMARY","env:STRIPE_ROTATED"]},` +
+	`{"name":"orders","kind":"standard-webhooks","secrets":["env:ORDERS_SECRET"],` +
+	`"options":{"subject_path":"data.id","version_path":"data.revision"}}]}`
+
+// entitlementEffectKinds are the intent kinds of the Stripe subscription
+// projection.
+var entitlementEffectKinds = []string{"entitlement.grant", "entitlement.revoke"}
+
+// NewChaos builds a pipeline with the Stripe and the orders sources, the
+// default projections (New's, unless o.Registry is set) and the effects
+// stage with the order effects and the entitlement effects, all against
+// the same idempotent fake downstream.
+func NewChaos(t testing.TB, o Options, oo OutboxOptions) *Harness {
+	t.Helper()
+	o.SourcesDoc, o.Secrets = ChaosSources, map[string]string{"ORDERS_SECRET": SecretOrders}
+	h := New(t, o)
+	ob := h.EnableOutbox(oo)
+	client := &http.Client{Timeout: ob.opts.CallTimeout}
+	for _, kind := range entitlementEffectKinds {
+		e := &outbox.HTTPEffect{Name: kind, URL: ob.URL + "/" + kind, Secret: DownstreamToken, Window: ob.opts.Window, Client: client, Clock: h.Clock}
+		if ob.opts.Lookup {
+			e.StatusURL = ob.URL + "/status"
+		}
+		ob.Effects[kind] = e
+	}
+	return h
 }
