@@ -6,9 +6,9 @@ import (
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
-// The Stripe subscription model on hand-made final states: both orders
-// a skewed update and the deletion may be processed in are accepted, and
-// each broken rule (ordering, terminal deletion, intents) is found.
+// The Stripe subscription model on hand-made final states: in both orders
+// a skewed update and the deletion may be processed in, the deletion is
+// final; each broken rule (ordering, terminal deletion, intents) is found.
 func TestCheckStripeSubscription(t *testing.T) {
 	const sub = "sub_chaos_1"
 	s := Schedule{Events: []Event{
@@ -39,14 +39,14 @@ func TestCheckStripeSubscription(t *testing.T) {
 			effects:     map[string]int{StripeOp(c): 1, StripeOp(u): 1, StripeOp(d): 1},
 		}
 	}
-	// The skewed update was processed first: its newer version wins and
-	// the deletion is stale.
+	// The skewed update was processed first: it applied, and then the
+	// deletion (whose version outranks every non-deletion) applied over it.
 	updateFirst := func() observed {
 		return observed{
 			events: map[string]ledger.Event{"evt_c": ev(ledger.OutcomeApplied), "evt_u": ev(ledger.OutcomeApplied),
-				"evt_d": ev(ledger.OutcomeStale), "evt_k": ev(ledger.OutcomeApplied)},
-			projections: map[string]ledger.Projection{sub: proj(k, false)},
-			effects:     map[string]int{StripeOp(c): 1, StripeOp(u): 1, StripeOp(k): 1},
+				"evt_d": ev(ledger.OutcomeApplied), "evt_k": ev(ledger.OutcomeApplied)},
+			projections: map[string]ledger.Projection{sub: proj(d, true)},
+			effects:     map[string]int{StripeOp(c): 1, StripeOp(u): 1, StripeOp(k): 1, StripeOp(d): 1},
 		}
 	}
 	for name, o := range map[string]observed{"deleted first": deletedFirst(), "update first": updateFirst()} {
@@ -81,10 +81,10 @@ func TestCheckStripeSubscription(t *testing.T) {
 			o.events["evt_u"] = ev(ledger.OutcomeNoop)
 			delete(o.effects, StripeOp(u))
 		}},
-		{"stale with nothing newer", I3, updateFirst, func(o *observed) {
-			o.events["evt_k"] = ev(ledger.OutcomeStale)
-			o.projections[sub] = proj(u, false)
-			delete(o.effects, StripeOp(k))
+		{"skewed update beat the deletion", I3, updateFirst, func(o *observed) {
+			o.events["evt_d"] = ev(ledger.OutcomeStale)
+			o.projections[sub] = proj(k, false)
+			delete(o.effects, StripeOp(d))
 		}},
 	}
 	for _, tc := range cases {

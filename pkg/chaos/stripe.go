@@ -13,7 +13,8 @@ import (
 // (projection.StripeSubscriptions), written from its documented rules,
 // not from its code:
 //
-//   - version = created×4 + rank, rank created 1 < updated 2 < deleted 3;
+//   - version = created×4 + rank, rank created 1 < updated 2 < deleted 3,
+//     and a deletion adds projection.DeletedVersionBase (it is final);
 //   - entitled = status active, trialing or past_due, and not deleted;
 //     a transition emits entitlement.grant or entitlement.revoke keyed by
 //     OperationID("stripe_subscription", subscription, kind, version);
@@ -29,7 +30,13 @@ var stripeRank = map[string]int64{"created": 1, "updated": 2, "deleted": 3}
 var stripeEntitled = map[string]bool{"active": true, "trialing": true, "past_due": true}
 
 // StripeVersion is the projection version of a Stripe event.
-func StripeVersion(e Event) int64 { return stripeCreated(e)*4 + stripeRank[e.Type] }
+func StripeVersion(e Event) int64 {
+	v := stripeCreated(e)*4 + stripeRank[e.Type]
+	if e.Type == "deleted" {
+		v += projection.DeletedVersionBase
+	}
+	return v
+}
 
 // StripeOp is the operation id of the intent a Stripe event emits when it
 // applies.

@@ -38,6 +38,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
@@ -86,6 +87,9 @@ type event struct {
 
 func (e *event) version() int64 {
 	rank := map[string]int64{"customer.subscription.created": 1, "customer.subscription.updated": 2, "customer.subscription.deleted": 3}[e.Type]
+	if e.Type == "customer.subscription.deleted" {
+		return projection.DeletedVersionBase + e.Created*4 + rank // a deletion is final
+	}
 	return e.Created*4 + rank
 }
 

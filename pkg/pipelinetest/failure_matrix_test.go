@@ -310,7 +310,7 @@ func TestFailureMatrix06_OlderEventAfterNewerIsStale(t *testing.T) {
 			t.Fatalf("%s after deletion: %+v", id, ev.Result)
 		}
 	}
-	p := requireSubscription(t, h, "canceled", false, version(created+200, 3))
+	p := requireSubscription(t, h, "canceled", false, projection.DeletedVersionBase+version(created+200, 3))
 	if p.State["deleted"] != true || !p.Terminal {
 		t.Fatalf("deletion undone: %+v", p)
 	}

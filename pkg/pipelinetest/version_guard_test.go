@@ -6,6 +6,7 @@ import (
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // The three ways a version guard can fail, each recorded as a business
@@ -65,5 +66,42 @@ func TestVersionGuardOutcomes(t *testing.T) {
 	}
 	if revokes != 1 {
 		t.Fatalf("intents %+v", in)
+	}
+}
+
+// A deletion is final even when an update stamped after it (clock skew) was
+// processed first: the subscription ends deleted and not entitled, with
+// one grant (the update's) and one revoke (the deletion's), never revived.
+func TestDeletionIsFinalWhateverTheTimestamps(t *testing.T) {
+	h := pt.New(t, pt.Options{})
+	w := h.NewWorker("w")
+	send := func(id, typ, status string, at int64) ledger.Event {
+		t.Helper()
+		b := subEvent(id, typ, status, at)
+		if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
+			t.Fatalf("%s: %d", id, r.Status)
+		}
+		h.Drain(10*time.Second, time.Second, w)
+		return h.Event(id)
+	}
+	if ev := send("evt_skewed_update", "customer.subscription.updated", "active", created+5); ev.Result.Outcome != ledger.OutcomeApplied {
+		t.Fatalf("update: %+v", ev.Result)
+	}
+	if ev := send("evt_deleted", "customer.subscription.deleted", "canceled", created); ev.Result.Outcome != ledger.OutcomeApplied {
+		t.Fatalf("the deletion must apply over a later-stamped update: %+v", ev.Result)
+	}
+	p := requireSubscription(t, h, "canceled", false, projection.DeletedVersionBase+version(created, 3))
+	if !p.Terminal {
+		t.Fatalf("deleted subscription not terminal: %+v", p)
+	}
+	if ev := send("evt_late_update", "customer.subscription.updated", "active", created+60); ev.Result.Outcome != ledger.OutcomeStale {
+		t.Fatalf("an update after the deletion revived it: %+v", ev.Result)
+	}
+	kinds := map[string]int{}
+	for _, in := range requireIntents(t, h, 2) {
+		kinds[in.Kind]++
+	}
+	if kinds["entitlement.grant"] != 1 || kinds["entitlement.revoke"] != 1 {
+		t.Fatalf("intents %v", kinds)
 	}
 }

@@ -30,11 +30,12 @@ type StripeOptions struct {
 // stamped in the same second as the creation still wins over it, and a
 // deletion wins over anything in its second.
 //
-// A deletion is terminal: Stripe never revives a deleted subscription, so
-// once the projection holds a deletion no event changes it again, whatever its
-// timestamp (an update that arrives late is older in business terms even if
-// a clock skew stamped it later). Deletion can never be undone by an older
-// update.
+// A deletion is terminal and final: Stripe never revives a deleted
+// subscription. Its version is DeletedVersionBase + created×4 + 3, above
+// every non-deletion version, so it wins whatever the order of arrival and
+// whatever the timestamps (an update stamped after the deletion by a clock
+// skew is still older in business terms), and once the projection holds it
+// no event changes it again. Deletion can never be undone.
 //
 // Two updates in the same second with different states have the same
 // version and contradict each other: the later-arriving one is quarantined
@@ -53,6 +54,10 @@ type StripeOptions struct {
 type StripeSubscriptions struct {
 	opts StripeOptions
 }
+
+// DeletedVersionBase lifts a deletion's version above every other event's
+// (created×4 + rank is below 2^40 until the year 36812).
+const DeletedVersionBase int64 = 1 << 60
 
 // NewStripeSubscriptions returns the projection.
 func NewStripeSubscriptions(opts StripeOptions) *StripeSubscriptions {
@@ -161,6 +166,9 @@ func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
 		"deleted":              deleted,
 	}
 	version := e.Created*4 + rank
+	if deleted {
+		version += DeletedVersionBase
+	}
 	kind := "entitlement.revoke"
 	if entitled {
 		kind = "entitlement.grant"

@@ -28,7 +28,7 @@ func TestStripeSubscriptionVersionsAndEntitlement(t *testing.T) {
 		{"customer.subscription.updated", "past_due", 1000*4 + 2, true, false, "entitlement.grant"},
 		{"customer.subscription.updated", "unpaid", 1000*4 + 2, false, false, "entitlement.revoke"},
 		{"customer.subscription.updated", "incomplete_expired", 1000*4 + 2, false, false, "entitlement.revoke"},
-		{"customer.subscription.deleted", "active", 1000*4 + 3, false, true, "entitlement.revoke"},
+		{"customer.subscription.deleted", "active", projection.DeletedVersionBase + 1000*4 + 3, false, true, "entitlement.revoke"},
 	}
 	for _, c := range cases {
 		t.Run(c.typ+"/"+c.status, func(t *testing.T) {
@@ -52,11 +52,13 @@ func TestStripeSubscriptionVersionsAndEntitlement(t *testing.T) {
 			}
 		})
 	}
-	// Within one second the lifecycle rank orders events; across seconds, time does.
+	// Within one second the lifecycle rank orders events; across seconds,
+	// time does; a deletion is final and outranks any timestamp.
 	a, _ := p.Project(event("customer.subscription.deleted", "canceled", `"cus_1"`, acct, 1000))
 	b, _ := p.Project(event("customer.subscription.created", "active", `"cus_1"`, acct, 1001))
-	if !(a.Write.Version < b.Write.Version) {
-		t.Fatal("a later second must outrank an earlier deletion's version (terminality, not the version, keeps it deleted)")
+	c, _ := p.Project(event("customer.subscription.updated", "active", `"cus_1"`, acct, 1002))
+	if !(b.Write.Version < c.Write.Version && c.Write.Version < a.Write.Version) {
+		t.Fatal("a later second must outrank an earlier one, and a deletion every non-deletion (it is final)")
 	}
 	// An expanded customer object is read by id.
 	exp, err := p.Project(event("customer.subscription.updated", "active", `{"id":"cus_9","object":"customer"}`, acct, 1000))
