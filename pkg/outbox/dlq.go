@@ -6,18 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
-
-// DLQClient is the part of the SQS client the effects DLQ sweep uses.
-type DLQClient interface {
-	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
-}
 
 // IntentReader reads an intent's state.
 type IntentReader interface {
@@ -39,43 +31,30 @@ type DLQReport struct {
 // unknown are deleted, so the DLQ alarm means "unfinished work"; messages
 // of unfinished intents stay for a console redrive, and the reconciler
 // re-announces those intents from the ledger anyway.
-func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, l IntentReader, maxMessages int, log *slog.Logger) (DLQReport, error) {
+func SweepDLQ(ctx context.Context, c queue.DLQClient, dlqURL string, l IntentReader, maxMessages int, log *slog.Logger) (DLQReport, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	var rep DLQReport
-	for rep.Seen < maxMessages {
-		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: int32(min(10, maxMessages-rep.Seen)), VisibilityTimeout: 30,
-		})
+	seen, err := queue.SweepDLQ(ctx, c, dlqURL, maxMessages, func(ctx context.Context, body string) (bool, error) {
+		ptr, err := queue.ParseIntentPointer(body)
 		if err != nil {
-			return rep, fmt.Errorf("receive from effects DLQ: %w", err)
+			rep.Unreadable++
+			return false, nil
 		}
-		if len(out.Messages) == 0 {
-			return rep, nil
+		st, err := l.GetIntentState(ctx, ptr.OperationID)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+		case err != nil:
+			return false, fmt.Errorf("sweep effects DLQ: %w", err)
+		case !st.Status.Terminal():
+			rep.Kept++
+			return false, nil
 		}
-		for _, m := range out.Messages {
-			rep.Seen++
-			ptr, err := queue.ParseIntentPointer(aws.ToString(m.Body))
-			if err != nil {
-				rep.Unreadable++
-				continue
-			}
-			st, err := l.GetIntentState(ctx, ptr.OperationID)
-			switch {
-			case errors.Is(err, ledger.ErrNotFound):
-			case err != nil:
-				return rep, fmt.Errorf("sweep effects DLQ: %w", err)
-			case !st.Status.Terminal():
-				rep.Kept++
-				continue
-			}
-			if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				return rep, fmt.Errorf("delete from effects DLQ: %w", err)
-			}
-			rep.Deleted++
-			log.Info("effects DLQ message of a finished intent deleted", "operation_id", ptr.OperationID, "intent_status", st.Status)
-		}
-	}
-	return rep, nil
+		rep.Deleted++
+		log.Info("effects DLQ message of a finished intent deleted", "operation_id", ptr.OperationID, "intent_status", st.Status)
+		return true, nil
+	})
+	rep.Seen = seen
+	return rep, err
 }

@@ -100,7 +100,7 @@ func crashScenarios() []crashScenario {
 			check: func(t *testing.T, h *pt.Harness) {
 				// A crash can leave the ledger behind the queue; the DLQ
 				// sweep (run by the reconciler) closes that gap.
-				if _, err := processor.SweepDLQ(context.Background(), h.SQS, h.Queues.DLQ, h.Ledger, 10, nil); err != nil {
+				if _, err := processor.SweepDLQ(context.Background(), h.SQS, h.Queues.DLQ, h.Ledger, "dlq-sweep", 10, nil); err != nil {
 					t.Fatal(err)
 				}
 				ev := h.Event("evt_cm_dead")

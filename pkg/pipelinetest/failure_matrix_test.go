@@ -603,7 +603,7 @@ func TestQueueGivingUpBeforeTheLedgerEndsDead(t *testing.T) {
 	if ev.Status != ledger.StatusRetryWait || ev.Attempts != 1 || h.Depth(h.Queues.DLQ) != 1 {
 		t.Fatalf("setup: %s attempts %d dlq %d", ev.Status, ev.Attempts, h.Depth(h.Queues.DLQ))
 	}
-	rep, err := processor.SweepDLQ(context.Background(), h.SQS, h.Queues.DLQ, h.Ledger, 100, nil)
+	rep, err := processor.SweepDLQ(context.Background(), h.SQS, h.Queues.DLQ, h.Ledger, "dlq-sweep", 100, nil)
 	if err != nil || rep.MarkedDead != 1 {
 		t.Fatalf("sweep: %+v %v", rep, err)
 	}

@@ -235,3 +235,44 @@ func Create(ctx context.Context, c Admin, s Spec) (URLs, error) {
 	}
 	return URLs{Queue: aws.ToString(q.QueueUrl), DLQ: aws.ToString(dlq.QueueUrl)}, nil
 }
+
+// DLQClient is the part of the SQS client a dead-letter sweep uses.
+type DLQClient interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+}
+
+var _ DLQClient = (*sqs.Client)(nil)
+
+// SweepDLQ reads up to maxMessages dead letters and asks decide about each
+// body: true deletes the message (nothing left to redrive), false keeps it.
+// A kept message is hidden for 30 s, so one sweep never sees it twice, and
+// then waits for an operator's console redrive. It returns how many
+// messages it saw; an error from decide or SQS ends the sweep.
+func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, decide func(ctx context.Context, body string) (del bool, err error)) (seen int, err error) {
+	for seen < maxMessages {
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: int32(min(10, maxMessages-seen)), VisibilityTimeout: 30,
+		})
+		if err != nil {
+			return seen, fmt.Errorf("receive from DLQ %s: %w", dlqURL, err)
+		}
+		if len(out.Messages) == 0 {
+			return seen, nil
+		}
+		for _, m := range out.Messages {
+			seen++
+			del, err := decide(ctx, aws.ToString(m.Body))
+			if err != nil {
+				return seen, err
+			}
+			if !del {
+				continue
+			}
+			if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				return seen, fmt.Errorf("delete from DLQ %s: %w", dlqURL, err)
+			}
+		}
+	}
+	return seen, nil
+}

@@ -37,7 +37,7 @@ var _ Ledger = (*ledger.Ledger)(nil)
 // SQS is the part of the SQS client the reconciler uses.
 type SQS interface {
 	queue.SQS
-	processor.DLQClient
+	queue.DLQClient
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
@@ -149,7 +149,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	})
 	if r.Queues.EventsDLQ != "" {
 		step("dlq", func() error {
-			sw, err := processor.SweepDLQ(ctx, r.SQS, r.Queues.EventsDLQ, giveUpAs{r.Ledger, o.Actor}, o.MaxItems, o.Log)
+			sw, err := processor.SweepDLQ(ctx, r.SQS, r.Queues.EventsDLQ, r.Ledger, o.Actor, o.MaxItems, o.Log)
 			rep.DLQ = sw
 			return err
 		})
@@ -177,16 +177,6 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
 		"drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
-}
-
-// giveUpAs lets the DLQ sweep record the reconciler as the actor.
-type giveUpAs struct {
-	l     Ledger
-	actor string
-}
-
-func (g giveUpAs) GiveUp(ctx context.Context, source, eventID, _, reason string) (ledger.Event, error) {
-	return g.l.GiveUp(ctx, source, eventID, g.actor, reason)
 }
 
 func (r *Reconciler) reenqueue(ctx context.Context, o Options, cutoff time.Time, rep *Report) error {
