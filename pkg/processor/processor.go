@@ -114,18 +114,22 @@ func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*P
 
 // Process handles a batch and returns the ids of the messages to retry.
 // Messages are handled one by one; a failure of one never affects another.
+// The intents the batch's commits wrote are announced together at the end
+// (SendMessageBatch, ten per request), not one request per event.
 func (p *Processor) Process(ctx context.Context, msgs []Message) []string {
-	var failed []string
+	var failed, written []string
 	for _, m := range msgs {
-		if !p.handle(ctx, m) {
+		if !p.handle(ctx, m, &written) {
 			failed = append(failed, m.ID)
 		}
 	}
+	p.announce(ctx, written)
 	return failed
 }
 
-// handle returns true to acknowledge (delete) the message.
-func (p *Processor) handle(ctx context.Context, m Message) (ack bool) {
+// handle returns true to acknowledge (delete) the message; the operation
+// ids a commit wrote are appended to written.
+func (p *Processor) handle(ctx context.Context, m Message, written *[]string) (ack bool) {
 	start := p.o.Now()
 	log := p.o.Log.With("message_id", m.ID)
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
@@ -169,7 +173,7 @@ func (p *Processor) handle(ctx context.Context, m Message) (ack bool) {
 	if c.Redrive {
 		log.Info("redriven from the dead-letter queue")
 	}
-	outcome, ack := p.apply(ctx, c, m, log)
+	outcome, ack := p.apply(ctx, c, m, written, log)
 	took := p.o.Now().Sub(start)
 	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
 	p.emit(c.Event, outcome, took)
@@ -177,7 +181,7 @@ func (p *Processor) handle(ctx context.Context, m Message) (ack bool) {
 }
 
 // apply runs the projection and commit for a claimed event.
-func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, log *slog.Logger) (string, bool) {
+func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, log *slog.Logger) (string, bool) {
 	ev := c.Event
 	src, ok := p.sources.Lookup(ev.Source)
 	if !ok {
@@ -206,7 +210,7 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, log *s
 		log.Warn("same version, contradictory state: quarantined", "subject", done.Result.Subject, "version", done.Result.Version)
 		return "quarantined", true
 	case err == nil:
-		p.announce(ctx, done.Intents, log)
+		*written = append(*written, done.Intents...)
 		return string(done.Result.Outcome), true
 	case errors.Is(err, ledger.ErrLeaseLost):
 		// Another worker owns the event now; it will finish it. Retry the
@@ -244,11 +248,12 @@ func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
 		metrics.Latency("ProcessLatencyMs", took))
 }
 
-// announce tells the dispatcher about new intents. It is after the commit
+// announce tells the dispatcher about new intents. It is after the commits
 // on purpose: an intent must exist before a dispatcher looks for it. A crash
 // or an SQS failure between the two leaves the intents PENDING, which the
 // reconciler's sweep finds (the same gap as intake's put→send).
-func (p *Processor) announce(ctx context.Context, ops []string, log *slog.Logger) {
+func (p *Processor) announce(ctx context.Context, ops []string) {
+	log := p.o.Log
 	if len(ops) == 0 {
 		return
 	}
