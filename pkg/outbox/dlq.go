@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
