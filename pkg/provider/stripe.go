@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 )
 
@@ -53,20 +54,54 @@ func (Stripe) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 		return Verified{}, ErrStale
 	}
 
+	return StripeIdentity(req.Body), nil
+}
+
+// StripeThinObject is the "object" of a Stripe thin event (an event
+// destination's payload format, Stripe's recommendation for new
+// integrations): the event names the changed object in related_object and
+// carries no snapshot of it.
+const StripeThinObject = "v2.core.event"
+
+// StripeThinPrefix starts the type of every thin event about an API v1
+// resource ("v1.customer.subscription.updated").
+const StripeThinPrefix = "v1."
+
+// StripeIdentity reads the identity of a Stripe event body whose
+// authenticity is already established (a verified signature, or a trusted
+// Amazon EventBridge partner event source). It reads both formats:
+//
+//   - a snapshot event (object "event", data.object holds the object):
+//     EventID is its evt_ id, Subject the object's id.
+//   - a thin event (object "v2.core.event", related_object {id, type, url}):
+//     Subject is related_object.id. When Stripe sends the thin event as the
+//     twin of a snapshot event (snapshot_event, during a migration from
+//     snapshot to thin destinations), both are one provider fact: EventID is
+//     the snapshot event's id, so whichever of the two arrives first creates
+//     the one ledger row and the other is a duplicate of it (one outcome,
+//     one set of intents). The thin event's own id is kept as the attribute
+//     thin_event_id. A thin event without a twin is its own fact, under its
+//     own id.
+//
+// stripe-go (v82.5.1) has the thin event's type (stripe.ThinEvent) but not
+// its snapshot_event field, which is read here beside it.
+func StripeIdentity(body []byte) Verified {
 	var ev struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Type    string `json:"type"`
-		Created int64  `json:"created"`
-		Data    struct {
+		stripe.ThinEvent
+		Created       json.RawMessage `json:"created"` // a Unix second (snapshot) or an RFC 3339 time (thin)
+		SnapshotEvent string          `json:"snapshot_event"`
+		Data          struct {
 			Object json.RawMessage `json:"object"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(req.Body, &ev); err != nil {
-		return Verified{Unidentified: "body is not JSON"}, nil
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return Verified{Unidentified: "body is not JSON"}
 	}
-	if !strings.HasPrefix(ev.ID, "evt_") || ev.Type == "" {
-		return Verified{Unidentified: "no evt_ id or type"}, nil
+	if !strings.HasPrefix(ev.ID, "evt_") || ev.Type == "" || !usableID(ev.ID) {
+		return Verified{Unidentified: "no evt_ id or type"}
+	}
+	if ev.Object == StripeThinObject {
+		return stripeThinIdentity(ev.ID, ev.Type, ev.Created, ev.SnapshotEvent, ev.RelatedObject)
 	}
 	// The subject is a hint; a data.object that is not an object is left
 	// for the projection to judge (it quarantines), not a reason to lose the id.
@@ -74,11 +109,37 @@ func (Stripe) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(ev.Data.Object, &obj)
-	id := Identity{EventID: ev.ID, Type: ev.Type, Subject: obj.ID}
-	if ev.Created > 0 {
-		id.ProviderTime = time.Unix(ev.Created, 0).UTC()
+	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID)}
+	var created int64
+	if json.Unmarshal(ev.Created, &created) == nil && created > 0 {
+		id.ProviderTime = time.Unix(created, 0).UTC()
 	}
-	return Verified{Events: []Identity{id}}, nil
+	return Verified{Events: []Identity{id}}
+}
+
+func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string, rel *stripe.RelatedObject) Verified {
+	ident := Identity{EventID: id, Type: typeOrUnknown(typ)}
+	var at time.Time
+	if json.Unmarshal(created, &at) == nil && !at.IsZero() {
+		ident.ProviderTime = at.UTC()
+	}
+	relType := ""
+	if rel != nil {
+		ident.Subject = bound(rel.ID)
+		relType = rel.Type
+	}
+	if snapshot != "" && strings.HasPrefix(snapshot, "evt_") && usableID(snapshot) {
+		ident.EventID = snapshot
+	} else {
+		snapshot = ""
+	}
+	ident.Attributes = boundedAttributes(
+		"format", "thin",
+		"thin_event_id", id,
+		"snapshot_event", snapshot,
+		"related_object_type", relType,
+	)
+	return Verified{Events: []Identity{ident}}
 }
 
 func stripeTimestamp(header string) (time.Time, error) {
