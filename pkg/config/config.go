@@ -174,6 +174,14 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 		return Processor{}, err
 	}
 	p.Visibility = time.Duration(vis) * time.Second
+	for _, name := range c.Sources.Names() {
+		src, _ := c.Sources.Lookup(name)
+		if src.API != nil {
+			if err := c.checkRef("source "+name+" api", src.API.Secret); err != nil {
+				return Processor{}, err
+			}
+		}
+	}
 	return p, nil
 }
 

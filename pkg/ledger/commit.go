@@ -21,6 +21,10 @@ type ProjectionWrite struct {
 	Fingerprint string         // equal fingerprints mean equal business state
 	Terminal    bool           // no later version may change this subject again (a deletion)
 	State       map[string]any // the projected business state
+	// Note, when set, is added to the event's completion audit (for
+	// example where the state came from: "fetched subscription sub_1 from
+	// the Stripe API at …").
+	Note string
 }
 
 // Intent is one business effect to perform later, exactly once.
@@ -151,7 +155,7 @@ func conditionFailures(tce *types.TransactionCanceledException) map[int]map[stri
 
 func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res Result) ([]types.TransactWriteItem, error) {
 	now := l.now()
-	eventUpdate, err := l.finishUpdate(c, res, "")
+	eventUpdate, err := l.finishUpdate(c, res, withNote("outcome "+string(res.Outcome), w.Note))
 	if err != nil {
 		return nil, err
 	}
@@ -230,10 +234,11 @@ func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, 
 		if old.Terminal {
 			why += " is terminal"
 		}
+		why = withNote(why, w.Note)
 		return Committed{Result: res}, l.finish(ctx, c, res, why)
 	case old.Version == w.Version && old.Fingerprint == w.Fingerprint:
 		res.Outcome = OutcomeNoop
-		return Committed{Result: res}, l.finish(ctx, c, res, "same version, same state")
+		return Committed{Result: res}, l.finish(ctx, c, res, withNote("same version, same state", w.Note))
 	case old.Version == w.Version:
 		msg := fmt.Sprintf("version %d already applied with a different state", w.Version)
 		return Committed{Conflict: true, Result: res}, l.Quarantine(ctx, c, "version_conflict", msg)
@@ -246,7 +251,7 @@ func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, 
 }
 
 func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, res Result) error {
-	eventUpdate, err := l.finishUpdate(c, res, "newer version, same state")
+	eventUpdate, err := l.finishUpdate(c, res, withNote("newer version, same state", w.Note))
 	if err != nil {
 		return err
 	}
@@ -274,6 +279,13 @@ func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old P
 	}
 	// The projection moved under us: retry the event from the top.
 	return fmt.Errorf("advance projection %s/%s: %w", w.Name, w.Subject, translate(err))
+}
+
+func withNote(reason, note string) string {
+	if note == "" {
+		return reason
+	}
+	return reason + "; " + note
 }
 
 // finishUpdate builds the fenced update that moves a claimed event to

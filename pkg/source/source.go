@@ -30,6 +30,51 @@ type Source struct {
 	// Truth, when set, lets the reconciler ask the source for its current
 	// facts (see package reconciler).
 	Truth *Truth `json:"truth,omitempty"`
+	// API, for a stripe source, is the Stripe API the processor reads the
+	// object a thin event names from (see package stripeapi).
+	API *API `json:"api,omitempty"`
+}
+
+// API configures the provider API a processor fetches objects from.
+//
+//	{"secret":"arn:…"}                                   api.stripe.com, a restricted key
+//	{"secret":"env:KEY","url":"http://127.0.0.1:3003"}   a local fake
+type API struct {
+	// Secret is a reference to the API key: for Stripe a restricted key
+	// with read access to subscriptions, invoices and payment intents.
+	Secret string `json:"secret"`
+	// URL is another API base (tests, a local fake); https, or http to a
+	// loopback address. Empty means the provider's own API.
+	URL string `json:"url,omitempty"`
+	// TimeoutSeconds bounds each request; default 5, at most 20 (the
+	// processor's function timeout is 30 s).
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+}
+
+// Timeout returns the per-request timeout.
+func (a API) Timeout() time.Duration {
+	if a.TimeoutSeconds <= 0 {
+		return 5 * time.Second
+	}
+	return time.Duration(a.TimeoutSeconds) * time.Second
+}
+
+func checkAPI(kind string, a *API) error {
+	if kind != "stripe" {
+		return fmt.Errorf("api: only stripe sources fetch objects from an API, not %s", kind)
+	}
+	if err := CheckSecretRef(a.Secret); err != nil {
+		return fmt.Errorf("api: secret: %w", err)
+	}
+	if a.URL != "" {
+		if err := CheckEndpointURL(a.URL); err != nil {
+			return fmt.Errorf("api: url: %w", err)
+		}
+	}
+	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > 20 {
+		return errors.New("api: timeout_seconds must be between 0 and 20")
+	}
+	return nil
 }
 
 // Truth configures a source of truth.
@@ -179,6 +224,11 @@ func Parse(doc []byte) (*Set, error) {
 		}
 		if s.Truth != nil {
 			if err := checkTruth(s.Truth); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
+			}
+		}
+		if s.API != nil {
+			if err := checkAPI(s.Kind, s.API); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
 			}
 		}

@@ -764,3 +764,34 @@ func TestTruthConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIConfig(t *testing.T) {
+	doc := func(kind, api string) []byte {
+		return []byte(`{"sources":[{"name":"s","kind":"` + kind + `","secrets":["sm:whsec"],"api":` + api + `}]}`)
+	}
+	set, err := source.Parse(doc("stripe", `{"secret":"sm:stripe-restricted-key"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := set.Lookup("s"); s.API == nil || s.API.Timeout() != 5*time.Second || s.API.URL != "" {
+		t.Fatalf("stripe api: %+v", s.API)
+	}
+	set, err = source.Parse(doc("stripe", `{"secret":"env:KEY","url":"http://127.0.0.1:3003","timeout_seconds":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := set.Lookup("s"); s.API.Timeout() != 2*time.Second {
+		t.Fatalf("local api: %+v", s.API)
+	}
+	for name, c := range map[string]struct{ kind, api string }{
+		"not stripe":          {"shopify", `{"secret":"sm:k"}`},
+		"no secret":           {"stripe", `{}`},
+		"key value not a ref": {"stripe", `{"secret":"rk_live_123"}`},
+		"plain http remote":   {"stripe", `{"secret":"sm:k","url":"http://api.stripe.example"}`},
+		"timeout above 20 s":  {"stripe", `{"secret":"sm:k","timeout_seconds":60}`},
+	} {
+		if _, err := source.Parse(doc(c.kind, c.api)); !errors.Is(err, source.ErrConfig) || !strings.Contains(err.Error(), "api") {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}
