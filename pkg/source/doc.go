@@ -21,6 +21,14 @@
 //	  ]
 //	}
 //
+// A source may also (or only) receive its provider's events from an Amazon
+// EventBridge partner event source: "delivery" is "https" (the default),
+// "eventbridge" or "https+eventbridge", and "event_source" names the partner
+// event source ("aws.partner/stripe.com/ed_…", "aws.partner/shopify.com/…";
+// stripe and shopify only). Secrets are required only when delivery
+// includes https. Both paths use the source's name, so one fact delivered
+// through both is one ledger row.
+//
 // A secret reference is a Secrets Manager ARN or name ("sm:<name>" or a bare
 // ARN), or "env:<VAR>" to read an environment variable (local stack and
 // tests only). A secret's value is either the secret itself or a JSON array

@@ -27,6 +27,14 @@ type Source struct {
 	ToleranceSeconds int               `json:"tolerance_seconds,omitempty"`
 	MaxBodyBytes     int               `json:"max_body_bytes,omitempty"`
 	Options          map[string]string `json:"options,omitempty"`
+	// Delivery is how the provider delivers: "https" (default, signed
+	// webhooks), "eventbridge" (an Amazon EventBridge partner event
+	// source) or "https+eventbridge"; see delivery.go.
+	Delivery string `json:"delivery,omitempty"`
+	// EventSource is the partner event source name
+	// ("aws.partner/stripe.com/ed_…"), required when Delivery includes
+	// eventbridge.
+	EventSource string `json:"event_source,omitempty"`
 	// Truth, when set, lets the reconciler ask the source for its current
 	// facts (see package reconciler).
 	Truth *Truth `json:"truth,omitempty"`
@@ -172,7 +180,8 @@ func (s Source) BodyLimit() int {
 
 // Set is a validated configuration.
 type Set struct {
-	byName map[string]Source
+	byName        map[string]Source
+	byEventSource map[string]Source
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -193,7 +202,7 @@ func Parse(doc []byte) (*Set, error) {
 	if len(raw.Sources) == 0 {
 		return nil, fmt.Errorf("%w: no sources configured", ErrConfig)
 	}
-	set := &Set{byName: map[string]Source{}}
+	set := &Set{byName: map[string]Source{}, byEventSource: map[string]Source{}}
 	for i, s := range raw.Sources {
 		where := fmt.Sprintf("sources[%d] (%q)", i, s.Name)
 		if !nameRE.MatchString(s.Name) {
@@ -205,8 +214,14 @@ func Parse(doc []byte) (*Set, error) {
 		if !slices.Contains(provider.Kinds(), s.Kind) {
 			return nil, fmt.Errorf("%w: %s: kind %q is not one of %v", ErrConfig, where, s.Kind, provider.Kinds())
 		}
-		if len(s.Secrets) == 0 && provider.RequiresSecrets(s.Kind) {
-			return nil, fmt.Errorf("%w: %s: at least one secret reference is required", ErrConfig, where)
+		if err := checkDelivery(s); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
+		}
+		if other, dup := set.byEventSource[s.EventSource]; dup && s.EventBridge() {
+			return nil, fmt.Errorf("%w: %s: event_source %q is already source %q's", ErrConfig, where, s.EventSource, other.Name)
+		}
+		if len(s.Secrets) == 0 && provider.RequiresSecrets(s.Kind) && s.HTTPS() {
+			return nil, fmt.Errorf("%w: %s: at least one secret reference is required (delivery %q includes https)", ErrConfig, where, s.delivery())
 		}
 		if _, err := provider.New(s.Kind, s.Options); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
@@ -233,6 +248,9 @@ func Parse(doc []byte) (*Set, error) {
 			}
 		}
 		set.byName[s.Name] = s
+		if s.EventBridge() {
+			set.byEventSource[s.EventSource] = s
+		}
 	}
 	return set, nil
 }
