@@ -304,6 +304,43 @@ func TestStripeVerifyIdentity(t *testing.T) {
 			body:             `{"id":"evt_test_FAKE_8"}`,
 			wantUnidentified: true,
 		},
+		{
+			name: "thin event without a twin: its own fact",
+			body: `{"id":"evt_test_FAKE_thin_1","object":"v2.core.event","type":"v1.customer.subscription.updated","created":"2026-10-01T12:00:00.000Z",` +
+				`"related_object":{"id":"sub_test_FAKE_1","type":"subscription","url":"/v1/subscriptions/sub_test_FAKE_1"}}`,
+			want: &provider.Identity{
+				EventID: "evt_test_FAKE_thin_1", Type: "v1.customer.subscription.updated", Subject: "sub_test_FAKE_1",
+				ProviderTime: time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC),
+				Attributes:   map[string]string{"format": "thin", "thin_event_id": "evt_test_FAKE_thin_1", "related_object_type": "subscription"},
+			},
+		},
+		{
+			name: "thin twin of a snapshot event: the snapshot's fact",
+			body: `{"id":"evt_test_FAKE_thin_2","object":"v2.core.event","type":"v1.invoice.paid","created":"2026-10-01T12:00:01Z",` +
+				`"related_object":{"id":"in_test_FAKE_2","type":"invoice","url":"/v1/invoices/in_test_FAKE_2"},"snapshot_event":"evt_test_FAKE_snap_2"}`,
+			want: &provider.Identity{
+				EventID: "evt_test_FAKE_snap_2", Type: "v1.invoice.paid", Subject: "in_test_FAKE_2",
+				ProviderTime: time.Date(2026, 10, 1, 12, 0, 1, 0, time.UTC),
+				Attributes: map[string]string{"format": "thin", "thin_event_id": "evt_test_FAKE_thin_2", "snapshot_event": "evt_test_FAKE_snap_2",
+					"related_object_type": "invoice"},
+			},
+		},
+		{
+			name: "thin event whose twin is not an event id keeps its own id",
+			body: `{"id":"evt_test_FAKE_thin_3","object":"v2.core.event","type":"v1.invoice.paid","related_object":{"id":"in_3","type":"invoice"},"snapshot_event":"in_3"}`,
+			want: &provider.Identity{
+				EventID: "evt_test_FAKE_thin_3", Type: "v1.invoice.paid", Subject: "in_3",
+				Attributes: map[string]string{"format": "thin", "thin_event_id": "evt_test_FAKE_thin_3", "related_object_type": "invoice"},
+			},
+		},
+		{
+			name: "thin event without related_object keeps its id (the processor quarantines it)",
+			body: `{"id":"evt_test_FAKE_thin_4","object":"v2.core.event","type":"v1.invoice.paid"}`,
+			want: &provider.Identity{
+				EventID: "evt_test_FAKE_thin_4", Type: "v1.invoice.paid",
+				Attributes: map[string]string{"format": "thin", "thin_event_id": "evt_test_FAKE_thin_4"},
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -334,6 +371,14 @@ func TestStripeVerifyIdentity(t *testing.T) {
 			}
 			if !ev.ProviderTime.Equal(tc.want.ProviderTime) {
 				t.Errorf("ProviderTime = %v, want %v", ev.ProviderTime, tc.want.ProviderTime)
+			}
+			if len(ev.Attributes) != len(tc.want.Attributes) {
+				t.Errorf("Attributes = %v, want %v", ev.Attributes, tc.want.Attributes)
+			}
+			for k, v := range tc.want.Attributes {
+				if ev.Attributes[k] != v {
+					t.Errorf("Attributes[%s] = %q, want %q", k, ev.Attributes[k], v)
+				}
 			}
 			if ev.Payload != nil {
 				t.Errorf("Payload = %q, want nil (the whole body)", ev.Payload)
