@@ -25,6 +25,13 @@
 //	                   (certificate URL checks, canonical strings, both signature
 //	                   versions, subscription confirmation)
 //
+// Events that arrive through an Amazon EventBridge partner event source
+// carry no signature: the partner bus is the trust. Their identity comes
+// from the same code as the HTTPS path's, so one fact delivered both ways
+// is one ledger row: StripeIdentity (the event's detail is the Stripe
+// event) and ShopifyEventBridgeIdentity (the detail wraps the webhook body
+// and its headers).
+//
 // New builds a verifier from a source's options and validates them once, at
 // cold start.
 package provider

@@ -56,33 +56,41 @@ func (Shopify) Verify(_ context.Context, req Request, cfg Config) (Verified, err
 		return Verified{}, ErrBadSignature
 	}
 
-	webhookID := req.Header("x-shopify-webhook-id")
-	eventID := req.Header("x-shopify-event-id")
+	return shopifyIdentity(req.Header, req.Body), nil
+}
+
+// shopifyIdentity reads the identity of one Shopify webhook from its header
+// values (by lower-case name) and its body. Both delivery paths use it: the
+// HTTPS path with the request's headers, the EventBridge path with the
+// envelope's metadata (see ShopifyEventBridgeIdentity).
+func shopifyIdentity(header func(name string) string, body []byte) Verified {
+	webhookID := header("x-shopify-webhook-id")
+	eventID := header("x-shopify-event-id")
 	id := Identity{
 		EventID:    eventID,
 		DeliveryID: bound(webhookID),
-		Type:       typeOrUnknown(req.Header("x-shopify-topic")),
+		Type:       typeOrUnknown(header("x-shopify-topic")),
 		Attributes: boundedAttributes(
 			"webhook_id", webhookID,
 			"event_id", eventID,
-			"topic", req.Header("x-shopify-topic"),
-			"shop_domain", req.Header("x-shopify-shop-domain"),
-			"triggered_at", req.Header("x-shopify-triggered-at"),
-			"api_version", req.Header("x-shopify-api-version"),
+			"topic", header("x-shopify-topic"),
+			"shop_domain", header("x-shopify-shop-domain"),
+			"triggered_at", header("x-shopify-triggered-at"),
+			"api_version", header("x-shopify-api-version"),
 		),
 	}
 	if id.EventID == "" {
 		id.EventID = webhookID
 	}
 	if id.EventID == "" {
-		return Verified{Unidentified: "no x-shopify-event-id or x-shopify-webhook-id header"}, nil
+		return Verified{Unidentified: "no x-shopify-event-id or x-shopify-webhook-id header"}
 	}
 	if !usableID(id.EventID) {
-		return Verified{Unidentified: "shopify event id is longer than 256 bytes or has control characters"}, nil
+		return Verified{Unidentified: "shopify event id is longer than 256 bytes or has control characters"}
 	}
 	// The subject and version are hints: a body that is not a JSON object
 	// keeps its id.
-	doc, _ := decodeJSON(req.Body)
+	doc, _ := decodeJSON(body)
 	subject, ok := jsonPath{"admin_graphql_api_id"}.lookup(doc)
 	if !ok || subject == "" {
 		subject, _ = jsonPath{"id"}.lookup(doc)
@@ -90,5 +98,5 @@ func (Shopify) Verify(_ context.Context, req Request, cfg Config) (Verified, err
 	id.Subject = bound(subject)
 	version, _ := jsonPath{"updated_at"}.lookup(doc)
 	id.VersionHint = bound(version)
-	return Verified{Events: []Identity{id}}, nil
+	return Verified{Events: []Identity{id}}
 }
