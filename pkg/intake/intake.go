@@ -3,13 +3,17 @@
 // that tells the provider whether to retry (DESIGN.md §6, §7).
 //
 // The core (Handler.Handle) takes plain Go values; HandleHTTPAPI adapts it to
-// API Gateway HTTP API (payload format 2.0) events.
+// API Gateway HTTP API (payload format 2.0) events. HandleEventBridge is the
+// second path, for providers that deliver to an Amazon EventBridge partner
+// event bus (no signature; see eventbridge.go); both paths record and
+// enqueue through the same step (Handler.accept).
 package intake
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -129,8 +133,10 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 	log := h.log().With("source", req.Source, "request_id", req.RequestID)
 	src, ok := h.Sources.Lookup(req.Source)
-	if !ok {
-		log.Warn("unknown source", "status", 404)
+	if !ok || !src.HTTPS() {
+		// A source whose delivery is eventbridge only has no webhook URL
+		// (and perhaps no secret): to HTTPS it does not exist.
+		log.Warn("unknown source", "status", 404, "eventbridge_only", ok)
 		return reply(http.StatusNotFound, map[string]any{"error": "unknown source"})
 	}
 	if len(req.Body) > src.BodyLimit() {
@@ -174,49 +180,23 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 	status := http.StatusOK
 	results := make([]map[string]any, 0, len(verified.Events))
 	for _, ident := range verified.Events {
-		payload := ident.Payload
-		if payload == nil {
-			payload = req.Body
+		res, err := h.accept(ctx, log, src, ident, req.Body, t)
+		if errors.Is(err, errEnqueue) {
+			// The row stays RECEIVED; the reconciler re-enqueues it and the
+			// provider's retry will too. 5xx so the provider retries.
+			return reply(http.StatusInternalServerError, map[string]any{"error": "temporarily unavailable"})
 		}
-		res, err := h.Ledger.Accept(ctx, ledger.Delivery{
-			Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
-			Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
-		})
 		if err != nil {
 			return h.storeFailed(log.With("event_id", ident.EventID), err)
 		}
-		evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
-		ev := res.Event
-		if res.Duplicate {
-			t.duplicates++
-		} else {
-			t.accepted++
-		}
-		if res.Duplicate && ev.Status == ledger.StatusProcessed {
-			evLog.Info("duplicate of a processed event", "outcome", resultOutcome(ev), "duplicate", true)
+		if ev := res.Event; res.Duplicate && ev.Status == ledger.StatusProcessed {
 			var stored any
 			_ = json.Unmarshal(ledger.ResultJSON(ev), &stored)
 			results = append(results, map[string]any{"event_id": ident.EventID, "status": "processed", "stored": stored})
 			continue
 		}
 		status = http.StatusAccepted
-		if res.PayloadMismatch {
-			evLog.Warn("duplicate event id with different bytes; the first payload is kept", "payload_hash", ev.PayloadHash)
-		}
-		if needsEnqueue(res, h.now()) {
-			reason := "accept"
-			if res.Duplicate {
-				reason = "duplicate"
-			}
-			if err := h.Queue.Send(ctx, queue.Pointer{Source: src.Name, EventID: ident.EventID, Reason: reason}); err != nil {
-				// The row stays RECEIVED; the reconciler re-enqueues it and the
-				// provider's retry will too. 5xx so the provider retries.
-				evLog.Error("enqueue failed after accept; row stays RECEIVED", "status", 500, "err", err)
-				return reply(http.StatusInternalServerError, map[string]any{"error": "temporarily unavailable"})
-			}
-		}
-		evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status, "status", 202)
-		results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": ev.Status})
+		results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": res.Event.Status})
 	}
 	if verified.Confirm != nil {
 		// Recorded first, acted on second: a failed confirmation gets a 5xx
@@ -233,6 +213,61 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		return Response{Status: http.StatusOK, Body: b}
 	}
 	return reply(status, map[string]any{"events": results})
+}
+
+// errEnqueue: the event is in the ledger, but its pointer could not be
+// sent (the row stays RECEIVED; the reconciler re-enqueues it).
+var errEnqueue = errors.New("enqueue failed after accept")
+
+// accept records one identified event and sends its pointer when it waits
+// for a worker. Both delivery paths use it, so they behave identically: a
+// duplicate of a processed event enqueues nothing, a duplicate that waits is
+// re-enqueued (needsEnqueue). payload is the event's bytes unless the
+// identity carries its own. It returns the ledger's answer, or the ledger's
+// error, or one wrapping errEnqueue.
+func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Source, ident provider.Identity, payload []byte, t *tally) (ledger.Accepted, error) {
+	if ident.Payload != nil {
+		payload = ident.Payload
+	}
+	res, err := h.Ledger.Accept(ctx, ledger.Delivery{
+		Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
+		Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
+	})
+	if err != nil {
+		return res, err
+	}
+	evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
+	ev := res.Event
+	if res.Duplicate {
+		t.duplicates++
+	} else {
+		t.accepted++
+	}
+	if res.Duplicate && ev.Status == ledger.StatusProcessed {
+		evLog.Info("duplicate of a processed event", "outcome", resultOutcome(ev), "duplicate", true)
+		return res, nil
+	}
+	if res.PayloadMismatch {
+		if ident.Attributes[attrVia] != ev.Attributes[attrVia] {
+			// The same fact through the other path: EventBridge re-serializes
+			// the JSON, so the bytes differ by design.
+			evLog.Info("duplicate through the other delivery path; the first payload is kept", "payload_hash", ev.PayloadHash)
+		} else {
+			evLog.Warn("duplicate event id with different bytes; the first payload is kept", "payload_hash", ev.PayloadHash)
+		}
+	}
+	if needsEnqueue(res, h.now()) {
+		reason := "accept"
+		if res.Duplicate {
+			reason = "duplicate"
+		}
+		if err := h.Queue.Send(ctx, queue.Pointer{Source: src.Name, EventID: ident.EventID, Reason: reason}); err != nil {
+			evLog.Error("enqueue failed after accept; row stays RECEIVED", "err", err)
+			return res, fmt.Errorf("%w: %w", errEnqueue, err)
+		}
+	}
+	evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status)
+	return res, nil
 }
 
 func (h *Handler) verify(ctx context.Context, v provider.Verifier, src source.Source, req Request, fresh bool) (provider.Verified, error) {
