@@ -16,7 +16,8 @@
 //	ALLOW_ENV_SECRETS   "true" lets sources use env: secret references (local stack only)
 //	LOG_LEVEL           debug, info (default), warn, error
 //	METRICS_NAMESPACE   CloudWatch namespace of the EMF metrics (default EffectivelyOnce)
-//	EVENTS_DLQ_URL, EFFECTS_DLQ_URL, RECONCILE_*  the reconciler's (see LoadReconciler)
+//	EVENTS_DLQ_URL, EFFECTS_DLQ_URL, BRIDGE_DLQ_URL, RECONCILE_*  the reconciler's (see LoadReconciler)
+//	(the bridge function reads the intake's variables; see LoadBridge)
 package config
 
 import (
@@ -236,11 +237,15 @@ type Reconciler struct {
 	StuckAfter                                                   time.Duration
 	MaxItems                                                     int
 	Budget                                                       time.Duration
+	// BridgeDLQURL is the EventBridge bridge's dead-letter queue
+	// (BRIDGE_DLQ_URL, optional: set when some source has eventbridge
+	// delivery); the reconciler redelivers its events.
+	BridgeDLQURL string
 }
 
 // LoadReconciler reads the reconciler's variables: the common ones, the
 // four queue URLs (EVENTS_QUEUE_URL, EVENTS_DLQ_URL, EFFECTS_QUEUE_URL,
-// EFFECTS_DLQ_URL; all required), RECONCILE_STUCK_SECONDS (default 300),
+// EFFECTS_DLQ_URL; all required), BRIDGE_DLQ_URL (optional), RECONCILE_STUCK_SECONDS (default 300),
 // RECONCILE_MAX_ITEMS (default 500) and RECONCILE_BUDGET_SECONDS (default
 // 90; below the function timeout).
 func LoadReconciler(getenv func(string) string) (Reconciler, error) {
@@ -257,6 +262,7 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 			return Reconciler{}, fmt.Errorf("%w: %s is required", ErrConfig, v.name)
 		}
 	}
+	r.BridgeDLQURL = getenv("BRIDGE_DLQ_URL")
 	for _, name := range c.Sources.Names() {
 		src, _ := c.Sources.Lookup(name)
 		if src.Truth != nil && src.Truth.Secret != "" {
