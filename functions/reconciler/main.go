@@ -12,7 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/config"
+	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
 )
 
@@ -32,12 +34,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	client := sqs.NewFromConfig(rt.AWS)
 	r := &reconciler.Reconciler{
-		Ledger: rt.Ledger, SQS: sqs.NewFromConfig(rt.AWS),
-		Queues:  reconciler.Queues{Events: cfg.EventsQueueURL, EventsDLQ: cfg.EventsDLQURL, Effects: cfg.EffectsQueueURL, EffectsDLQ: cfg.EffectsDLQURL},
+		Ledger: rt.Ledger, SQS: client,
+		Queues: reconciler.Queues{Events: cfg.EventsQueueURL, EventsDLQ: cfg.EventsDLQURL, Effects: cfg.EffectsQueueURL, EffectsDLQ: cfg.EffectsDLQURL,
+			BridgeDLQ: cfg.BridgeDLQURL},
 		Sources: cfg.Sources, Registry: projection.Default(projection.StripeOptions{}),
 		Truths: reconciler.BuildTruths(cfg.Sources, rt.Secrets),
 		Opts:   reconciler.Options{StuckAfter: cfg.StuckAfter, MaxItems: cfg.MaxItems, Budget: cfg.Budget, Log: rt.Log, Metrics: rt.Metrics},
+	}
+	if cfg.BridgeDLQURL != "" {
+		// The bridge's dead letters go through the bridge's own accept path.
+		r.Bridge = &intake.Handler{Sources: cfg.Sources, Ledger: rt.Ledger, Log: rt.Log,
+			Queue: queue.Sender{Client: client, URL: cfg.EventsQueueURL}}
 	}
 	// A failed step fails the invocation, so the function's Errors alarm
 	// fires; every step is idempotent, so a retried invocation is harmless.

@@ -18,6 +18,10 @@
 //     SQS gave up on but whose row is unfinished becomes DEAD, visible. Sweep
 //     the effects DLQ (outbox.SweepDLQ): messages of finished intents are
 //     deleted, those of unfinished ones kept (step 2 re-announces them).
+//     Sweep the EventBridge bridge's DLQ when there is one
+//     (intake.Handler.SweepEventBridgeDLQ): its messages are partner events
+//     the bridge never accepted; each is fed through the bridge's own
+//     accept path (idempotent by event id) and deleted only once accepted.
 //  4. Compare with provider truth, for every source with a SourceOfTruth:
 //     each fact is projected with the source's own projection and compared
 //     with the stored projection. When the store is behind (missing, an

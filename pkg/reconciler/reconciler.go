@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
@@ -43,10 +44,20 @@ type SQS interface {
 
 var _ SQS = (*sqs.Client)(nil)
 
-// Queues names the four queues.
+// Queues names the four queues, and the EventBridge bridge's DLQ when
+// some source has eventbridge delivery.
 type Queues struct {
 	Events, EventsDLQ, Effects, EffectsDLQ string
+	BridgeDLQ                              string
 }
+
+// BridgeSweeper redelivers the EventBridge bridge's dead letters through
+// the bridge's own accept path (intake.Handler).
+type BridgeSweeper interface {
+	SweepEventBridgeDLQ(ctx context.Context, c queue.DLQClient, dlqURL string, maxMessages int) (intake.BridgeDLQReport, error)
+}
+
+var _ BridgeSweeper = (*intake.Handler)(nil)
 
 // Options bound and tune a run.
 type Options struct {
@@ -75,24 +86,28 @@ type Reconciler struct {
 	Registry *projection.Registry
 	// Truths are the sources of truth by source name.
 	Truths map[string]SourceOfTruth
+	// Bridge sweeps Queues.BridgeDLQ (both set, or the step is skipped).
+	Bridge BridgeSweeper
 	Opts   Options
 }
 
 // Report is what one run did and saw.
 type Report struct {
-	Reenqueued         int                   `json:"reenqueued"`
-	StuckLeases        int                   `json:"stuck_leases"`
-	IntentsReannounced int                   `json:"intents_reannounced"`
-	DLQ                processor.SweepReport `json:"dlq"`
-	EffectsDLQ         outbox.DLQReport      `json:"effects_dlq"`
-	FactsChecked       int                   `json:"facts_checked"`
-	DriftFound         int                   `json:"drift_found"`
-	DriftRepaired      int                   `json:"drift_repaired"`
-	EventsByStatus     map[string]int        `json:"events_by_status"`
-	IntentsByStatus    map[string]int        `json:"intents_by_status"`
-	OldestUnfinished   time.Duration         `json:"oldest_unfinished_ns"`
-	EventsDLQDepth     int                   `json:"events_dlq_depth"`
-	EffectsDLQDepth    int                   `json:"effects_dlq_depth"`
+	Reenqueued         int                    `json:"reenqueued"`
+	StuckLeases        int                    `json:"stuck_leases"`
+	IntentsReannounced int                    `json:"intents_reannounced"`
+	DLQ                processor.SweepReport  `json:"dlq"`
+	EffectsDLQ         outbox.DLQReport       `json:"effects_dlq"`
+	BridgeDLQ          intake.BridgeDLQReport `json:"bridge_dlq"`
+	FactsChecked       int                    `json:"facts_checked"`
+	DriftFound         int                    `json:"drift_found"`
+	DriftRepaired      int                    `json:"drift_repaired"`
+	EventsByStatus     map[string]int         `json:"events_by_status"`
+	IntentsByStatus    map[string]int         `json:"intents_by_status"`
+	OldestUnfinished   time.Duration          `json:"oldest_unfinished_ns"`
+	EventsDLQDepth     int                    `json:"events_dlq_depth"`
+	EffectsDLQDepth    int                    `json:"effects_dlq_depth"`
+	BridgeDLQDepth     int                    `json:"bridge_dlq_depth"`
 	// Capped says a count hit MaxItems: there is more than it shows.
 	Capped bool          `json:"capped"`
 	Errors []string      `json:"errors,omitempty"`
@@ -147,6 +162,13 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		rep.IntentsReannounced = n
 		return err
 	})
+	if r.Queues.BridgeDLQ != "" && r.Bridge != nil {
+		step("bridge dlq", func() error {
+			sw, err := r.Bridge.SweepEventBridgeDLQ(ctx, r.SQS, r.Queues.BridgeDLQ, o.MaxItems)
+			rep.BridgeDLQ = sw
+			return err
+		})
+	}
 	if r.Queues.EventsDLQ != "" {
 		step("dlq", func() error {
 			sw, err := processor.SweepDLQ(ctx, r.SQS, r.Queues.EventsDLQ, r.Ledger, o.Actor, o.MaxItems, o.Log)
@@ -175,7 +197,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	}
 	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
-		"drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
+		"bridge_redelivered", rep.BridgeDLQ.Accepted, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
 }
 
@@ -316,7 +338,7 @@ func (r *Reconciler) gauges(ctx context.Context, o Options, now time.Time, rep *
 	for _, q := range []struct {
 		url string
 		n   *int
-	}{{r.Queues.EventsDLQ, &rep.EventsDLQDepth}, {r.Queues.EffectsDLQ, &rep.EffectsDLQDepth}} {
+	}{{r.Queues.EventsDLQ, &rep.EventsDLQDepth}, {r.Queues.EffectsDLQ, &rep.EffectsDLQDepth}, {r.Queues.BridgeDLQ, &rep.BridgeDLQDepth}} {
 		if q.url == "" {
 			continue
 		}
@@ -363,6 +385,8 @@ func (r *Reconciler) emit(o Options, rep Report) {
 		metrics.N("IntentsQuarantined", rep.IntentsByStatus[string(ledger.IntentStatusQuarantined)]),
 		metrics.N("EventsDLQDepth", rep.EventsDLQDepth),
 		metrics.N("EffectsDLQDepth", rep.EffectsDLQDepth),
+		metrics.N("BridgeRedelivered", rep.BridgeDLQ.Accepted),
+		metrics.N("BridgeDLQDepth", rep.BridgeDLQDepth),
 		metrics.Latency("ReconcileRunMs", rep.Took),
 	)
 }
