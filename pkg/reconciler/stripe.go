@@ -10,6 +10,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/form"
+
+	"github.com/effectively-once/webhooks/pkg/stripeapi"
 )
 
 // StripeTruth asks the Stripe API for events whose webhook delivery has
@@ -31,17 +33,10 @@ var _ SourceOfTruth = (*StripeTruth)(nil)
 
 // NewStripeBackend returns a Stripe API backend for baseURL ("" for
 // api.stripe.com) that does not retry on its own (the reconciler's next run
-// is the retry) and logs nothing.
+// is the retry), refuses redirects and logs nothing: stripeapi.NewBackend,
+// the one the processor uses too.
 func NewStripeBackend(baseURL string, client *http.Client) stripe.Backend {
-	cfg := &stripe.BackendConfig{
-		MaxNetworkRetries: stripe.Int64(0),
-		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
-		HTTPClient:        client,
-	}
-	if baseURL != "" {
-		cfg.URL = stripe.String(baseURL)
-	}
-	return stripe.GetBackendWithConfig(stripe.APIBackend, cfg)
+	return stripeapi.NewBackend(baseURL, client)
 }
 
 // rawEventPage keeps each event's JSON exactly as Stripe sent it: that is
