@@ -3,16 +3,15 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
+	"github.com/effectively-once/webhooks/pkg/stripefake"
 )
 
 const stripeKey = "rk_test_FAKE_reconciler_0000"
@@ -22,36 +21,6 @@ func subscriptionEvent(id, subID, status string, created int64) string {
 		`"data":{"object":{"id":%q,"object":"subscription","customer":"cus_test_1","status":%q,"cancel_at_period_end":false,`+
 		`"metadata":{"account_id":"acct_local_1"},"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
 		id, created, subID, status, created+30*24*3600)
-}
-
-// fakeStripe answers GET /v1/events like the Stripe API: newest first,
-// paginated with starting_after, and records what it was asked.
-type fakeStripe struct {
-	mu      sync.Mutex
-	events  []string // newest first
-	queries []string
-}
-
-func (s *fakeStripe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r.URL.Path != "/v1/events" || r.Header.Get("Authorization") != "Bearer "+stripeKey {
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `{"error":{"type":"invalid_request_error","message":"bad key"}}`)
-		return
-	}
-	q := r.URL.Query()
-	s.queries = append(s.queries, r.URL.RawQuery)
-	start := 0
-	if after := q.Get("starting_after"); after != "" {
-		for i, e := range s.events {
-			if strings.Contains(e, `"id":"`+after+`"`) {
-				start = i + 1
-			}
-		}
-	}
-	end := min(start+1, len(s.events)) // one per page, to exercise pagination
-	fmt.Fprintf(w, `{"object":"list","url":"/v1/events","has_more":%t,"data":[%s]}`, end < len(s.events), strings.Join(s.events[start:end], ","))
 }
 
 // Stripe says two subscription events were never delivered; one we have
@@ -69,7 +38,22 @@ func TestStripeTruthFeedsUndeliveredEvents(t *testing.T) {
 	f.run(f.reconciler(nil)) // re-enqueue evt_have (its pointer was never sent)
 	f.process()
 
-	api := &fakeStripe{events: []string{missing, have}}
+	api := stripefake.New(stripeKey)
+	api.Now = f.Clock.Now
+	api.PageSize = 1 // one per page, to exercise pagination
+	for _, raw := range []string{have, missing} {
+		if err := api.AddEvent([]byte(raw), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Delivered, or older than the lookback (an hour): the reconciler's
+	// query leaves them out, or they would be drift.
+	if err := api.AddEvent([]byte(subscriptionEvent("evt_delivered", "sub_C", "active", created+1)), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.AddEvent([]byte(subscriptionEvent("evt_old", "sub_D", "active", created-2*3600)), false); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	truth := &reconciler.StripeTruth{Backend: reconciler.NewStripeBackend(srv.URL, srv.Client()),
@@ -78,9 +62,11 @@ func TestStripeTruthFeedsUndeliveredEvents(t *testing.T) {
 	if rep.FactsChecked != 2 || rep.DriftFound != 1 || rep.DriftRepaired != 1 {
 		t.Fatalf("report %+v", rep)
 	}
-	if len(api.queries) != 2 || !strings.Contains(api.queries[0], "delivery_success=false") || !strings.Contains(api.queries[0], "created[gt]=") ||
-		!strings.Contains(api.queries[1], "starting_after=evt_missing") {
-		t.Fatalf("queries %v", api.queries)
+	reqs := api.Requests()
+	if len(reqs) != 2 || api.Count("/v1/events") != 2 ||
+		reqs[0].Query.Get("delivery_success") != "false" || !reqs[0].Query.Has("created[gt]") ||
+		reqs[1].Query.Get("starting_after") != "evt_missing" || reqs[1].Query.Get("delivery_success") != "false" {
+		t.Fatalf("requests %+v", reqs)
 	}
 	f.process()
 	ev := f.event("stripe", "evt_missing")
