@@ -34,7 +34,8 @@ func run() error {
 	}
 	p, err := processor.New(rt.Ledger, cfg.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
 		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
-		Effects: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
+		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
+		StripeAPI: processor.StripeClients(cfg.Sources, rt.Secrets.Value),
 	})
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
@@ -40,6 +41,8 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
+	"github.com/effectively-once/webhooks/pkg/stripeapi"
+	"github.com/effectively-once/webhooks/pkg/stripefake"
 )
 
 // Test secrets. They are visibly fake, exist only in tests, and are
@@ -81,6 +84,10 @@ type Harness struct {
 	// Outbox is the effects stage, once EnableOutbox has added it; workers
 	// started after that announce their intents on its queue.
 	Outbox *Outbox
+	// Stripe is the fake Stripe API, once EnableStripeAPI has added it;
+	// workers started after that fetch thin events' objects from it.
+	Stripe    *stripefake.Server
+	stripeAPI map[string]processor.StripeFetcher
 
 	opts   Options
 	tokens tokenSeq
@@ -170,6 +177,29 @@ func (h *Harness) newLedger(db ledger.DynamoDB, actor string) *ledger.Ledger {
 	return l
 }
 
+// StripeAPIKey is the fake Stripe API's restricted key in tests (visibly fake).
+const StripeAPIKey = "rk_test_FAKE_pipeline_stripe_api_0000"
+
+// EnableStripeAPI serves a fake Stripe API (Stripe's clock is the manual
+// clock) over HTTP and gives the "stripe" source a stripeapi client for
+// it, with a per-request timeout: workers started after this call fetch
+// the objects thin events name from it.
+func (h *Harness) EnableStripeAPI(timeout time.Duration) *stripefake.Server {
+	h.T.Helper()
+	h.Stripe = stripefake.New(StripeAPIKey)
+	h.Stripe.Now = h.Clock.Now
+	srv := httptest.NewServer(h.Stripe)
+	h.T.Cleanup(srv.Close)
+	h.T.Cleanup(h.Stripe.ReleaseHangs)
+	h.stripeAPI = map[string]processor.StripeFetcher{"stripe": &stripeapi.Client{
+		Key:     func(context.Context) (string, error) { return StripeAPIKey, nil },
+		Backend: stripeapi.NewBackend(srv.URL, srv.Client()),
+		Timeout: timeout,
+		Now:     h.Clock.Now,
+	}}
+	return h.Stripe
+}
+
 // Sign returns a Stripe-Signature header for body, signed now with secret,
 // by stripe-go's own test signer.
 func (h *Harness) Sign(body []byte, secret string) string {
@@ -218,6 +248,7 @@ func (h *Harness) NewWorker(name string) *Worker {
 		Owner: name, Lease: h.opts.Lease, MaxAttempts: h.opts.MaxReceiveCount, RetryBase: 100 * time.Millisecond,
 		RetryCap: h.opts.RetryCap, Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quietLog(),
 	}
+	opts.StripeAPI = h.stripeAPI
 	if h.Outbox != nil {
 		// Through the worker's own recorder, so a crash between the commit
 		// and the announcement can be injected.
@@ -461,4 +492,24 @@ func SubscriptionEvent(eventID, eventType, subID, status string, created int64, 
 		`"data":{"object":{"id":%q,"object":"subscription","customer":"cus_test_1","status":%q,"cancel_at_period_end":false,`+
 		`"metadata":%s,"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
 		eventID, created, eventType, subID, status, meta, Start.Unix()+30*24*3600)
+}
+
+// ThinEvent renders a Stripe thin event body (object v2.core.event) for
+// the object objType/objID; snapshot, when set, names its snapshot twin.
+func ThinEvent(eventID, eventType, objType, objID, snapshot string, created time.Time) []byte {
+	twin := ""
+	if snapshot != "" {
+		twin = fmt.Sprintf(`,"snapshot_event":%q`, snapshot)
+	}
+	return fmt.Appendf(nil, `{"id":%q,"object":"v2.core.event","type":%q,"livemode":false,"created":%q,`+
+		`"related_object":{"id":%q,"type":%q,"url":"/v1/%ss/%s"},"reason":null,"context":null%s}`,
+		eventID, eventType, created.UTC().Format("2006-01-02T15:04:05.000Z"), objID, objType, objType, objID, twin)
+}
+
+// SubscriptionObject renders the subscription object the Stripe API
+// answers, in the same shape SubscriptionEvent carries.
+func SubscriptionObject(subID, status, account string) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"object":"subscription","customer":"cus_test_1","status":%q,"cancel_at_period_end":false,`+
+		`"metadata":{"account_id":%q},"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}`,
+		subID, status, account, Start.Unix()+30*24*3600)
 }

@@ -5,6 +5,13 @@
 // acknowledge) or transient (RETRY_WAIT and a batch item failure), and when
 // the attempts are exhausted (DEAD, and the message goes on to the DLQ).
 //
+// A Stripe thin event (object v2.core.event) carries no object: the
+// processor fetches the object it names from the Stripe API (the source's
+// api key; see package stripeapi) and projects that current state through
+// the same projections as snapshot events (projection.StripeFetched has
+// the version rule). The fetch runs here, after the claim, never in the
+// intake; its failures are classified in resolveThin.
+//
 // The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
 // event with partial batch responses, so one bad message never fails the
 // batch.
@@ -26,6 +33,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
+	"github.com/effectively-once/webhooks/pkg/stripeapi"
 )
 
 // Message is one received pointer message.
@@ -66,11 +74,22 @@ type Options struct {
 	Log                 *slog.Logger
 	// Metrics receives one EMF record per processed message (nil: none).
 	Metrics *metrics.Emitter
+	// StripeAPI fetches the objects Stripe thin events name, per source
+	// name. A thin event of a source without one is quarantined
+	// (stripe_api_not_configured): configure the source's api and replay.
+	StripeAPI map[string]StripeFetcher
 	// Effects announces the intents a commit wrote. When nil, or when the
 	// send fails, the intents stay PENDING and the reconciler announces
 	// them; the event is complete either way.
 	Effects outbox.Announcer
 }
+
+// StripeFetcher retrieves one Stripe API object (see package stripeapi).
+type StripeFetcher interface {
+	Retrieve(ctx context.Context, objType, id string) (stripeapi.Object, error)
+}
+
+var _ StripeFetcher = (*stripeapi.Client)(nil)
 
 // Processor is the processing core.
 type Processor struct {
@@ -191,10 +210,25 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 	if err != nil {
 		return p.transient(ctx, c, m, "payload_unavailable", err, log)
 	}
+	eventType, note := ev.EventType, ""
+	if src.Kind == "stripe" {
+		thin, isThin, err := projection.ParseStripeThin(payload)
+		if isThin {
+			if err != nil {
+				code, _ := projection.AsPermanent(err)
+				return p.quarantine(ctx, c, code, err.Error(), log)
+			}
+			var stop *stopped
+			eventType, payload, note, stop = p.resolveThin(ctx, c, m, src, thin, log)
+			if stop != nil {
+				return stop.outcome, stop.ack
+			}
+		}
+	}
 	var res projection.Result
-	if proj, ok := p.reg.Lookup(src.Kind, ev.EventType); ok {
+	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
 		res, err = proj.Project(projection.Event{
-			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: ev.EventType,
+			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
 			Payload: payload, ReceivedAt: ev.ReceivedAt,
 		})
 		if err != nil {
@@ -203,6 +237,9 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 			}
 			return p.transient(ctx, c, m, "projection_failed", err, log)
 		}
+	}
+	if res.Write != nil && note != "" {
+		res.Write.Note = note
 	}
 	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
 	switch {
@@ -285,6 +322,12 @@ func (p *Processor) quarantine(ctx context.Context, c ledger.Claim, code, msg st
 // message comes back after its visibility timeout, a DEAD one goes on to the
 // DLQ.
 func (p *Processor) transient(ctx context.Context, c ledger.Claim, m Message, code string, cause error, log *slog.Logger) (string, bool) {
+	return p.transientAfter(ctx, c, m, code, cause, 0, log)
+}
+
+// transientAfter is transient with a lower bound on the wait (a server's
+// Retry-After).
+func (p *Processor) transientAfter(ctx context.Context, c ledger.Claim, m Message, code string, cause error, atLeast time.Duration, log *slog.Logger) (string, bool) {
 	attempts := max(c.Event.Attempts, m.ReceiveCount)
 	if attempts >= p.o.MaxAttempts {
 		if err := p.ledger.Dead(ctx, c, code, cause.Error()); err != nil {
@@ -294,7 +337,7 @@ func (p *Processor) transient(ctx context.Context, c ledger.Claim, m Message, co
 		}
 		return "dead", false
 	}
-	next := p.o.Now().Add(p.backoff(c.Event.Attempts))
+	next := p.o.Now().Add(max(p.backoff(c.Event.Attempts), min(atLeast, p.o.RetryCap)))
 	if err := p.ledger.RetryLater(ctx, c, code, cause.Error(), next); err != nil {
 		log.Error("could not record RETRY_WAIT", "err", err)
 	} else {
@@ -311,4 +354,81 @@ func (p *Processor) backoff(attempt int) time.Duration {
 	}
 	d = min(d, p.o.RetryCap)
 	return time.Duration(p.o.Rand() * float64(d))
+}
+
+// stopped is how a step that ended the event's processing early answers
+// (the outcome for the metrics, and whether to acknowledge the message).
+type stopped struct {
+	outcome string
+	ack     bool
+}
+
+// resolveThin fetches the object a Stripe thin event names and returns the
+// snapshot event the projections read in its place (see
+// projection.StripeFetched for the version rule). Nothing is fetched for
+// a type no projection reads. API failures are classified here: 429, 5xx,
+// timeouts and auth failures are transient (RETRY_WAIT, honouring
+// Retry-After); a missing object, an unsupported object type or a
+// malformed answer are permanent (QUARANTINED with a code).
+func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, src source.Source, thin projection.StripeThin, log *slog.Logger) (string, []byte, string, *stopped) {
+	stop := func(outcome string, ack bool) (string, []byte, string, *stopped) {
+		return "", nil, "", &stopped{outcome, ack}
+	}
+	log = log.With("thin_event_id", thin.EventID, "related_object", thin.ObjectType+"/"+thin.ObjectID)
+	if _, ok := p.reg.Lookup(src.Kind, thin.BaseType); !ok {
+		// Ignored like its snapshot twin would be: no request to Stripe.
+		return thin.Type, nil, "", nil
+	}
+	if want := thin.ExpectedObjectType(); want != thin.ObjectType {
+		return stop(p.quarantine(ctx, c, "unsupported_object", fmt.Sprintf("thin event %s names a %s; %s events concern a %s", thin.EventID, thin.ObjectType, thin.BaseType, want), log))
+	}
+	api := p.o.StripeAPI[src.Name]
+	if api == nil {
+		return stop(p.quarantine(ctx, c, "stripe_api_not_configured", "source "+src.Name+" has no Stripe API key (api.secret) to fetch the object a thin event names; configure it and replay", log))
+	}
+	obj, err := api.Retrieve(ctx, thin.ObjectType, thin.ObjectID)
+	switch {
+	case err == nil:
+	case errors.Is(err, stripeapi.ErrNotFound):
+		return stop(p.quarantine(ctx, c, "stripe_object_not_found", err.Error(), log))
+	case errors.Is(err, stripeapi.ErrUnsupported), errors.Is(err, stripeapi.ErrInvalid):
+		return stop(p.quarantine(ctx, c, "stripe_object_invalid", err.Error(), log))
+	case errors.Is(err, stripeapi.ErrAuth):
+		return stop(p.transient(ctx, c, m, "stripe_api_auth", err, log))
+	default:
+		wait, _ := stripeapi.RetryAfter(err)
+		return stop(p.transientAfter(ctx, c, m, "stripe_api_unavailable", err, wait, log))
+	}
+	eventType, payload, err := projection.StripeFetched(thin, obj.JSON, obj.ObservedAt)
+	if err != nil {
+		code, _ := projection.AsPermanent(err)
+		return stop(p.quarantine(ctx, c, code, err.Error(), log))
+	}
+	note := fmt.Sprintf("fetched %s %s from the Stripe API at %s", thin.ObjectType, thin.ObjectID, obj.ObservedAt.UTC().Format(time.RFC3339))
+	log.Info("thin event resolved", "fetched_type", eventType, "observed_at", obj.ObservedAt)
+	if eventType == "" {
+		// The object is in a state no projection models: nothing to change.
+		return thin.Type, nil, note, nil
+	}
+	return eventType, payload, note, nil
+}
+
+// StripeClients builds one Stripe API client per stripe source that
+// configures an api (its restricted key is read through key, which
+// caches), for Options.StripeAPI.
+func StripeClients(set *source.Set, key func(ctx context.Context, ref string) (string, error)) map[string]StripeFetcher {
+	out := map[string]StripeFetcher{}
+	for _, name := range set.Names() {
+		src, _ := set.Lookup(name)
+		if src.Kind != "stripe" || src.API == nil {
+			continue
+		}
+		ref := src.API.Secret
+		out[name] = &stripeapi.Client{
+			Key:     func(ctx context.Context) (string, error) { return key(ctx, ref) },
+			Backend: stripeapi.NewBackend(src.API.URL, nil),
+			Timeout: src.API.Timeout(),
+		}
+	}
+	return out
 }

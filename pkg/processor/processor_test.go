@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
+	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/source"
+	"github.com/effectively-once/webhooks/pkg/stripeapi"
 )
 
 func fixture(t *testing.T, path string) []byte {
@@ -85,5 +89,29 @@ func TestUnprojectedEventTypeIsIgnored(t *testing.T) {
 	}
 	if h.Projections() != 0 || len(h.Intents()) != 0 {
 		t.Fatal("an ignored event wrote state")
+	}
+}
+
+func TestStripeClientsOnlyForStripeSourcesWithAnAPI(t *testing.T) {
+	set, err := source.Parse([]byte(`{"sources":[
+		{"name":"stripe","kind":"stripe","secrets":["env:W"],"api":{"secret":"env:STRIPE_API_KEY","url":"http://127.0.0.1:1"}},
+		{"name":"stripe-legacy","kind":"stripe","secrets":["env:W"]},
+		{"name":"shop","kind":"shopify","secrets":["env:S"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	clients := processor.StripeClients(set, func(_ context.Context, ref string) (string, error) {
+		asked = append(asked, ref)
+		return "rk_test_FAKE_clients", nil
+	})
+	if len(clients) != 1 || clients["stripe"] == nil {
+		t.Fatalf("clients %v", clients)
+	}
+	// The key is read when a fetch needs it, not at cold start; the fetch
+	// to a closed port fails as unavailable (transient).
+	_, err = clients["stripe"].Retrieve(t.Context(), "subscription", "sub_1")
+	if !errors.Is(err, stripeapi.ErrUnavailable) || len(asked) != 1 || asked[0] != "env:STRIPE_API_KEY" {
+		t.Fatalf("retrieve: %v, keys asked %v", err, asked)
 	}
 }
