@@ -31,8 +31,11 @@ var (
 
 // Ledger attributes the EventBridge path adds to an event.
 const (
-	// attrVia names the delivery path of the delivery that created the row
-	// ("eventbridge"; absent for https).
+	// attrVia is "eventbridge" on the attributes an EventBridge delivery
+	// brings (https deliveries add none). The ledger keeps the attributes
+	// of the first delivery that carried any, so it names the path that
+	// created the row, except after a Stripe snapshot webhook (which has no
+	// attributes) when the bus's are the first.
 	attrVia        = "via"
 	viaEventBridge = "eventbridge"
 	// attrEventBridgeID is the EventBridge event's own id.
@@ -59,7 +62,10 @@ const (
 // the identities the HTTPS path reads, under the same source name, so one
 // fact delivered both ways is one ledger row. The event's EventBridge id is
 // kept as the attribute eventbridge_id (and is the delivery id when the
-// provider names none); the attribute via is "eventbridge".
+// provider names none); the attribute via is "eventbridge". A duplicate
+// through the other path has other bytes (EventBridge re-serializes the
+// JSON): the first payload is kept, as for any duplicate, and the log says
+// so at info level rather than warning of a changed payload.
 //
 // Answers. The accept-and-enqueue step is Handle's (Handler.accept): a new
 // event is written and its pointer sent; a duplicate of a processed event
