@@ -27,8 +27,8 @@ import (
 
 // The partner event sources of the EventBridge fixtures.
 const (
-	ebStripeSource  = "aws.partner/stripe.com/ed_test_FAKE_fixture_0001"
-	ebShopifySource = "aws.partner/shopify.com/000000000/test-FAKE-fixture-source"
+	ebStripeSource  = "aws.partner/stripe.com/ed_local_FAKE_0001"
+	ebShopifySource = "aws.partner/shopify.com/000000000/local-FAKE-0002"
 )
 
 // ebSources: stripe over both paths, shopify over EventBridge only (no

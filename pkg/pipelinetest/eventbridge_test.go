@@ -24,8 +24,8 @@ import (
 // The partner event sources of the EventBridge fixtures, and a Stripe and
 // a Shopify source that receive both paths under one name.
 const (
-	ebStripe  = "aws.partner/stripe.com/ed_test_FAKE_fixture_0001"
-	ebShopify = "aws.partner/shopify.com/000000000/test-FAKE-fixture-source"
+	ebStripe  = "aws.partner/stripe.com/ed_local_FAKE_0001"
+	ebShopify = "aws.partner/shopify.com/000000000/local-FAKE-0002"
 	ebSecret  = "shpss_test_FAKE_pipeline_eventbridge"
 	ebSources = `{"sources":[
 	  {"name":"stripe","kind":"stripe","secrets":["env:STRIPE_PRIMARY"],"delivery":"https+eventbridge","event_source":"` + ebStripe + `"},
