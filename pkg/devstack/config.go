@@ -20,9 +20,13 @@
 //
 // Dev-only endpoints on the HTTP API: GET /_dev/health, POST /_dev/crash
 // (kill the processor runtime during its next batch), GET /_dev/downstream
-// (the fake downstream's requests and effective calls per idempotency key)
-// and POST /_dev/downstream/script (script the next answers of one effect
-// kind: hang after applying, 429 with Retry-After, …).
+// (the fake downstream's requests and effective calls per idempotency key),
+// POST /_dev/downstream/script (script the next answers of one effect
+// kind: hang after applying, 429 with Retry-After, …) and
+// POST /_dev/eventbridge/{source} (there is no EventBridge locally: the
+// body becomes the detail of an event from the source's partner event
+// source, given to the bridge function, which runs when some source's
+// delivery includes eventbridge).
 package devstack
 
 import (
@@ -220,7 +224,7 @@ func (c *Config) defaults() {
 	if c.Instances == nil {
 		c.Instances = map[string]int{}
 	}
-	for fn, n := range map[string]int{"intake": 2, "processor": 2, "dispatcher": 1, "reconciler": 1} {
+	for fn, n := range map[string]int{"intake": 2, "processor": 2, "dispatcher": 1, "reconciler": 1, "bridge": 1} {
 		if c.Instances[fn] == 0 {
 			c.Instances[fn] = n
 		}

@@ -5,14 +5,20 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/pkg/localaws"
 )
 
 // maxRequestBytes is API Gateway HTTP API's payload limit (10 MB); the
@@ -23,14 +29,16 @@ const maxRequestBytes = 10 << 20
 // POST /webhooks/{source} → intake (payload format 2.0), plus dev-only
 // endpoints: GET /_dev/health, POST /_dev/crash (kill a processor runtime
 // during its next batch, for the demo), GET /_dev/downstream[?key=] (the
-// fake downstream's requests and effective calls per key) and
-// POST /_dev/downstream/script (its next answers for one effect kind).
+// fake downstream's requests and effective calls per key),
+// POST /_dev/downstream/script (its next answers for one effect kind) and
+// POST /_dev/eventbridge/{source} (an event from the source's partner event
+// source to the bridge).
 func (s *Stack) httpAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_dev/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("content-type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ,
-			"effects_queue": s.EffectsQueues.Queue, "effects_dlq": s.EffectsQueues.DLQ, "downstream": "http://" + s.Downstream.Addr(),
+			"effects_queue": s.EffectsQueues.Queue, "effects_dlq": s.EffectsQueues.DLQ, "bridge_dlq": s.BridgeDLQ, "downstream": "http://" + s.Downstream.Addr(),
 			"visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds(),
 			"effects_visibility_seconds": s.cfg.EffectsVisibility.Seconds(), "dispatch_lease_seconds": s.cfg.DispatchLease.Seconds()})
 	})
@@ -67,11 +75,93 @@ func (s *Stack) httpAPI() http.Handler {
 		s.logs.Printf("http-api", "armed: the next processor batch will have its runtime killed mid-invocation")
 		w.WriteHeader(http.StatusAccepted)
 	})
+	mux.HandleFunc("POST /_dev/eventbridge/{source}", s.eventBridge)
 	mux.HandleFunc("POST /webhooks/{source}", s.webhook)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, `{"message":"Not Found"}`)
 	})
 	return mux
+}
+
+// maxEventBridgeBytes is EventBridge's limit on one event (256 KB).
+const maxEventBridgeBytes = 256 << 10
+
+// eventBridge stands in for a partner event bus: the request body becomes
+// the detail of an EventBridge event from the source's event_source
+// (Stripe: the event object, detail-type its type; Shopify: a body of
+// {"payload": …, "metadata": {header: value}}, detail-type shopifyWebhook),
+// and the bridge function is invoked with it, synchronously so the answer
+// says what happened: 202 once the bridge accepted it; 502 when the bridge
+// failed, and the event is then in the bridge DLQ, as after Lambda's
+// asynchronous retries, for the reconciler to redeliver.
+func (s *Stack) eventBridge(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("source")
+	src, ok := s.sources.Lookup(name)
+	if !ok || !src.EventBridge() {
+		writeJSON(w, http.StatusNotFound, `{"message":"no source `+jsonText(name)+` with eventbridge delivery in scripts/devstack.json"}`)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxEventBridgeBytes+1))
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, `{"message":"Bad Request"}`)
+		return
+	case len(body) > maxEventBridgeBytes:
+		writeJSON(w, http.StatusRequestEntityTooLarge, `{"message":"over EventBridge's 256 KB event limit"}`)
+		return
+	}
+	ev, err := EventBridgeEvent(src.Kind, src.EventSource, body, time.Now())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, `{"message":`+strconv.Quote(err.Error())+`}`)
+		return
+	}
+	payload, _ := json.Marshal(ev)
+	if _, err := s.Invoke(r.Context(), "bridge", payload, nil); err != nil {
+		if _, serr := s.SQS.SendMessage(r.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(s.BridgeDLQ), MessageBody: aws.String(string(payload))}); serr != nil {
+			s.logs.Printf("http-api", "eventbridge %s → bridge failed (%v) and the DLQ too (%v)", name, err, serr)
+			writeJSON(w, http.StatusInternalServerError, `{"message":"bridge and bridge DLQ failed"}`)
+			return
+		}
+		s.logs.Printf("http-api", "eventbridge %s → bridge failed, event %s in the bridge DLQ (%v)", name, ev.ID, err)
+		writeJSON(w, http.StatusBadGateway, `{"status":"dead_lettered","eventbridge_id":"`+ev.ID+`"}`)
+		return
+	}
+	s.logs.Printf("http-api", "eventbridge %s → bridge accepted event %s", name, ev.ID)
+	writeJSON(w, http.StatusAccepted, `{"status":"accepted","eventbridge_id":"`+ev.ID+`"}`)
+}
+
+// EventBridgeEvent wraps body as the detail of the event a partner puts on
+// its partner event bus: source the partner event source, detail-type the
+// Stripe event's type or Shopify's "shopifyWebhook". A Shopify body must be
+// {"payload": {...}, "metadata": {...}} (see provider.ShopifyEventBridgeIdentity).
+func EventBridgeEvent(kind, eventSource string, body []byte, now time.Time) (events.EventBridgeEvent, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return events.EventBridgeEvent{}, errors.New("the body must be a JSON object: it becomes the event's detail")
+	}
+	detailType := ""
+	switch kind {
+	case "stripe":
+		_ = json.Unmarshal(doc["type"], &detailType)
+	case "shopify":
+		if len(doc["payload"]) == 0 || len(doc["metadata"]) == 0 {
+			return events.EventBridgeEvent{}, errors.New(`a shopify body is {"payload": <the webhook body>, "metadata": {"X-Shopify-Topic": …, "X-Shopify-Event-Id": …}}`)
+		}
+		detailType = "shopifyWebhook"
+	}
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	h := hex.EncodeToString(id)
+	return events.EventBridgeEvent{
+		Version: "0", ID: h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], DetailType: detailType,
+		Source: eventSource, AccountID: "000000000000", Time: now.UTC().Truncate(time.Second), Region: localaws.Region,
+		Resources: []string{}, Detail: json.RawMessage(body),
+	}, nil
+}
+
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	return strings.Trim(string(b), `"`)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body string) {

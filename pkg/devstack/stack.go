@@ -13,24 +13,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
 )
 
-// Functions the stack runs, in start order. The list is explicit rather
-// than every directory of functions/, so a function still being written
-// does not stop the stack.
-var Functions = []string{"intake", "processor", "dispatcher", "reconciler"}
+// Functions the stack builds and runs, in start order. The list is
+// explicit rather than every directory of functions/, so a function still
+// being written does not stop the stack. The bridge runs only when a
+// source's delivery includes eventbridge (see running).
+var Functions = []string{"intake", "processor", "dispatcher", "reconciler", "bridge"}
 
 // reconcilerTimeout is the reconciler Lambda's timeout as deployed (infra);
 // its run budget (RECONCILE_BUDGET_SECONDS, default 90 s) stays below it.
@@ -38,10 +42,15 @@ const reconcilerTimeout = 2 * time.Minute
 
 // Stack is a running local stack.
 type Stack struct {
-	cfg    Config
-	file   File
-	logs   *Logs
-	Queues queue.URLs
+	cfg     Config
+	file    File
+	sources *source.Set
+	logs    *Logs
+	Queues  queue.URLs
+	// BridgeDLQ is the bridge's dead-letter queue, when the bridge runs:
+	// /_dev/eventbridge puts an event the bridge failed on here, as Lambda
+	// does after its asynchronous retries, and the reconciler redelivers it.
+	BridgeDLQ string
 	// EffectsQueues is the outbox queue pair the processor announces to
 	// and the dispatcher consumes.
 	EffectsQueues queue.URLs
@@ -146,12 +155,12 @@ func Build(ctx context.Context, cfg Config, logs *Logs) error {
 // every component answers. Cancel ctx or call Close to stop it.
 func Start(ctx context.Context, cfg Config, logs *Logs) (*Stack, error) {
 	cfg.defaults()
-	file, _, err := LoadFile(cfg.ConfigFile)
+	file, set, err := LoadFile(cfg.ConfigFile)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Stack{cfg: cfg, file: file, logs: logs, cancel: cancel, pools: map[string]chan *instance{}}
+	s := &Stack{cfg: cfg, file: file, sources: set, logs: logs, cancel: cancel, pools: map[string]chan *instance{}}
 	if err := s.start(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -197,6 +206,14 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", effects.Name, effects.VisibilityTimeout, effects.MaxReceiveCount, effects.DLQName())
+	if slices.Contains(s.running(), "bridge") {
+		out, err := s.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(cfg.Prefix + "bridge-dlq")})
+		if err != nil {
+			return fmt.Errorf("create queue %sbridge-dlq: %w", cfg.Prefix, err)
+		}
+		s.BridgeDLQ = aws.ToString(out.QueueUrl)
+		s.logs.Printf("sqs", "created %sbridge-dlq (the bridge's dead letters; the reconciler redelivers them)", cfg.Prefix)
+	}
 
 	// The fake downstream the effects call.
 	cfgs, err := s.file.effects()
@@ -219,14 +236,14 @@ func (s *Stack) start(ctx context.Context) error {
 	var auto []int
 	if cfg.AutoPorts {
 		total := 0
-		for _, fn := range Functions {
+		for _, fn := range s.running() {
 			total += 2 * cfg.Instances[fn]
 		}
 		if auto, err = FreePorts(total); err != nil {
 			return err
 		}
 	}
-	for _, fn := range Functions {
+	for _, fn := range s.running() {
 		n := cfg.Instances[fn]
 		s.pools[fn] = make(chan *instance, n)
 		for i := 1; i <= n; i++ {
@@ -279,6 +296,19 @@ func (s *Stack) start(ctx context.Context) error {
 	s.logs.Printf("stack", "ready: table %s, queues %s and %s, fake downstream http://%s (GET %s/_dev/downstream)",
 		cfg.Table, s.Queues.Queue, s.EffectsQueues.Queue, s.Downstream.Addr(), s.httpURL)
 	return nil
+}
+
+// running lists the functions this stack starts: every one of Functions,
+// except the bridge when no source's delivery includes eventbridge.
+func (s *Stack) running() []string {
+	var out []string
+	for _, fn := range Functions {
+		if fn == "bridge" && len(s.sources.EventBridgeSources()) == 0 {
+			continue
+		}
+		out = append(out, fn)
+	}
+	return out
 }
 
 // HTTPURL is the base URL of the local HTTP API.
@@ -368,6 +398,7 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 		"EFFECTS_QUEUE_URL=" + s.EffectsQueues.Queue,
 		"EVENTS_DLQ_URL=" + s.Queues.DLQ,
 		"EFFECTS_DLQ_URL=" + s.EffectsQueues.DLQ,
+		"BRIDGE_DLQ_URL=" + s.BridgeDLQ,
 		"SOURCES=" + string(s.file.Sources),
 		"ALLOW_ENV_SECRETS=true",
 		"MAX_ATTEMPTS=" + strconv.Itoa(s.cfg.MaxReceiveCount),

@@ -416,6 +416,9 @@ func invocation(root, fn string) ([]byte, error) {
 		return os.ReadFile(filepath.Join(root, "events", "lambda", "sqs-pointer-batch.json"))
 	case "dispatcher":
 		return []byte(`{"Records":[]}`), nil
+	case "bridge":
+		// From the local stack's Stripe partner event source (scripts/devstack.json).
+		return os.ReadFile(filepath.Join(root, "events", "eventbridge", "stripe-customer.subscription.updated.json"))
 	case "reconciler":
 		return []byte(`{"version":"0","id":"coldstart-0000","detail-type":"Scheduled Event","source":"aws.events",` +
 			`"account":"123456789012","time":"2026-11-30T12:00:00Z","region":"us-east-1","resources":[],"detail":{}}`), nil
