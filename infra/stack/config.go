@@ -50,8 +50,9 @@ type Config struct {
 
 // SourceConfig is one webhook source as written in context:
 // {"name","kind","options"?,"secretArn"?,"toleranceSeconds"?,"maxBodyBytes"?,
-// "truth"?}. Without secretArn the stack creates its signing secret (SNS
-// sources have none).
+// "truth"?,"delivery"?,"eventSource"?}. Without secretArn the stack creates
+// its signing secret (SNS sources, and sources whose delivery is
+// eventbridge only, have none).
 type SourceConfig struct {
 	Name             string            `json:"name"`
 	Kind             string            `json:"kind"`
@@ -60,6 +61,11 @@ type SourceConfig struct {
 	ToleranceSeconds int               `json:"toleranceSeconds,omitempty"`
 	MaxBodyBytes     int               `json:"maxBodyBytes,omitempty"`
 	Truth            *TruthConfig      `json:"truth,omitempty"`
+	// Delivery ("https", "eventbridge", "https+eventbridge") and
+	// EventSource (the partner event source name) are SOURCES' delivery
+	// and event_source; with eventbridge the stack adds the bridge.
+	Delivery    string `json:"delivery,omitempty"`
+	EventSource string `json:"eventSource,omitempty"`
 }
 
 // TruthConfig is a source's source of truth for the reconciler:

@@ -5,6 +5,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -20,6 +21,9 @@ type FunctionProps struct {
 	Timeout  awscdk.Duration
 	// Env is the function's environment (the common variables are added).
 	Env map[string]*string
+	// DeadLetterQueue, when set, receives the events of asynchronous
+	// invocations that failed every attempt.
+	DeadLetterQueue awssqs.IQueue
 }
 
 // Function is a Lambda with its own role and log group: the role starts
@@ -107,6 +111,7 @@ func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Func
 		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
 		Tracing:               tracing,
 		Environment:           &env,
+		DeadLetterQueue:       p.DeadLetterQueue,
 	})
 	if cfg.Tracing {
 		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{

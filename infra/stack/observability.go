@@ -16,7 +16,8 @@ var (
 	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "ProcessLatencyMs"}
 	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "DispatchLatencyMs"}
 	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
-		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth", "ReconcileRunMs"}
+		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth",
+		"BridgeRedelivered", "BridgeDLQDepth", "ReconcileRunMs"}
 )
 
 // Alarm thresholds.
@@ -79,7 +80,12 @@ func (s *Stack) alarms() *string {
 		add(p.name+"OldestMessage", "The oldest message in "+p.q.Spec.Name+" is older than expected: the consumer is failing, throttled or disabled.",
 			p.q.Queue.MetricApproximateAgeOfOldestMessage(max5), p.old)
 	}
-	for _, name := range []string{Intake, Processor, Dispatcher, Reconciler} {
+	if s.Bridge != nil {
+		add("BridgeDlqNotEmpty", "Messages in the "+s.Config.Prefix()+"bridge-dlq queue: partner events the bridge did not accept. "+
+			"The reconciler redelivers them every run; one that stays names an event source SOURCES lacks (infra/README.md).",
+			s.Bridge.DLQ.MetricApproximateNumberOfMessagesVisible(max5), 1)
+	}
+	for _, name := range s.functionNames() {
 		fn := s.Functions[name].Fn
 		add(pascal(name)+"Errors", "The "+name+" function returned errors (a failed invocation, not a batch item failure).", fn.MetricErrors(sum5), 1)
 		add(pascal(name)+"Throttles", "The "+name+" function was throttled.", fn.MetricThrottles(sum5), 1)
@@ -90,6 +96,16 @@ func (s *Stack) alarms() *string {
 	add("EventsDead", "Events that exhausted their attempts (DEAD).", s.metric("Dead", "Sum"), 1)
 	add("EventsQuarantined", "Events quarantined (malformed, unknown subject, same-version conflict).", s.metric("Quarantined", "Sum"), 1)
 	return topic.TopicArn()
+}
+
+// functionNames lists the deployed functions: the four, and the bridge
+// when there is one.
+func (s *Stack) functionNames() []string {
+	names := []string{Intake, Processor, Dispatcher, Reconciler}
+	if s.Bridge != nil {
+		names = append(names, Bridge)
+	}
+	return names
 }
 
 // dashboard leads with what the business asks (is every accepted event
@@ -131,7 +147,7 @@ func (s *Stack) dashboard() *string {
 		return &out
 	}
 	var fnErrors, fnThrottles, fnDuration []awscloudwatch.IMetric
-	for _, n := range []string{Intake, Processor, Dispatcher, Reconciler} {
+	for _, n := range s.functionNames() {
 		fn := s.Functions[n].Fn
 		fnErrors = append(fnErrors, fn.MetricErrors(nil))
 		fnThrottles = append(fnThrottles, fn.MetricThrottles(nil))
@@ -139,6 +155,9 @@ func (s *Stack) dashboard() *string {
 	}
 	dlqAge := []awscloudwatch.IMetric{
 		s.Events.DLQ.MetricApproximateAgeOfOldestMessage(max5), s.Effects.DLQ.MetricApproximateAgeOfOldestMessage(max5),
+	}
+	if s.Bridge != nil {
+		dlqAge = append(dlqAge, s.Bridge.DLQ.MetricApproximateAgeOfOldestMessage(max5))
 	}
 	queues := []awscloudwatch.IMetric{}
 	for _, q := range []QueuePair{s.Events, s.Effects} {
@@ -161,8 +180,8 @@ func (s *Stack) dashboard() *string {
 			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined"), 8),
 		},
 		{
-			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked"), 12),
-			graph("Dead-letter depth (reconciler's view)", maxOf("EventsDLQDepth", "EffectsDLQDepth"), 12),
+			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked", "BridgeRedelivered"), 12),
+			graph("Dead-letter depth (reconciler's view)", maxOf("EventsDLQDepth", "EffectsDLQDepth", "BridgeDLQDepth"), 12),
 		},
 		{text("## Run metrics")},
 		{

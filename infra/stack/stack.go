@@ -81,6 +81,9 @@ type Stack struct {
 	TruthSecrets  map[string]*string
 	EffectSecrets map[string]*string
 	Schedule      awsevents.Rule
+	// Bridge is the EventBridge intake (nil unless a source's delivery
+	// includes eventbridge; see bridge.go).
+	Bridge *BridgeResources
 }
 
 // QueuePair is a queue and its dead-letter queue.
@@ -124,6 +127,9 @@ func New(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (*Sta
 		return nil, err
 	}
 	if err := s.functions(sourcesDoc, effectsDoc); err != nil {
+		return nil, err
+	}
+	if err := s.bridge(sourcesDoc); err != nil {
 		return nil, err
 	}
 	s.grants()
@@ -231,6 +237,9 @@ func (s *Stack) secrets() {
 		if !provider.RequiresSecrets(src.Kind) {
 			continue // SNS verifies AWS's signing certificate, not a shared secret
 		}
+		if !(source.Source{Delivery: src.Delivery}).HTTPS() {
+			continue // EventBridge only: no webhook, no signature
+		}
 		sec := awssecretsmanager.NewSecret(s.Stack, jsii.String("SourceSecret"+pascal(src.Name)), &awssecretsmanager.SecretProps{
 			SecretName: jsii.String("webhooks/" + s.Config.Stage + "/source/" + src.Name),
 			Description: jsii.String("Signing secret of webhook source " + src.Name + " (" + src.Kind + "). Created with a random " +
@@ -297,7 +306,8 @@ func (s *Stack) sourcesDocument() (*string, error) {
 		}{}
 		for _, src := range s.Config.Sources {
 			out := source.Source{Name: src.Name, Kind: src.Kind, Secrets: []string{},
-				ToleranceSeconds: src.ToleranceSeconds, MaxBodyBytes: src.MaxBodyBytes, Options: src.Options}
+				ToleranceSeconds: src.ToleranceSeconds, MaxBodyBytes: src.MaxBodyBytes, Options: src.Options,
+				Delivery: src.Delivery, EventSource: src.EventSource}
 			if _, ok := s.SourceSecrets[src.Name]; ok {
 				out.Secrets = append(out.Secrets, arn(s.SourceSecrets, src.Name))
 			}
@@ -631,7 +641,9 @@ func (s *Stack) outputs(topicArn *string, dashboardName *string) {
 	base := jsii.String(*s.API.ApiEndpoint() + "/webhooks/")
 	out("WebhookBaseUrl", "Append the source name: POST <this><source>", base)
 	for _, src := range s.Config.Sources {
-		out("SourceUrl"+pascal(src.Name), "Webhook URL to give "+src.Kind+" for source "+src.Name, jsii.String(*base+src.Name))
+		if (source.Source{Delivery: src.Delivery}).HTTPS() {
+			out("SourceUrl"+pascal(src.Name), "Webhook URL to give "+src.Kind+" for source "+src.Name, jsii.String(*base+src.Name))
+		}
 		if arn, ok := s.SourceSecrets[src.Name]; ok {
 			out("SourceSecretArn"+pascal(src.Name), "Secret that holds the signing secret of source "+src.Name, arn)
 		}
@@ -644,6 +656,9 @@ func (s *Stack) outputs(topicArn *string, dashboardName *string) {
 	out("EventsDlqUrl", "Events dead-letter queue (redrive from the console)", s.Events.DLQ.QueueUrl())
 	out("EffectsQueueUrl", "Effects (outbox) queue", s.Effects.Queue.QueueUrl())
 	out("EffectsDlqUrl", "Effects dead-letter queue (redrive from the console)", s.Effects.DLQ.QueueUrl())
+	if s.Bridge != nil {
+		out("BridgeDlqUrl", "EventBridge bridge dead-letter queue (the reconciler redelivers its events)", s.Bridge.DLQ.QueueUrl())
+	}
 	out("AlarmTopicArn", "SNS topic every alarm notifies", topicArn)
 	out("DashboardUrl", "CloudWatch dashboard", jsii.String("https://"+*awscdk.Aws_REGION()+
 		".console.aws.amazon.com/cloudwatch/home?region="+*awscdk.Aws_REGION()+"#dashboards:name="+*dashboardName))

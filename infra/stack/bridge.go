@@ -1,0 +1,151 @@
+package stack
+
+import (
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// Bridge is the EventBridge intake function (functions/bridge): the target
+// of one rule per source whose delivery includes eventbridge. It exists
+// only when such a source is configured.
+const Bridge = "bridge"
+
+// Bridge settings.
+const (
+	// BridgeTimeout: one Accept (an UpdateItem, a few chunk PutItems at
+	// most) and one SendMessage; nobody waits on the answer (the invocation
+	// is asynchronous), so the SDK's own retries of a throttled table get
+	// room.
+	BridgeTimeout = 30 * time.Second
+	// BridgeAsyncRetries and BridgeAsyncMaxAge: Lambda's asynchronous
+	// invocation of the function retries a failed invocation twice (the
+	// most it allows) for up to 6 hours (the most it allows), then puts
+	// the event in the bridge DLQ.
+	BridgeAsyncRetries = 2
+	BridgeAsyncMaxAge  = 6 * time.Hour
+	// BridgeTargetRetries and BridgeTargetMaxAge: EventBridge's own retries
+	// when it cannot invoke the function at all (throttled, or the function
+	// missing); the most it allows: 185 attempts within 24 hours, then the
+	// bridge DLQ.
+	BridgeTargetRetries = 185
+	BridgeTargetMaxAge  = 24 * time.Hour
+	// BridgeDLQRetention is how long a dead letter waits (SQS's maximum).
+	BridgeDLQRetention = 14 * 24 * time.Hour
+)
+
+// BridgeResources are the EventBridge intake's parts.
+type BridgeResources struct {
+	Function *Function
+	// DLQ receives events the rules could not deliver and events whose
+	// invocations all failed; the reconciler redelivers them.
+	DLQ awssqs.Queue
+	// Rules by source name: one on each source's partner event bus.
+	Rules map[string]awsevents.Rule
+}
+
+// eventBridgeSources lists the configured sources whose delivery includes
+// eventbridge, in configuration order.
+func (c Config) eventBridgeSources() []SourceConfig {
+	var out []SourceConfig
+	for _, s := range c.Sources {
+		if (source.Source{Delivery: s.Delivery}).EventBridge() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// bridge creates the EventBridge intake when some source has eventbridge
+// delivery: the bridge DLQ, the function (asynchronous retries, then the
+// DLQ), and per source a rule on its partner event bus whose pattern is
+// exactly its partner event source, targeting the function (EventBridge
+// retries, then the DLQ). The reconciler sweeps the DLQ.
+//
+// The partner event bus is not created here: it appears, with the event
+// source's name, when the user associates the partner event source in the
+// EventBridge console (infra/README.md), and the rule refers to it by name.
+func (s *Stack) bridge(sourcesDoc *string) error {
+	srcs := s.Config.eventBridgeSources()
+	if len(srcs) == 0 {
+		return nil
+	}
+	dlq := awssqs.NewQueue(s.Stack, jsii.String("BridgeDLQ"), &awssqs.QueueProps{
+		QueueName:       jsii.String(s.Config.Prefix() + "bridge-dlq"),
+		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(BridgeDLQRetention.Seconds())),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+	})
+	cdknag.NagSuppressions_AddResourceSuppressions(dlq, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-SQS3"),
+		Reason: jsii.String("This queue is itself a dead-letter queue: the bridge function's asynchronous-invocation DLQ and " +
+			"the EventBridge rules' target DLQ (neither is an SQS redrive, which is what the rule looks for). Its messages are " +
+			"redelivered by the reconciler, which deletes each only once the ledger accepted it."),
+	}}, jsii.Bool(false))
+
+	fn, err := NewFunction(s.Stack, s.Config, FunctionProps{
+		Name: Bridge,
+		// 256 MB: one event of at most 256 KB (EventBridge's limit) parsed
+		// and written; DynamoDB and SQS round trips, not CPU.
+		MemoryMB: 256,
+		Timeout:  awscdk.Duration_Seconds(jsii.Number(BridgeTimeout.Seconds())),
+		Env: map[string]*string{
+			"TABLE_NAME": s.Table.TableName(), "EVENTS_QUEUE_URL": s.Events.Queue.QueueUrl(), "SOURCES": sourcesDoc,
+		},
+		// Lambda puts an event whose invocations all failed here (the
+		// function's role needs sqs:SendMessage on it; CDK grants exactly that).
+		DeadLetterQueue: dlq,
+	})
+	if err != nil {
+		return err
+	}
+	fn.Fn.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+		RetryAttempts: jsii.Number(BridgeAsyncRetries),
+		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(BridgeAsyncMaxAge.Seconds())),
+	})
+	// The bridge's code (intake.HandleEventBridge): Accept is one
+	// conditional UpdateItem plus a PutItem per payload chunk, then one
+	// SendMessage to the events queue. No secrets: there is no signature.
+	fn.grantOn([]string{ddbPut, ddbUpdate}, s.Table.TableArn())
+	s.Events.Queue.Grant(fn.Role, jsii.String(sqsSend))
+
+	res := &BridgeResources{Function: fn, DLQ: dlq, Rules: map[string]awsevents.Rule{}}
+	for _, src := range srcs {
+		id := pascal(src.Name)
+		bus := awsevents.EventBus_FromEventBusName(s.Stack, jsii.String("PartnerBus"+id), jsii.String(src.EventSource))
+		// Enabled whatever the function's build state: an event that
+		// matches no rule is dropped by EventBridge, whereas one the
+		// function fails on waits in the DLQ for the reconciler.
+		res.Rules[src.Name] = awsevents.NewRule(s.Stack, jsii.String("BridgeRule"+id), &awsevents.RuleProps{
+			EventBus:    bus,
+			RuleName:    jsii.String(s.Config.Prefix() + "bridge-" + src.Name),
+			Description: jsii.String("Every event of " + src.Kind + " partner event source " + src.EventSource + " to the bridge (source " + src.Name + ")"),
+			// Exactly the partner event source: nothing broader, whatever
+			// else is ever put on this bus.
+			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource)},
+			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn.Fn, &awseventstargets.LambdaFunctionProps{
+				DeadLetterQueue: dlq,
+				RetryAttempts:   jsii.Number(BridgeTargetRetries),
+				MaxEventAge:     awscdk.Duration_Seconds(jsii.Number(BridgeTargetMaxAge.Seconds())),
+			})},
+		})
+	}
+	s.Bridge = res
+	s.Functions[Bridge] = fn
+
+	// The reconciler redelivers the DLQ's events through the bridge's
+	// accept path (its own ledger and events-queue grants cover that): it
+	// receives and deletes here, and reads the depth.
+	re := s.Functions[Reconciler]
+	re.Fn.AddEnvironment(jsii.String("BRIDGE_DLQ_URL"), dlq.QueueUrl(), nil)
+	dlq.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
+	return nil
+}
