@@ -6,8 +6,9 @@
 // batch responses (events queue → processor, effects queue → dispatcher), a
 // fake downstream that performs the outbox effects (one
 // outbox.FakeDownstream per effect kind, deduplicating by Idempotency-Key),
-// and a schedule that invokes the reconciler (DEV_SCHEDULE_SECONDS). No AWS
-// account and no Docker.
+// a fake Stripe API (pkg/stripefake) the processor fetches the objects of
+// Stripe thin events from, and a schedule that invokes the reconciler
+// (DEV_SCHEDULE_SECONDS). No AWS account and no Docker.
 //
 // The functions get the same environment as in AWS plus
 // AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS, so production code has
@@ -16,7 +17,9 @@
 // the dispatcher performs come from scripts/devstack.json (effects_config,
 // exactly the EFFECTS document the function gets in AWS); their URLs point
 // at the fake downstream on loopback, and its bearer token is an env:
-// reference to a visibly fake value.
+// reference to a visibly fake value. Likewise the stripe source's api.url
+// (and truth.url) name the fake Stripe API at DefaultStripeAddr, whose only
+// key is the visibly fake LOCAL_STRIPE_API_KEY.
 //
 // Dev-only endpoints on the HTTP API: GET /_dev/health, POST /_dev/crash
 // (kill the processor runtime during its next batch), GET /_dev/downstream
@@ -26,7 +29,10 @@
 // POST /_dev/eventbridge/{source} (there is no EventBridge locally: the
 // body becomes the detail of an event from the source's partner event
 // source, given to the bridge function, which runs when some source's
-// delivery includes eventbridge).
+// delivery includes eventbridge). For the fake Stripe API:
+// PUT /_dev/stripe/objects/{type}/{id} (set Stripe's truth),
+// GET /_dev/stripe/requests and POST /_dev/stripe/script (see
+// StripeAPI.DevHandler).
 package devstack
 
 import (
@@ -114,7 +120,10 @@ type Config struct {
 	// DownstreamAddr is the fake downstream's address: DEV_DOWNSTREAM_ADDR,
 	// default DefaultDownstreamAddr.
 	DownstreamAddr string
-	RIEPort        int // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
+	// StripeAddr is the fake Stripe API's address: DEV_STRIPE_ADDR,
+	// default DefaultStripeAddr.
+	StripeAddr string
+	RIEPort    int // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
 	// AutoPorts picks free ports for everything (tests): the addresses above
 	// are ignored.
 	AutoPorts bool
@@ -151,6 +160,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		DynamoAddr:     getenv("DEV_DYNAMODB_ADDR"),
 		DownstreamAddr: getenv("DEV_DOWNSTREAM_ADDR"),
+		StripeAddr:     getenv("DEV_STRIPE_ADDR"),
 		SQSAddr:        getenv("DEV_SQS_ADDR"),
 		HTTPAddr:       getenv("DEV_HTTP_ADDR"),
 		ConfigFile:     getenv("DEV_CONFIG"),
@@ -213,6 +223,7 @@ func (c *Config) defaults() {
 	def(&c.SQSAddr, "127.0.0.1:4100")
 	def(&c.HTTPAddr, "127.0.0.1:3000")
 	def(&c.DownstreamAddr, DefaultDownstreamAddr)
+	def(&c.StripeAddr, DefaultStripeAddr)
 	def(&c.Table, "local-ledger")
 	def(&c.Prefix, "local-")
 	if c.RIEPort == 0 {
@@ -220,6 +231,7 @@ func (c *Config) defaults() {
 	}
 	if c.AutoPorts {
 		c.DynamoAddr, c.SQSAddr, c.HTTPAddr, c.DownstreamAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+		c.StripeAddr = "127.0.0.1:0"
 	}
 	if c.Instances == nil {
 		c.Instances = map[string]int{}

@@ -32,14 +32,15 @@ const maxRequestBytes = 10 << 20
 // fake downstream's requests and effective calls per key),
 // POST /_dev/downstream/script (its next answers for one effect kind) and
 // POST /_dev/eventbridge/{source} (an event from the source's partner event
-// source to the bridge).
+// source to the bridge), and the fake Stripe API's /_dev/stripe/…
+// (StripeAPI.DevHandler).
 func (s *Stack) httpAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_dev/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("content-type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ,
 			"effects_queue": s.EffectsQueues.Queue, "effects_dlq": s.EffectsQueues.DLQ, "bridge_dlq": s.BridgeDLQ, "downstream": "http://" + s.Downstream.Addr(),
-			"visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds(),
+			"stripe_api": "http://" + s.Stripe.Addr(), "visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds(),
 			"effects_visibility_seconds": s.cfg.EffectsVisibility.Seconds(), "dispatch_lease_seconds": s.cfg.DispatchLease.Seconds()})
 	})
 	mux.HandleFunc("GET /_dev/downstream", func(w http.ResponseWriter, r *http.Request) {
@@ -76,6 +77,7 @@ func (s *Stack) httpAPI() http.Handler {
 		w.WriteHeader(http.StatusAccepted)
 	})
 	mux.HandleFunc("POST /_dev/eventbridge/{source}", s.eventBridge)
+	mux.Handle("/_dev/stripe/", s.Stripe.DevHandler())
 	mux.HandleFunc("POST /webhooks/{source}", s.webhook)
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, `{"message":"Not Found"}`)

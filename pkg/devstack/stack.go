@@ -58,6 +58,9 @@ type Stack struct {
 	SQS           *sqs.Client
 	// Downstream is the fake downstream the dispatcher's effects call.
 	Downstream *Downstream
+	// Stripe is the fake Stripe API the processor fetches the objects of
+	// thin events from.
+	Stripe *StripeAPI
 
 	pools   map[string]chan *instance
 	all     []*instance
@@ -231,6 +234,19 @@ func (s *Stack) start(ctx context.Context) error {
 		s.logs.Printf("downstream", "%s: POST %s%s (idempotency window %s)", e.Kind, e.URL, status, e.Window)
 	}
 
+	// The fake Stripe API; the sources' api and truth URLs follow it.
+	if s.Stripe, err = NewStripeAPI(cfg.StripeAddr, s.file.Secrets[StripeKeyEnv], s.logs); err != nil {
+		return err
+	}
+	if s.file.Sources, err = s.Stripe.Sources(s.file.Sources); err != nil {
+		return fmt.Errorf("%w: sources_config: %w", ErrConfig, err)
+	}
+	if s.file.Secrets[StripeKeyEnv] == "" {
+		s.logs.Printf("stripe-api", "no %s in the local secrets: every request will be refused (401)", StripeKeyEnv)
+	}
+	s.logs.Printf("stripe-api", "fake Stripe API on http://%s (its key is the local secret %s); the HTTP API sets its objects: PUT /_dev/stripe/objects/{type}/{id}",
+		s.Stripe.Addr(), StripeKeyEnv)
+
 	// Functions under the Runtime Interface Emulator.
 	port := cfg.RIEPort
 	var auto []int
@@ -353,6 +369,9 @@ func (s *Stack) Close() {
 	s.wg.Wait()
 	if s.Downstream != nil {
 		s.Downstream.Close()
+	}
+	if s.Stripe != nil {
+		s.Stripe.Close()
 	}
 	if s.dynSrv != nil {
 		_ = s.dynSrv.Close()
