@@ -55,6 +55,21 @@ const (
 // source whose delivery includes eventbridge with that event_source
 // (source.Set.ByEventSource), whose own provider kind reads the identity.
 //
+// The envelopes. Stripe (an event destination of type amazon_eventbridge):
+// source "aws.partner/stripe.com/ed_<destination>", detail-type the event's
+// type, resources the event source's ARN, detail the Stripe event object
+// itself, snapshot ({"id":"evt_…","object":"event","data":{"object":…}})
+// or thin ({"object":"v2.core.event","related_object":…}). Sources:
+// Stripe's "Send events to Amazon EventBridge" (docs.stripe.com/
+// event-destinations/eventbridge: the destination is created in Workbench,
+// Stripe creates the partner event source in the chosen account and
+// region, and it must be associated with an event bus within 7 days) and
+// the EventBridge fixtures of Stripe's own SDK tests (a stripe Go client's
+// ConstructEventFromCloudProvider test: detail-type "customer.created",
+// detail the evt_ object; a thin "v2.core.event_destination.ping"), which
+// match public consumers' recorded events. Shopify: see
+// provider.ShopifyEventBridgeIdentity.
+//
 // Identity and payload. Stripe: provider.StripeIdentity over the detail,
 // which is the Stripe event object (snapshot or thin); the detail bytes are
 // stored, so the processor reads them exactly as a webhook body. Shopify:
