@@ -144,6 +144,8 @@ func (s *Stats) add(o Stats) {
 	s.StripeStale += o.StripeStale
 	s.StripeNoop += o.StripeNoop
 	s.Deleted += o.Deleted
+	s.StripeFetched += o.StripeFetched
+	s.StripeFetches += o.StripeFetches
 }
 
 // Table renders the summaries: schedules, failing schedules, schedules
@@ -169,8 +171,8 @@ func Table(sums []Summary) string {
 		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
 			s.Design, st.Steps, st.Crashes, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
 		if st.Stripe > 0 {
-			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted\n",
-				s.Design, st.Stripe, st.StripeApplied, st.StripeNoop, st.StripeStale, st.Deleted)
+			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted; %d facts projected from a thin event's fetch (%d Stripe API requests)\n",
+				s.Design, st.Stripe, st.StripeApplied, st.StripeNoop, st.StripeStale, st.Deleted, st.StripeFetched, st.StripeFetches)
 		}
 	}
 	return b.String()

@@ -39,6 +39,9 @@ type observed struct {
 	intents     []ledger.IntentState
 	effects     map[string]int // effective downstream calls per operation id
 	outbox      bool
+	// fetches are the times (Stripe's clock, Unix seconds) of the Stripe
+	// API's answered subscription retrievals, by subscription.
+	fetches map[string][]int64
 }
 
 // Ops returns the operation ids of a cancellation of subject at revision:
@@ -105,6 +108,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	}
 
 	// I3: the final state of each subject against the model.
+	truth := StripeTruth(s.Events)
 	subjects := map[string][]Event{}
 	for _, id := range ids {
 		e := byID[id]
@@ -117,7 +121,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	sort.Strings(names)
 	for _, subj := range names {
 		if subjects[subj][0].Stripe() {
-			checkSubscription(subj, subjects[subj], o, add)
+			checkSubscription(subj, subjects[subj], truth, o, add)
 			continue
 		}
 		checkSubject(subj, subjects[subj], o, add)
@@ -138,8 +142,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		ev, ok := o.events[id]
 		applied := ok && ev.Status == ledger.StatusProcessed && ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied
 		if e.Stripe() {
-			op := StripeOp(e)
-			opOf[op] = cancel{e.Subject, int(StripeVersion(e)), true}
+			v, state, deleted, _, _ := stripeFact(e, ev, truth, o)
+			op := stripeOpOf(e.Subject, v, state, deleted)
+			opOf[op] = cancel{e.Subject, int(v), true}
 			if applied {
 				appliedCancel[op] = id
 			}

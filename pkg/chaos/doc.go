@@ -17,7 +17,12 @@
 // or .deleted (3-5, so usually last, but an update stamped after it by
 // clock skew happens) with a status that entitles or not (active,
 // trialing, past_due / incomplete, canceled, unpaid), signed by the real
-// Stripe verifier's scheme with the harness's fake secret. Either kind
+// Stripe verifier's scheme with the harness's fake secret. A fifth of the
+// Stripe events are thin events with no snapshot twin, and a third of the
+// deliveries of the others send the thin twin (snapshot_event = the
+// event's id) instead of the snapshot: the processor then fetches the
+// subscription from a fake Stripe API (pkg/stripefake) that holds each
+// subscription's truth once its events have happened (StripeTruth). Either kind
 // gets a same-version contradiction now and then and the same fact
 // re-sent under a new id. Deliveries are shuffled, some twice under the
 // same id, some forged with a wrong secret; and steps that interleave 1-3
@@ -77,6 +82,18 @@
 //     deletion or a newer version ahead of it; quarantine only for a
 //     same-version contradiction. A sampled subscription that was
 //     terminal never changes again.
+//   - Thin events: a fact whose row holds a thin event is checked as
+//     what the fetch returned: Stripe's truth (canceled is a deletion)
+//     at version observed×4 + 2 (+ the deletion tier and rank 3), where
+//     observed is the time of one of the fake's answered retrievals of
+//     that subscription; then as any other fact in the serialization
+//     above, and its intent's operation id follows from that version. A
+//     thin twin never gets a row of its own.
+//     The guards were broken on purpose (seeds 1-200 each): versioning
+//     fetched state by the thin event's own created instead of Stripe's
+//     clock at the fetch fails 88 schedules (I2 51, I3 87); keying a thin
+//     twin by its own id instead of snapshot_event fails 98 (I1 88, I2
+//     68, I3 67). Ours: 0 of 300.
 //   - I4: a forged delivery gets 401 and leaves no ledger row.
 //   - I5: only the lease holder completes (a completion from PROCESSING by
 //     an actor other than the last claimer, or after the event already

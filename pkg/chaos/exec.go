@@ -68,6 +68,9 @@ type Stats struct {
 	// Stripe subscription events accepted, their outcomes, and the
 	// subscriptions that ended deleted (terminal).
 	Stripe, StripeApplied, StripeNoop, StripeStale, Deleted int
+	// StripeFetched counts facts projected from what a thin event's fetch
+	// returned; StripeFetches the Stripe API requests made.
+	StripeFetched, StripeFetches int
 }
 
 // Failed reports whether any invariant broke.
@@ -121,6 +124,7 @@ func Run(s Schedule, d Design) (res Result) {
 	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{})
 	r.v = r.h.NewVirtual()
 	tb.Cleanup(r.deleteQueues)
+	r.putStripeTruth()
 	for i := range max(s.Workers, 1) {
 		r.procs = append(r.procs, r.newProc(i))
 	}
@@ -221,7 +225,7 @@ func (r *run) step(st Step) {
 	h := r.h
 	switch st.Op {
 	case OpDeliver:
-		r.deliver(st.Event)
+		r.deliver(st.Event, st.Thin)
 	case OpPoll:
 		r.poll(st.Who)
 	case OpDispatch:
@@ -269,8 +273,9 @@ func (r *run) step(st Step) {
 }
 
 // deliver posts an event as the provider does: retried (by a new intake
-// instance after a crash) until it gets a 2xx.
-func (r *run) deliver(i int) {
+// instance after a crash) until it gets a 2xx. twin delivers a Stripe
+// snapshot event's thin twin instead.
+func (r *run) deliver(i int, twin bool) {
 	if i < 0 || i >= len(r.s.Events) {
 		return
 	}
@@ -279,6 +284,12 @@ func (r *run) deliver(i int) {
 		var resp intake.Response
 		if e.Stripe() {
 			body := stripeBody(e, e.ID)
+			switch {
+			case e.Thin:
+				body = stripeThinBody(e, e.ID, "")
+			case twin:
+				body = stripeThinBody(e, e.ID+"-thin", e.ID)
+			}
 			resp = r.h.Deliver(body, r.h.Sign(body, pt.SecretPrimary))
 		} else {
 			resp = r.h.DeliverOrder(e.ID, pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, ""))
@@ -296,12 +307,37 @@ func (r *run) deliver(i int) {
 
 // stripeBody renders Stripe event e under event id id: a
 // customer.subscription.<Type> event created Revision seconds after
-// pipelinetest.Start, for an account named after the subscription.
+// StripeEpoch, for an account named after the subscription.
 func stripeBody(e Event, id string) []byte {
 	return pt.SubscriptionEvent(id, "customer.subscription."+e.Type, e.Subject, e.Status, stripeCreated(e), "acct_"+e.Subject)
 }
 
-func stripeCreated(e Event) int64 { return pt.Start.Unix() + int64(e.Revision) }
+// stripeThinBody renders Stripe event e as a thin event under id, the
+// twin of the snapshot event twinOf when set.
+func stripeThinBody(e Event, id, twinOf string) []byte {
+	return pt.ThinEvent(id, "v1.customer.subscription."+e.Type, "subscription", e.Subject, twinOf, time.Unix(stripeCreated(e), 0))
+}
+
+// stripeCreated is e's created: Revision seconds after StripeEpoch, so
+// every Stripe event was created before the run starts (pipelinetest.Start)
+// and so before any fetch from the Stripe API.
+func stripeCreated(e Event) int64 { return StripeEpoch + int64(e.Revision) }
+
+// StripeEpoch is second 0 of the schedules' Stripe events: an hour
+// before the manual clock starts, so every snapshot version is far (more
+// than minidyn's float64 rounding of deletion-tier versions) below every
+// fetched one.
+var StripeEpoch = pt.Start.Unix() - 3600
+
+// putStripeTruth gives the fake Stripe API each subscription's state once
+// its events have happened (StripeTruth), which every fetch returns.
+func (r *run) putStripeTruth() {
+	for subj, status := range StripeTruth(r.s.Events) {
+		if err := r.h.Stripe.PutObject("subscription", subj, pt.SubscriptionObject(subj, status, "acct_"+subj)); err != nil {
+			panic(fatal{"stripe truth: " + err.Error()})
+		}
+	}
+}
 
 // forgedSecret signs forged deliveries: a well-formed Standard Webhooks
 // secret that is not the orders source's (visibly fake).
@@ -564,6 +600,14 @@ func (r *run) observe() observed {
 	for _, p := range snap.Projections {
 		o.projections[p.Subject] = p
 	}
+	// Stripe's clock at each answered fetch, per subscription: the Date
+	// header the processor versioned the fetched state by.
+	o.fetches = map[string][]int64{}
+	for _, q := range r.h.Stripe.Requests() {
+		if subj, ok := strings.CutPrefix(q.Path, "/v1/subscriptions/"); ok && q.Status == 200 {
+			o.fetches[subj] = append(o.fetches[subj], q.Time.Unix())
+		}
+	}
 	if r.d.Outbox {
 		for _, in := range snap.Intents {
 			st, err := r.h.Ledger.GetIntentState(r.ctx, in.OperationID)
@@ -589,6 +633,9 @@ func (r *run) stripeStats(o observed) {
 		}
 		seen[e.ID] = true
 		r.stats.Stripe++
+		if ev, ok := o.events[e.ID]; ok && ev.Result != nil && (e.Thin || fetchedVersion(ev.Result.Version)) {
+			r.stats.StripeFetched++
+		}
 		if ev, ok := o.events[e.ID]; ok && ev.Result != nil {
 			switch ev.Result.Outcome {
 			case ledger.OutcomeApplied:
@@ -600,6 +647,7 @@ func (r *run) stripeStats(o observed) {
 			}
 		}
 	}
+	r.stats.StripeFetches = len(r.h.Stripe.Requests())
 	for _, p := range o.projections {
 		if p.Name == projection.StripeSubscriptionProjection && p.Terminal {
 			r.stats.Deleted++

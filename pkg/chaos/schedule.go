@@ -54,8 +54,13 @@ const (
 // A Stripe event (Source "stripe"): its ID is the Stripe event id (the
 // body's "id"); Subject is the subscription id, Type is created, updated
 // or deleted (customer.subscription.<Type>), Revision is the event's
-// "created" in seconds after pipelinetest.Start, and Status is the
-// subscription's status.
+// "created" in seconds after StripeEpoch (an hour before
+// pipelinetest.Start), and Status is the subscription's status.
+//
+// A Stripe event with Thin set is a thin event (object v2.core.event,
+// type v1.customer.subscription.<Type>) with no snapshot twin: it carries
+// no state, and Type, Revision and Status say what changed in Stripe at
+// that time; the processor projects what it fetches from Stripe instead.
 //
 // The same fact re-sent under a new id is another Event with the same
 // content.
@@ -66,6 +71,7 @@ type Event struct {
 	Type     string `json:"type,omitempty"`
 	Revision int    `json:"revision"`
 	Status   string `json:"status"`
+	Thin     bool   `json:"thin,omitempty"`
 }
 
 // Stripe reports whether e is a Stripe subscription event.
@@ -85,7 +91,11 @@ func (e Event) key() string { return e.Subject + "/" + e.Type + "/" + fmt.Sprint
 
 // Step is one action of a schedule; the fields that matter depend on Op.
 type Step struct {
-	Op      Op     `json:"op"`
+	Op Op `json:"op"`
+	// Thin, on a delivery of a Stripe snapshot event, delivers its thin
+	// twin instead (snapshot_event = the event's id): a migration from
+	// snapshot to thin destinations, where both name one fact.
+	Thin    bool   `json:"thin,omitempty"`
 	Event   int    `json:"event,omitempty"`
 	Who     int    `json:"who,omitempty"`
 	Target  string `json:"target,omitempty"`
@@ -189,6 +199,8 @@ func Generate(seed uint64, cfg Config) Schedule {
 				e.Type, e.Revision = "deleted", between(3, 5)
 			}
 			choices = stripeStatuses[e.Type]
+			// A thin event without a snapshot twin now and then.
+			e.Thin = r.IntN(5) == 0
 		} else {
 			e = Event{ID: fmt.Sprintf("e%d", i+1), Subject: fmt.Sprintf("O-%d", n+1), Revision: between(1, 5)}
 			choices = statuses
@@ -298,7 +310,11 @@ func Generate(seed uint64, cfg Config) Schedule {
 		}
 	}
 	for _, d := range deliveries {
-		s.Steps = append(s.Steps, Step{Op: OpDeliver, Event: d})
+		st := Step{Op: OpDeliver, Event: d}
+		if e := s.Events[d]; e.Stripe() && !e.Thin && r.IntN(3) == 0 {
+			st.Thin = true // its thin twin
+		}
+		s.Steps = append(s.Steps, st)
 		if r.IntN(10) == 0 {
 			s.Steps = append(s.Steps, Step{Op: OpForge, Event: d})
 		}
@@ -324,6 +340,9 @@ func Generate(seed uint64, cfg Config) Schedule {
 func (st Step) String() string {
 	switch st.Op {
 	case OpDeliver, OpReplay, OpForge:
+		if st.Thin {
+			return fmt.Sprintf("%s e#%d (thin twin)", st.Op, st.Event)
+		}
 		return fmt.Sprintf("%s e#%d", st.Op, st.Event)
 	case OpPoll, OpDispatch, OpResume:
 		return fmt.Sprintf("%s %d", st.Op, st.Who)
@@ -345,7 +364,11 @@ func (s Schedule) GoString() string {
 	fmt.Fprintf(&b, "chaos.Schedule{Seed: %d, Workers: %d, Dispatchers: %d,\n\tEvents: []chaos.Event{\n", s.Seed, s.Workers, s.Dispatchers)
 	for _, e := range s.Events {
 		if e.Stripe() {
-			fmt.Fprintf(&b, "\t\t{ID: %q, Source: %q, Subject: %q, Type: %q, Revision: %d, Status: %q},\n", e.ID, e.Source, e.Subject, e.Type, e.Revision, e.Status)
+			thin := ""
+			if e.Thin {
+				thin = ", Thin: true"
+			}
+			fmt.Fprintf(&b, "\t\t{ID: %q, Source: %q, Subject: %q, Type: %q, Revision: %d, Status: %q%s},\n", e.ID, e.Source, e.Subject, e.Type, e.Revision, e.Status, thin)
 			continue
 		}
 		fmt.Fprintf(&b, "\t\t{ID: %q, Subject: %q, Revision: %d, Status: %q},\n", e.ID, e.Subject, e.Revision, e.Status)
@@ -353,6 +376,9 @@ func (s Schedule) GoString() string {
 	b.WriteString("\t},\n\tSteps: []chaos.Step{\n")
 	for _, st := range s.Steps {
 		b.WriteString("\t\t{Op: " + opConst(st.Op))
+		if st.Thin {
+			b.WriteString(", Thin: true")
+		}
 		if st.Event != 0 {
 			fmt.Fprintf(&b, ", Event: %d", st.Event)
 		}

@@ -246,6 +246,7 @@ func (h *Harness) NewChaosWorker(name string, extra ...APIOption) *Worker {
 	po := processor.Options{
 		Owner: name, Lease: h.opts.Lease, MaxAttempts: h.opts.MaxReceiveCount, RetryBase: 100 * time.Millisecond,
 		RetryCap: h.opts.RetryCap, Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quietLog(),
+		StripeAPI: h.stripeAPI,
 	}
 	if h.Outbox != nil {
 		po.Effects = queue.Sender{Client: h.sqsSrv.Client(opts...), URL: h.Outbox.Queues.Queue}
@@ -307,6 +308,7 @@ func NewChaos(t testing.TB, o Options, oo OutboxOptions) *Harness {
 	t.Helper()
 	o.SourcesDoc, o.Secrets = ChaosSources, map[string]string{"ORDERS_SECRET": SecretOrders}
 	h := New(t, o)
+	h.EnableStripeAPI(2 * time.Second)
 	ob := h.EnableOutbox(oo)
 	client := &http.Client{Timeout: ob.opts.CallTimeout}
 	for _, kind := range entitlementEffectKinds {

@@ -50,12 +50,13 @@ import (
 
 // StripeThin is a thin event's reference to the object it concerns.
 type StripeThin struct {
-	EventID       string // the thin event's own id
-	Type          string // e.g. "v1.customer.subscription.updated"
-	BaseType      string // the snapshot event type it corresponds to, e.g. "customer.subscription.updated"
-	ObjectType    string // related_object.type, e.g. "subscription"
-	ObjectID      string // related_object.id
-	SnapshotEvent string // the twin snapshot event's id, when Stripe sends both
+	EventID       string    // the thin event's own id
+	Type          string    // e.g. "v1.customer.subscription.updated"
+	BaseType      string    // the snapshot event type it corresponds to, e.g. "customer.subscription.updated"
+	ObjectType    string    // related_object.type, e.g. "subscription"
+	ObjectID      string    // related_object.id
+	SnapshotEvent string    // the twin snapshot event's id, when Stripe sends both
+	Created       time.Time // when the change happened (not when the state was read)
 }
 
 // thinObjectTypes maps a snapshot type's prefix to the object type a thin
@@ -83,7 +84,7 @@ func ParseStripeThin(payload []byte) (StripeThin, bool, error) {
 	if err := json.Unmarshal(payload, &ev); err != nil {
 		return StripeThin{}, true, Permanent("malformed", fmt.Errorf("stripe thin event: %v", err))
 	}
-	t := StripeThin{EventID: ev.ID, Type: ev.Type, SnapshotEvent: ev.SnapshotEvent}
+	t := StripeThin{EventID: ev.ID, Type: ev.Type, SnapshotEvent: ev.SnapshotEvent, Created: ev.Created}
 	if !strings.HasPrefix(ev.Type, provider.StripeThinPrefix) {
 		return t, true, Permanent("malformed", fmt.Errorf("stripe thin event type %q does not start with %q", ev.Type, provider.StripeThinPrefix))
 	}

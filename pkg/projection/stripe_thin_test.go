@@ -25,6 +25,7 @@ func TestParseStripeThin(t *testing.T) {
 	}
 	want := projection.StripeThin{EventID: "evt_thin_1", Type: "v1.customer.subscription.updated", BaseType: "customer.subscription.updated",
 		ObjectType: "subscription", ObjectID: "sub_1", SnapshotEvent: "evt_snap_1"}
+	want.Created = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 	if th != want || th.ExpectedObjectType() != "subscription" {
 		t.Fatalf("thin %+v", th)
 	}

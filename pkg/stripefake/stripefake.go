@@ -206,24 +206,27 @@ func cloneValues(v url.Values) url.Values {
 // ServeHTTP answers one request: authentication, then the next scripted
 // answer for its path if any, then the API itself.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// One reading of the clock per request: the Date header a client
+	// versions by is the Time recorded here.
+	now := s.now()
 	s.mu.Lock()
 	n := len(s.requests)
 	s.requests = append(s.requests, Request{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Time: s.now(),
+		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Time: now,
 	})
 	s.mu.Unlock()
 
 	rec := &statusWriter{ResponseWriter: w}
-	s.serve(rec, r, n)
+	s.serve(rec, r, n, now)
 	s.mu.Lock()
 	s.requests[n].Status = rec.status
 	s.mu.Unlock()
 }
 
-func (s *Server) serve(w *statusWriter, r *http.Request, n int) {
+func (s *Server) serve(w *statusWriter, r *http.Request, n int, now time.Time) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Date", s.now().UTC().Format(http.TimeFormat))
+	h.Set("Date", now.UTC().Format(http.TimeFormat))
 	h.Set("Request-Id", fmt.Sprintf("req_fake%08d", n+1))
 	if v := r.Header.Get("Stripe-Version"); v != "" {
 		h.Set("Stripe-Version", v)
