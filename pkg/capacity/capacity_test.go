@@ -116,3 +116,25 @@ func TestRequestBudget(t *testing.T) {
 		t.Fatalf("effect: %+v", small.EffectCalls)
 	}
 }
+
+// A thin event costs no more AWS requests or write units than a realistic
+// 4 KB snapshot event, plus exactly one Stripe API request, made by the
+// processor (never the intake).
+func TestThinEventCost(t *testing.T) {
+	rows, err := capacity.MeasureThin(t.Context(), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, thin := rows[0], rows[1]
+	t.Logf("snapshot %+v", snap)
+	t.Logf("thin     %+v", thin)
+	if snap.StripeRequests != 0 || thin.StripeRequests != 1 {
+		t.Fatalf("Stripe API requests per event: snapshot %.2f, thin %.2f; want 0 and 1", snap.StripeRequests, thin.StripeRequests)
+	}
+	if thin.IntakeCalls.Total > snap.IntakeCalls.Total || thin.ProcessCalls.Total > snap.ProcessCalls.Total {
+		t.Fatalf("AWS requests differ: intake %v vs %v, processing %v vs %v", thin.IntakeCalls, snap.IntakeCalls, thin.ProcessCalls, snap.ProcessCalls)
+	}
+	if thin.WriteUnits > snap.WriteUnits {
+		t.Fatalf("a thin event costs %d write units, a snapshot event %d", thin.WriteUnits, snap.WriteUnits)
+	}
+}

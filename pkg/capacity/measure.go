@@ -127,59 +127,107 @@ func MeasurePipeline(ctx context.Context, sizes []int, p Padding) ([]Row, error)
 	return rows, nil
 }
 
-func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
+// rig is one measured pipeline: the real intake, processor and
+// dispatcher cores over minidyn and goaws, every DynamoDB write metered
+// and every AWS request recorded.
+type rig struct {
+	clock *ledger.ManualClock
+	d     *localaws.Dynamo
+	m     *Meter
+	rec   *awstrace.Recorder
+	led   *ledger.Ledger
+	in    *intake.Handler
+	proc  *processor.Processor
+	down  *httptest.Server
+	disp  *outbox.Dispatcher
+}
+
+func (r *rig) close() {
+	r.down.Close()
+	r.d.Close()
+}
+
+// newRig builds a rig whose "stripe" source fetches thin events' objects
+// from stripeAPI (nil: none).
+func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error) {
 	quiet := slog.New(slog.DiscardHandler)
-	clock := ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	d := localaws.NewDynamo()
-	defer d.Close()
-	if err := ledger.CreateTable(ctx, d.Client(), "ledger"); err != nil {
-		return Row{}, err
+	r := &rig{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
+	if err := ledger.CreateTable(ctx, r.d.Client(), "ledger"); err != nil {
+		r.d.Close()
+		return nil, err
 	}
-	m := &Meter{Reader: d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
+	r.m = &Meter{Reader: r.d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
 		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
-	rec := &awstrace.Recorder{}
-	db := d.Client(m.APIOption, rec.APIOption)
-	led, err := ledger.New(db, ledger.Options{Table: "ledger", Clock: clock})
-	if err != nil {
-		return Row{}, err
+	r.rec = &awstrace.Recorder{}
+	db := r.d.Client(r.m.APIOption, r.rec.APIOption)
+	var err error
+	if r.led, err = ledger.New(db, ledger.Options{Table: "ledger", Clock: r.clock}); err != nil {
+		r.d.Close()
+		return nil, err
 	}
 	sq, err := localaws.StartSQS("")
 	if err != nil {
-		return Row{}, err
+		r.d.Close()
+		return nil, err
 	}
 	evq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-events"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
 	if err != nil {
-		return Row{}, err
+		r.d.Close()
+		return nil, err
 	}
 	efq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-effects"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
 	if err != nil {
-		return Row{}, err
+		r.d.Close()
+		return nil, err
 	}
 	sources, err := source.Parse([]byte(`{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:CAP_SECRET"]}]}`))
 	if err != nil {
-		return Row{}, err
+		r.d.Close()
+		return nil, err
 	}
-	in := &intake.Handler{Sources: sources, Ledger: led, Now: clock.Now, Log: quiet,
+	r.in = &intake.Handler{Sources: sources, Ledger: r.led, Now: r.clock.Now, Log: quiet,
 		Secrets: &source.Secrets{Getenv: func(string) string { return measureSecret }},
-		Queue:   queue.Sender{Client: sq.Client(rec.APIOption), URL: evq.Queue}}
-	proc, err := processor.New(led, sources, projection.Default(projection.StripeOptions{}), processor.Options{
-		Owner: "cap", Now: clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(rec.APIOption), URL: efq.Queue}})
+		Queue:   queue.Sender{Client: sq.Client(r.rec.APIOption), URL: evq.Queue}}
+	po := processor.Options{Owner: "cap", Now: r.clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
+	if stripeAPI != nil {
+		po.StripeAPI = map[string]processor.StripeFetcher{"stripe": stripeAPI}
+	}
+	if r.proc, err = processor.New(r.led, sources, projection.Default(projection.StripeOptions{}), po); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	r.down = httptest.NewServer(&outbox.FakeDownstream{})
+	r.disp = &outbox.Dispatcher{Ledger: r.led, Clock: r.clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+	return r, nil
+}
+
+// deliver posts body, signed now, to the rig's intake.
+func (r *rig) deliver(ctx context.Context, body []byte) int {
+	sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: measureSecret, Timestamp: r.clock.Now()}).Header
+	return r.in.Handle(ctx, intake.Request{Source: "stripe", Headers: map[string]string{"stripe-signature": sig}, Body: body}).Status
+}
+
+// process runs one pointer through the processor core.
+func (r *rig) process(ctx context.Context, id string) error {
+	if failed := r.proc.Process(ctx, []processor.Message{{ID: "1", Body: queue.Pointer{Source: "stripe", EventID: id}.Encode()}}); len(failed) != 0 {
+		return fmt.Errorf("processing %s failed", id)
+	}
+	return nil
+}
+
+func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
+	rg, err := newRig(ctx, nil)
 	if err != nil {
 		return Row{}, err
 	}
-	down := httptest.NewServer(&outbox.FakeDownstream{})
-	defer down.Close()
-	disp := &outbox.Dispatcher{Ledger: led, Clock: clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+	defer rg.close()
+	clock, m, rec, led, disp, down := rg.clock, rg.m, rg.rec, rg.led, rg.disp, rg.down
 
 	row := Row{}
 	id := fmt.Sprintf("evt_capacity_%d", size)
 	body := PaddedSubscriptionEvent(id, size, clock.Now(), p)
 	row.PayloadBytes = len(body)
-	deliver := func() (int, error) {
-		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: measureSecret, Timestamp: clock.Now()}).Header
-		resp := in.Handle(ctx, intake.Request{Source: "stripe", Headers: map[string]string{"stripe-signature": sig}, Body: body})
-		return resp.Status, nil
-	}
+	deliver := func() (int, error) { return rg.deliver(ctx, body), nil }
 
 	m.Reset()
 	rec.Reset()
@@ -190,8 +238,8 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 
 	m.Reset()
 	rec.Reset()
-	if failed := proc.Process(ctx, []processor.Message{{ID: "1", Body: queue.Pointer{Source: "stripe", EventID: id}.Encode()}}); len(failed) != 0 {
-		return Row{}, fmt.Errorf("processing failed")
+	if err := rg.process(ctx, id); err != nil {
+		return Row{}, err
 	}
 	row.Process, row.ProcessCalls = m.Totals(), calls(rec)
 	ev, err := led.Get(ctx, "stripe", id)
@@ -200,7 +248,7 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 	}
 	row.StoredChunks = ev.PayloadChunks
 
-	snap, err := ledger.TakeSnapshot(ctx, d.Client(), "ledger")
+	snap, err := ledger.TakeSnapshot(ctx, rg.d.Client(), "ledger")
 	if err != nil || len(snap.Intents) != 1 {
 		return Row{}, fmt.Errorf("want one intent, have %d (%v)", len(snap.Intents), err)
 	}

@@ -67,7 +67,7 @@ func TestThinEventProjectsFetchedState(t *testing.T) {
 		t.Fatalf("%d fetches, want 1", got)
 	}
 	last := ev.Audit[len(ev.Audit)-1]
-	if !strings.Contains(last.Reason, "fetched subscription "+sub+" from the Stripe API") {
+	if !strings.Contains(last.Reason, "fetched from Stripe at ") {
 		t.Fatalf("completion audit %+v", last)
 	}
 	// A redelivery is a processed duplicate: no second fetch.

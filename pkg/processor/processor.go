@@ -404,7 +404,7 @@ func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, 
 		code, _ := projection.AsPermanent(err)
 		return stop(p.quarantine(ctx, c, code, err.Error(), log))
 	}
-	note := fmt.Sprintf("fetched %s %s from the Stripe API at %s", thin.ObjectType, thin.ObjectID, obj.ObservedAt.UTC().Format(time.RFC3339))
+	note := "fetched from Stripe at " + obj.ObservedAt.UTC().Format(time.RFC3339)
 	log.Info("thin event resolved", "fetched_type", eventType, "observed_at", obj.ObservedAt)
 	if eventType == "" {
 		// The object is in a state no projection models: nothing to change.

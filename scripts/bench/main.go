@@ -57,7 +57,7 @@ func run() error {
 	flag.StringVar(&rates, "rates", "5,10,20,30,40", "offered rates of the load sweep (deliveries/s); the local stack on 2 CPUs saturates near 40/s")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "send phase of each load run")
 	flag.IntVar(&o.chaosN, "chaos", 300, "chaos schedules per design")
-	flag.StringVar(&skip, "skip", "", "comma-separated sections to skip: gobench,capacity,coldstart,load,chaos")
+	flag.StringVar(&skip, "skip", "", "comma-separated sections to skip: gobench,capacity,thin,coldstart,load,chaos")
 	flag.Parse()
 	for _, f := range strings.Split(rates, ",") {
 		var r float64
@@ -90,6 +90,7 @@ func run() error {
 	}{
 		{"gobench", goBench},
 		{"capacity", capacitySection},
+		{"thin", thinSection},
 		{"coldstart", coldStart},
 		{"load", load},
 		{"chaos", chaos},
@@ -263,6 +264,23 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries, one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
 	capacity.WriteCostTable(w, lines)
 	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
+	return nil
+}
+
+func thinSection(ctx context.Context, w io.Writer, o options) error {
+	n := 200
+	if o.quick {
+		n = 50
+	}
+	rows, err := capacity.MeasureThin(ctx, n)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n## Stripe thin events: what the fetch adds\n\nA Stripe subscription change sent %d times as a realistic 4 KB snapshot event and %d times as a thin event of Stripe's documented shape (object `v2.core.event`, about 450 bytes), each through the real intake and processor cores on minidyn and goaws; the processor fetches a thin event's subscription from a fake Stripe API (`pkg/stripefake`) over loopback HTTP with stripe-go (`pkg/stripeapi`). Requests and write units are the last event's (all have the same shape); latency is the processor core's wall time per event. Test: `go test -run TestThinEventCost -v ./pkg/capacity`.\n\n", n, n)
+	capacity.WriteThinTable(w, rows)
+	snap, thin := rows[0], rows[1]
+	fmt.Fprintf(w, "\nA thin event costs %d AWS requests at intake and %d in processing (a 4 KB snapshot event: %d and %d), %d write units (snapshot: %d), and %.0f Stripe API request, made by the processor after its claim, never by the intake. Processing p50 %s against %s. The latency above", thin.IntakeCalls.Total, thin.ProcessCalls.Total, snap.IntakeCalls.Total, snap.ProcessCalls.Total, thin.WriteUnits, snap.WriteUnits, thin.StripeRequests, thin.ProcessP50.Round(100*time.Microsecond), snap.ProcessP50.Round(100*time.Microsecond))
+	fmt.Fprintf(w, " is our side of that request only (the fake answers in microseconds); on AWS add Stripe's own response time for a GET of one object, which this machine cannot measure (no internet): it is paid once per thin event, inside the processor's 30 s timeout and the source's `api.timeout_seconds` (default 5 s). Stripe's rate limits (docs.stripe.com/rate-limits: 100 requests/s per account in live mode, 25 in a sandbox, and 25 requests/s per endpoint unless stated, where every `GET /v1/subscriptions/{id}` counts against one endpoint) bound thin events of one kind to about 25 per second per Stripe account, shared with the account's other API users; above that Stripe answers 429 and the processor retries (RETRY_WAIT, honouring Retry-After when sent), so a burst is delayed, not lost.\n")
 	return nil
 }
 
