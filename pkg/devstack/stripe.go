@@ -65,7 +65,7 @@ func (a *StripeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if rec.status == 0 {
 		answer = "no answer (the client gave up)"
 	}
-	a.logf("%s %s → %s in %s", r.Method, r.URL.RequestURI(), answer, time.Since(start).Round(time.Millisecond))
+	a.logf("%s %s → %s in %s", r.Method, r.URL.RequestURI(), answer, time.Since(start).Round(100*time.Microsecond))
 }
 
 func (a *StripeAPI) logf(format string, args ...any) {
