@@ -18,6 +18,15 @@
 // status lookup resolves it; the cancellation notice is throttled with
 // Retry-After, then applied and left hanging, and a retry with the same key
 // is replayed. Neither happens twice.
+//
+// Stripe thin events are mixed into the story (see thin.go): before
+// sending, the demo sets each subscription's current state in the stack's
+// fake Stripe API (PUT /_dev/stripe/objects/…), then sends thin events on
+// their own (one scripted to meet a 429 with Retry-After: 1 first, one for
+// a cancellation only Stripe's state shows) and two migration pairs, a
+// snapshot event and its thin twin in either order. A subscription a thin
+// event was resolved for must end in Stripe's state; each pair must be one
+// ledger row with one outcome and its intents once.
 package demo
 
 import (
@@ -76,13 +85,26 @@ type delivery struct {
 	secret  string
 	forged  bool
 	attempt int
+	// next is sent by the same sender once this one was answered (a
+	// migration pair, in its order).
+	next *delivery
 }
 
-// event is one provider fact in the model.
+// event is one provider fact in the model, or a thin event (Thin set).
 type event struct {
 	ID, Type, Sub, Status, Account string
 	Created                        int64
 	Body                           []byte
+	Thin                           *thinRole
+}
+
+// fact is the id of the ledger row a delivery of ev concerns: a thin
+// twin's is its snapshot event's.
+func (e *event) fact() string {
+	if e.Thin != nil && e.Thin.Twin != nil {
+		return e.Thin.Twin.ID
+	}
+	return e.ID
 }
 
 func (e *event) version() int64 {
@@ -111,6 +133,15 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	rng := rand.New(rand.NewPCG(o.Seed, 0xdead))
 	story := newStory(o.Subjects, start.Unix())
 	rep := Report{Seed: o.Seed, statusOf: map[string]int{}}
+
+	// 0. Stripe's truth, before anything is sent: what a thin event's
+	// fetch will find.
+	if len(story.thins) > 0 {
+		progress(o.Progress, "setting Stripe's truth: %d subscriptions in the fake Stripe API; the first fetch for %s will meet a 429 (Retry-After: 1)", len(story.subs), story.rateLimitedSub())
+		if err := setStripeTruth(ctx, t.BaseURL, story); err != nil {
+			return rep, err
+		}
+	}
 
 	// 1. Forged signatures first: they must leave no trace.
 	progress(o.Progress, "sending %d forged deliveries (wrong secret)", len(story.forged))
@@ -145,6 +176,9 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	}
 	var plan []delivery
 	for _, ev := range story.events[1:] {
+		if story.paired(ev) {
+			continue // sent with its thin twin, in the pair's order
+		}
 		copies := 1
 		if rng.Float64() < 0.35 {
 			copies += 1 + rng.IntN(2)
@@ -153,18 +187,22 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			plan = append(plan, delivery{ev: ev, secret: t.Secret, attempt: i})
 		}
 	}
+	plan = append(plan, story.pairDeliveries(t.Secret)...)
 	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
-	progress(o.Progress, "sending %d deliveries of %d events out of order, with duplicates", len(plan), len(story.events)-1)
+	progress(o.Progress, "sending %d deliveries of %d events out of order, with duplicates; among them %d Stripe thin events on their own and %d migration pairs (a snapshot event and its thin twin, one after the other)",
+		len(plan), len(story.events)-1, len(story.thins)-len(story.twins), len(story.twins))
 	work := make(chan delivery)
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for d := range work {
-				code := send(ctx, t.BaseURL, d)
-				mu.Lock()
-				rep.record(d.ev.ID, code)
-				mu.Unlock()
+				for p := &d; p != nil; p = p.next {
+					code := send(ctx, t.BaseURL, *p)
+					mu.Lock()
+					rep.record(p.ev.fact(), code)
+					mu.Unlock()
+				}
 			}
 		}()
 	}
@@ -240,6 +278,13 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 		}
 	}
 	rep.check(story, snap, quiet, depth(ctx, t.SQS, t.DLQURL))
+	if len(story.thins) > 0 {
+		reqs, err := stripeRequests(ctx, t.BaseURL)
+		if err != nil {
+			return rep, err
+		}
+		rep.checkThin(story, snap, reqs)
+	}
 	if causes != nil {
 		if err := rep.effects(ctx, t, snap, causes, scripted); err != nil {
 			return rep, err
@@ -275,10 +320,16 @@ func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, ca
 // story is the model: what the senders meant.
 type story struct {
 	run    string
-	events []*event // every legitimate event; [0] is sent concurrently
+	events []*event // every legitimate event (thin twins aside); [0] is sent concurrently
 	forged []*event
 	subs   []string
 	orphan *event
+	// thins are the Stripe thin events (twins included), twins the thin
+	// twins of snapshot events (not in events: one fact with their
+	// snapshot), truth each subscription's state in the fake Stripe API.
+	thins []*event
+	twins []*event
+	truth map[string]string
 }
 
 // newStory builds the story; ids carry a run tag so the demo can run again
@@ -314,19 +365,26 @@ func newStory(n int, now int64) *story {
 	for k := range 3 {
 		s.forged = append(s.forged, newEvent(fmt.Sprintf("evt_demo%s_forged_%d", run, k), "customer.subscription.updated", s.subs[0], "canceled", "acct_demo"+run+"_01", now))
 	}
+	s.addThin(now)
 	return s
 }
 
 func newEvent(id, typ, sub, status, account string, created int64) *event {
+	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":%q,"livemode":false,"pending_webhooks":1,`+
+		`"data":{"object":%s}}`, id, created, typ, subscriptionObject(sub, status, account))
+	return &event{ID: id, Type: typ, Sub: sub, Status: status, Account: account, Created: created, Body: body}
+}
+
+// subscriptionObject is the subscription as Stripe renders it, in a
+// snapshot event's data.object and from the API.
+func subscriptionObject(sub, status, account string) []byte {
 	meta := "{}"
 	if account != "" {
 		meta = fmt.Sprintf(`{"account_id":%q}`, account)
 	}
-	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":%q,"livemode":false,"pending_webhooks":1,`+
-		`"data":{"object":{"id":%q,"object":"subscription","customer":"cus_%s","status":%q,"cancel_at_period_end":false,"metadata":%s,`+
-		`"items":{"object":"list","data":[{"id":"si_%s","current_period_end":1800000000,"price":{"id":"price_demo_pro"}}]}}}}`,
-		id, created, typ, sub, sub[4:], status, meta, sub[4:])
-	return &event{ID: id, Type: typ, Sub: sub, Status: status, Account: account, Created: created, Body: body}
+	return fmt.Appendf(nil, `{"id":%q,"object":"subscription","customer":"cus_%s","status":%q,"cancel_at_period_end":false,"metadata":%s,`+
+		`"items":{"object":"list","data":[{"id":"si_%s","current_period_end":1800000000,"price":{"id":"price_demo_pro"}}]}}`,
+		sub, sub[4:], status, meta, sub[4:])
 }
 
 var client = &http.Client{Timeout: 30 * time.Second}
@@ -428,12 +486,13 @@ func depth(ctx context.Context, c *sqs.Client, url string) int {
 	return n
 }
 
-// expectedFinal returns, per subject, the event whose state must win.
+// expectedFinal returns, per subject, the snapshot event whose state must
+// win among the snapshot events.
 func (s *story) expectedFinal() map[string]*event {
 	final := map[string]*event{}
 	for _, ev := range s.events {
-		if ev.Account == "" {
-			continue
+		if ev.Account == "" || ev.Thin != nil {
+			continue // the orphan; a thin event's state is Stripe's (truth)
 		}
 		cur := final[ev.Sub]
 		if cur == nil || (cur.Type != "customer.subscription.deleted" && ev.version() > cur.version()) {

@@ -114,8 +114,37 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("intents %d, stripe applied %d, outcomes %v", rep.Intents, stripeApplied, rep.ByOutcome)
 	}
 	for _, s := range rep.Subjects {
-		if s.Want != s.Status+" v"+strconv.FormatInt(s.Version, 10) {
+		if s.Status != s.Stripe || (!s.FromStripe && s.Want != s.Status+" v"+strconv.FormatInt(s.Version, 10)) {
 			t.Fatalf("subject %+v", s)
+		}
+	}
+	// Stripe thin events: subscription 5 was canceled only in Stripe and
+	// ends canceled; the rate-limited fetch met its 429 and then Stripe's
+	// state; each migration pair is one row, processed from whichever of
+	// its two events arrived first.
+	if s5 := rep.Subjects[4]; !s5.FromStripe || !s5.Deleted || s5.Status != "canceled" {
+		t.Fatalf("subscription 5: %+v", s5)
+	}
+	if len(rep.Thin) != 4 {
+		t.Fatalf("thin events %+v", rep.Thin)
+	}
+	for _, th := range rep.Thin {
+		if th.Status != ledger.StatusProcessed || th.Rows != 1 || th.Intents > 1 {
+			t.Fatalf("thin event %+v", th)
+		}
+		switch {
+		case strings.Contains(th.What, "429"):
+			if len(th.Requests) < 2 || th.Requests[0] != 429 || !th.Fetched {
+				t.Fatalf("rate-limited thin event %+v", th)
+			}
+		case strings.Contains(th.What, "snapshot sent first"):
+			if th.Fetched || len(th.Requests) != 0 || th.Row == th.EventID {
+				t.Fatalf("twin after its snapshot %+v", th)
+			}
+		case strings.Contains(th.What, "thin sent first"):
+			if !th.Fetched || len(th.Requests) == 0 || th.Row == th.EventID {
+				t.Fatalf("twin before its snapshot %+v", th)
+			}
 		}
 	}
 	// Every intent of the run was performed by the dispatcher against the

@@ -42,6 +42,11 @@ type Report struct {
 	MaxEffective    int // most effective downstream calls for one operation id (must be 1)
 	Announced       int // PENDING intents the demo announced in the reconciler's stead
 
+	// Thin are the run's Stripe thin events and what they became (see
+	// thin.go); StripeAPI is the fake Stripe API's address.
+	Thin      []ThinOutcome
+	StripeAPI string
+
 	statusOf map[string]int // event id → deliveries, for Suppressed
 }
 
@@ -88,6 +93,11 @@ type SubjectOutcome struct {
 	Applied, Stale, Noop     int
 	Intents                  int
 	Want                     string // the state the model expects
+	// Stripe is the subscription's status in the fake Stripe API;
+	// FromStripe: a thin event was resolved with it, so it is the
+	// expected state.
+	Stripe     string
+	FromStripe bool
 }
 
 func (r *Report) record(id string, code int) {
@@ -250,7 +260,13 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 	for _, sub := range s.subs {
 		want := final[sub]
 		p, ok := projections[sub]
-		out := SubjectOutcome{Subject: sub, Account: want.Account, Want: fmt.Sprintf("%s v%d", want.Status, want.version())}
+		out := SubjectOutcome{Subject: sub, Account: want.Account, Want: fmt.Sprintf("%s v%d", want.Status, want.version()),
+			Stripe: s.truth[sub], FromStripe: s.fetched(sub)}
+		if out.FromStripe {
+			// Stripe's state at a fetch, versioned no lower than any
+			// snapshot event of the story.
+			out.Want = fmt.Sprintf("%s v≥%d", out.Stripe, want.version())
+		}
 		for _, ev := range snap.Events {
 			if ev.Subject != sub || ev.Result == nil {
 				continue
@@ -274,11 +290,24 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 		out.Deleted, _ = p.State["deleted"].(bool)
 		out.Version = p.Version
 		out.Intents = perSubject[want.Account]
-		if out.Status != want.Status || p.Version != want.version() {
-			r.violate("I3", "%s holds %s v%d, want %s v%d", sub, out.Status, p.Version, want.Status, want.version())
+		switch {
+		case out.FromStripe:
+			if out.Status != out.Stripe || p.Version < want.version() {
+				r.violate("I3", "%s holds %s v%d, want Stripe's %s at v≥%d", sub, out.Status, p.Version, out.Stripe, want.version())
+			}
+			if out.Deleted != (out.Stripe == "canceled") {
+				r.violate("I3", "%s deleted=%v, want %v", sub, out.Deleted, !out.Deleted)
+			}
+		default:
+			if out.Status != want.Status || p.Version != want.version() {
+				r.violate("I3", "%s holds %s v%d, want %s v%d", sub, out.Status, p.Version, want.Status, want.version())
+			}
+			if out.Deleted != (want.Type == "customer.subscription.deleted") {
+				r.violate("I3", "%s deleted=%v, want %v", sub, out.Deleted, !out.Deleted)
+			}
 		}
-		if out.Deleted != (want.Type == "customer.subscription.deleted") {
-			r.violate("I3", "%s deleted=%v, want %v", sub, out.Deleted, !out.Deleted)
+		if out.Stripe != "" && out.Status != out.Stripe {
+			r.violate("I3", "%s holds %s, Stripe says %s", sub, out.Status, out.Stripe)
 		}
 		r.Subjects = append(r.Subjects, out)
 	}
@@ -296,13 +325,17 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 func (r Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n=== Business outcome (seed %d, %s) ===\n\n", r.Seed, r.Elapsed.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBJECT\tACCOUNT\tSTATE\tENTITLED\tVERSION\tEXPECTED\tAPPLIED\tSTALE\tNOOP\tINTENTS")
+	fmt.Fprintln(tw, "SUBJECT\tACCOUNT\tSTATE\tENTITLED\tVERSION\tEXPECTED\tSTRIPE SAYS\tAPPLIED\tSTALE\tNOOP\tINTENTS")
 	for _, s := range r.Subjects {
 		state := s.Status
 		if s.Deleted {
 			state += " (deleted)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\t%d\t%d\t%d\t%d\n", s.Subject, s.Account, state, s.Entitled, s.Version, s.Want, s.Applied, s.Stale, s.Noop, s.Intents)
+		stripe := orDash(s.Stripe)
+		if s.FromStripe {
+			stripe += " (fetched)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\t%s\t%d\t%d\t%d\t%d\n", s.Subject, s.Account, state, s.Entitled, s.Version, s.Want, stripe, s.Applied, s.Stale, s.Noop, s.Intents)
 	}
 	_ = tw.Flush()
 	codes := make([]int, 0, len(r.ByHTTP))
@@ -336,6 +369,7 @@ func (r Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "Source %-8s %d deliveries of %d events → %d ledger rows, %d processed, %d intents; forged request refused: %v\n",
 			src+":", o.Deliveries, len(o.Expected), o.Rows, o.Processed, o.Intents, o.Forged401 == 1)
 	}
+	r.printThin(w)
 	list("Quarantined", r.Quarantined)
 	list("Dead", r.Dead)
 	r.printEffects(w)
