@@ -1,7 +1,8 @@
 // Command dev runs the local stack in the foreground: `make dev`. It builds
 // the function bootstraps for this host, then starts DynamoDB (minidyn) on
 // 127.0.0.1:8000, SQS (goaws) on 127.0.0.1:4100, the fake downstream the
-// effects call on 127.0.0.1:3002, each function (intake, processor,
+// effects call on 127.0.0.1:3002, the fake Stripe API the processor fetches
+// thin events' objects from on 127.0.0.1:3003, each function (intake, processor,
 // dispatcher) under aws-lambda-rie, the HTTP API on 127.0.0.1:3000 and the
 // two SQS event source mappings (events → processor, effects → dispatcher).
 // Ctrl-C stops everything. Ports and timings: see package devstack (DEV_*
