@@ -50,7 +50,7 @@ type Config struct {
 
 // SourceConfig is one webhook source as written in context:
 // {"name","kind","options"?,"secretArn"?,"toleranceSeconds"?,"maxBodyBytes"?,
-// "truth"?,"delivery"?,"eventSource"?}. Without secretArn the stack creates
+// "truth"?,"delivery"?,"eventSource"?,"api"?}. Without secretArn the stack creates
 // its signing secret (SNS sources, and sources whose delivery is
 // eventbridge only, have none).
 type SourceConfig struct {
@@ -66,6 +66,18 @@ type SourceConfig struct {
 	// and event_source; with eventbridge the stack adds the bridge.
 	Delivery    string `json:"delivery,omitempty"`
 	EventSource string `json:"eventSource,omitempty"`
+	// API, for a stripe source, is the Stripe API the processor reads the
+	// objects thin events name from: {"secretArn"?,"url"?,"timeoutSeconds"?}.
+	// Without secretArn the stack creates the secret for the restricted key.
+	API *APIConfig `json:"api,omitempty"`
+}
+
+// APIConfig is SOURCES' api: the restricted key the processor fetches
+// with (created unless secretArn is given), another API base, a timeout.
+type APIConfig struct {
+	SecretArn      string `json:"secretArn,omitempty"`
+	URL            string `json:"url,omitempty"`
+	TimeoutSeconds int    `json:"timeoutSeconds,omitempty"`
 }
 
 // TruthConfig is a source's source of truth for the reconciler:
@@ -198,6 +210,9 @@ func (c Config) validate() error {
 		seen[s.Name] = true
 		if s.SecretArn != "" && !arnRE.MatchString(s.SecretArn) {
 			return fmt.Errorf("%w: %s[%d]: secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
+		}
+		if s.API != nil && s.API.SecretArn != "" && !arnRE.MatchString(s.API.SecretArn) {
+			return fmt.Errorf("%w: %s[%d]: api.secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
 		}
 		if s.Truth != nil && s.Truth.SecretArn != "" && !arnRE.MatchString(s.Truth.SecretArn) {
 			return fmt.Errorf("%w: %s[%d]: truth.secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)

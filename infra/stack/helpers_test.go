@@ -133,7 +133,8 @@ func synth(t testing.TB, name string, overrides map[string]any, missing ...strin
 func defaultStack(t testing.TB) *synthed { return synth(t, "default", nil) }
 
 // fullStack turns every optional feature on: tracing, alarm email, two
-// sources (one with an existing secret, Stripe with a source of truth)
+// sources (one with an existing secret, Stripe with a source of truth and
+// an API key for thin events)
 // and an SNS source (no secret), effects with created and given
 // secrets, deletion protection off, and a reconciler not built yet.
 func fullStack(t testing.TB) *synthed {
@@ -141,7 +142,7 @@ func fullStack(t testing.TB) *synthed {
 		"tracing":            "true",
 		"alarmEmail":         "oncall@example.com",
 		"deletionProtection": false,
-		"sources": `[{"name":"stripe","kind":"stripe","truth":{"kind":"stripe"}},
+		"sources": `[{"name":"stripe","kind":"stripe","truth":{"kind":"stripe"},"api":{"timeoutSeconds":3}},
 			{"name":"shop","kind":"shopify","secretArn":"arn:aws:secretsmanager:eu-west-1:123456789012:secret:shop-hmac-AbCdEf"},
 			{"name":"ses","kind":"sns","options":{"topic_arns":"arn:aws:sns:eu-west-1:123456789012:ses-events"}}]`,
 		"effects": []any{

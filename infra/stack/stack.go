@@ -79,6 +79,8 @@ type Stack struct {
 	// (reconciler), effect bearer tokens (dispatcher).
 	SourceSecrets map[string]*string
 	TruthSecrets  map[string]*string
+	// APISecrets map a stripe source to its restricted API key (processor).
+	APISecrets    map[string]*string
 	EffectSecrets map[string]*string
 	Schedule      awsevents.Rule
 	// Bridge is the EventBridge intake (nil unless a source's delivery
@@ -111,7 +113,7 @@ func New(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (*Sta
 	awscdk.Tags_Of(st).Add(jsii.String("app"), jsii.String("effectively-once-webhooks"), nil)
 	awscdk.Tags_Of(st).Add(jsii.String("stage"), jsii.String(cfg.Stage), nil)
 	s := &Stack{Stack: st, Config: cfg, Functions: map[string]*Function{},
-		SourceSecrets: map[string]*string{}, TruthSecrets: map[string]*string{}, EffectSecrets: map[string]*string{}}
+		SourceSecrets: map[string]*string{}, TruthSecrets: map[string]*string{}, APISecrets: map[string]*string{}, EffectSecrets: map[string]*string{}}
 
 	s.Table = newTable(st, cfg)
 	s.Events = newQueuePair(st, "Events", queue.Events(cfg.Prefix()))
@@ -264,6 +266,21 @@ func (s *Stack) secrets() {
 			s.TruthSecrets[src.Name] = sec.SecretArn()
 		}
 	}
+	for _, src := range s.Config.Sources {
+		switch a := src.API; {
+		case a == nil:
+		case a.SecretArn != "":
+			s.APISecrets[src.Name] = jsii.String(a.SecretArn)
+		default:
+			sec := awssecretsmanager.NewSecret(s.Stack, jsii.String("APISecret"+pascal(src.Name)), &awssecretsmanager.SecretProps{
+				SecretName: jsii.String("webhooks/" + s.Config.Stage + "/api/" + src.Name),
+				Description: jsii.String("Restricted API key the processor uses to fetch the objects thin events of source " + src.Name +
+					" name (Stripe: read on subscriptions, invoices and payment intents). Created with a random placeholder: put the key here."),
+			})
+			rotationNotApplicable(sec, "provider API key of "+src.Name)
+			s.APISecrets[src.Name] = sec.SecretArn()
+		}
+	}
 	for _, e := range s.Config.Effects {
 		switch {
 		case e.SecretArn != "":
@@ -316,6 +333,9 @@ func (s *Stack) sourcesDocument() (*string, error) {
 				if _, ok := s.TruthSecrets[src.Name]; ok {
 					out.Truth.Secret = arn(s.TruthSecrets, src.Name)
 				}
+			}
+			if a := src.API; a != nil {
+				out.API = &source.API{Secret: arn(s.APISecrets, src.Name), URL: a.URL, TimeoutSeconds: a.TimeoutSeconds}
 			}
 			doc.Sources = append(doc.Sources, out)
 		}
@@ -505,14 +525,18 @@ func (s *Stack) grants() {
 
 	// Secrets: read-only, and only where the code reads them: signing
 	// secrets in intake, source-of-truth keys in the reconciler, effect
-	// tokens in the dispatcher; the processor reads none.
-	var sourceArns, truthArns, effectArns []*string
+	// tokens in the dispatcher, provider API keys (thin Stripe events) in
+	// the processor.
+	var sourceArns, truthArns, apiArns, effectArns []*string
 	for _, src := range s.Config.Sources {
 		if arn, ok := s.SourceSecrets[src.Name]; ok {
 			sourceArns = append(sourceArns, arn)
 		}
 		if arn, ok := s.TruthSecrets[src.Name]; ok {
 			truthArns = append(truthArns, arn)
+		}
+		if arn, ok := s.APISecrets[src.Name]; ok {
+			apiArns = append(apiArns, arn)
 		}
 	}
 	for _, e := range s.Config.Effects {
@@ -525,6 +549,9 @@ func (s *Stack) grants() {
 	}
 	if len(truthArns) > 0 {
 		re.grantOn([]string{getSecret}, truthArns...)
+	}
+	if len(apiArns) > 0 {
+		pr.grantOn([]string{getSecret}, apiArns...)
 	}
 	if len(effectArns) > 0 {
 		di.grantOn([]string{getSecret}, effectArns...)

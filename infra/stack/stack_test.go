@@ -474,7 +474,7 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 		names[props(sec)["Name"].(string)] = true
 	}
 	// THEN only the secrets without an ARN are created, named by stage
-	if !reflect.DeepEqual(keys(names), []string{"webhooks/dev/effect/refund", "webhooks/dev/source/stripe", "webhooks/dev/truth/stripe"}) {
+	if !reflect.DeepEqual(keys(names), []string{"webhooks/dev/api/stripe", "webhooks/dev/effect/refund", "webhooks/dev/source/stripe", "webhooks/dev/truth/stripe"}) {
 		t.Fatalf("secrets %v", keys(names))
 	}
 	// AND GetSecretValue is granted on exactly the secrets each function reads
@@ -491,7 +491,8 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 	slices.Sort(sources)
 	slices.Sort(effects)
 	for fn, want := range map[string][]string{
-		stack.Intake: sources, stack.Reconciler: {created("webhooks/dev/truth/stripe")}, stack.Dispatcher: effects, stack.Processor: nil,
+		stack.Intake: sources, stack.Reconciler: {created("webhooks/dev/truth/stripe")}, stack.Dispatcher: effects,
+		stack.Processor: {created("webhooks/dev/api/stripe")},
 	} {
 		got := s.roleActions(t, s.roleOf(t, fn))["secretsmanager:GetSecretValue"]
 		if !slices.Equal(got, want) {
@@ -506,7 +507,7 @@ var allowed = map[string][]string{
 	stack.Intake: {"dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:SendMessage"},
 	stack.Processor: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
-		"sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},
+		"secretsmanager:GetSecretValue", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},
 	stack.Dispatcher: {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"},
 	stack.Reconciler: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
@@ -546,10 +547,10 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 					}
 				}
 				// AND the allowlist is not wider than needed (the default
-				// stack, with no effects and no source of truth, reads no
-				// effect or truth secrets)
+				// stack, with no effects, no source of truth and no API key, reads no
+				// effect, truth or API secrets)
 				want := slices.Clone(allow)
-				if variant == "default" && (fn == stack.Dispatcher || fn == stack.Reconciler) {
+				if variant == "default" && (fn == stack.Dispatcher || fn == stack.Reconciler || fn == stack.Processor) {
 					want = slices.DeleteFunc(want, func(a string) bool { return a == "secretsmanager:GetSecretValue" })
 				}
 				if got := keys(acts); !slices.Equal(got, sorted(want)) {
