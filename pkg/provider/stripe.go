@@ -109,7 +109,10 @@ func StripeIdentity(body []byte) Verified {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(ev.Data.Object, &obj)
-	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID)}
+	// format is kept so the row says which form it holds: the ledger keeps
+	// the attributes of the first delivery that had any, and a thin twin
+	// arriving later must not claim a thin payload for a snapshot row.
+	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID), Attributes: map[string]string{"format": "snapshot"}}
 	var created int64
 	if json.Unmarshal(ev.Created, &created) == nil && created > 0 {
 		id.ProviderTime = time.Unix(created, 0).UTC()

@@ -372,6 +372,9 @@ func TestStripeVerifyIdentity(t *testing.T) {
 			if !ev.ProviderTime.Equal(tc.want.ProviderTime) {
 				t.Errorf("ProviderTime = %v, want %v", ev.ProviderTime, tc.want.ProviderTime)
 			}
+			if tc.want.Attributes == nil {
+				tc.want.Attributes = map[string]string{"format": "snapshot"}
+			}
 			if len(ev.Attributes) != len(tc.want.Attributes) {
 				t.Errorf("Attributes = %v, want %v", ev.Attributes, tc.want.Attributes)
 			}
