@@ -9,8 +9,11 @@ BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# dev runs the built binary, not `go run`: go run exits 1 on Ctrl-C even when
+# its program stopped cleanly, and make would report that as an error.
 dev: ## run the whole pipeline locally (foreground; Ctrl-C stops it): HTTP API on 127.0.0.1:3000
-	$(GO) run ./scripts/dev
+	@$(GO) build -o build/host/dev ./scripts/dev
+	@exec build/host/dev
 
 demo: ## send the demo story to the local stack (starts one if none runs) and print the business outcome
 	$(GO) run ./scripts/demo

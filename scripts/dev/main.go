@@ -5,8 +5,11 @@
 // thin events' objects from on 127.0.0.1:3003, each function (intake, processor,
 // dispatcher) under aws-lambda-rie, the HTTP API on 127.0.0.1:3000 and the
 // two SQS event source mappings (events → processor, effects → dispatcher).
-// Ctrl-C stops everything. Ports and timings: see package devstack (DEV_*
-// variables) and README.md.
+// Ctrl-C (SIGINT) or SIGTERM stops everything and exits 0 once the stack
+// is down; a second Ctrl-C exits at once. `make dev` builds this command and
+// runs the binary rather than `go run` it: `go run` exits 1 whenever it was
+// interrupted, whatever its program did. Ports and timings: see package
+// devstack (DEV_* variables) and README.md.
 package main
 
 import (
@@ -39,16 +42,28 @@ func run() error {
 	logs := devstack.NewLogs(os.Stdout)
 	if os.Getenv("DEV_SKIP_BUILD") != "1" {
 		if err := devstack.Build(ctx, cfg, logs); err != nil {
-			return err
+			return interrupted(ctx, logs, err)
 		}
 	}
 	stack, err := devstack.Start(ctx, cfg, logs)
 	if err != nil {
-		return err
+		return interrupted(ctx, logs, err)
 	}
 	logs.Printf("stack", "up; Ctrl-C to stop")
 	<-ctx.Done()
-	logs.Printf("stack", "stopping")
+	stop() // a second Ctrl-C ends the process at once
+	logs.Printf("stack", "stopping (Ctrl-C again to exit at once)")
 	stack.Close()
+	logs.Printf("stack", "stopped")
+	return nil
+}
+
+// interrupted turns a failure caused by the interrupt itself (a build or a
+// start cut short) into a clean exit; any other error stays one.
+func interrupted(ctx context.Context, logs *devstack.Logs, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	logs.Printf("stack", "interrupted before the stack was up; nothing left running")
 	return nil
 }
