@@ -326,3 +326,46 @@ func TestScanEventsFiltersAndStaysWithinItsBudget(t *testing.T) {
 		t.Fatalf("budget: %d events, %d requests, more %v, %v", len(res.Events), res.Requests, res.More, err)
 	}
 }
+
+// A replay and a release record the status they took the event from.
+func TestReopenAuditsItsFromStatus(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		from   ledger.Status
+		reopen func(f fixture) (ledger.Event, error)
+		action string
+	}{
+		{"replay of a dead event", ledger.StatusDead, func(f fixture) (ledger.Event, error) {
+			return f.L.Replay(ctx, "stripe", "evt_1", "ops:alice", "fixed")
+		}, "replay"},
+		{"replay of a quarantined event", ledger.StatusQuarantined, func(f fixture) (ledger.Event, error) {
+			return f.L.Replay(ctx, "stripe", "evt_1", "ops:alice", "fixed")
+		}, "replay"},
+		{"release", ledger.StatusQuarantined, func(f fixture) (ledger.Event, error) {
+			return f.L.Release(ctx, "stripe", "evt_1", "ops:alice", "fixed")
+		}, "release"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			c := claimed(t, f, "evt_1")
+			var err error
+			if tc.from == ledger.StatusDead {
+				err = f.L.Dead(ctx, c, "commit_failed", "boom")
+			} else {
+				err = f.L.Quarantine(ctx, c, "unknown_subject", "no account")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev, err := tc.reopen(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ledger.AuditEntry{At: t0, From: tc.from, To: ledger.StatusReceived, Actor: "ops:alice", Action: tc.action, Reason: "fixed"}
+			if got := lastAudit(ev); got != want || ev.Status != ledger.StatusReceived {
+				t.Fatalf("audit %+v, want %+v", got, want)
+			}
+		})
+	}
+}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -105,43 +105,59 @@ func (l *Ledger) Release(ctx context.Context, source, eventID, actor, reason str
 	return l.reopen(ctx, source, eventID, actor, reason, "release", StatusQuarantined)
 }
 
-// reopen moves an event in one of from back to RECEIVED, audited as action.
+// reopen moves an event in one of from back to RECEIVED, audited as action
+// with the status it left. The write is conditioned on one status at a
+// time, so the audit names it truthfully: the first try assumes from[0];
+// when the row is in another of the allowed statuses, the refused write
+// returned it (ALL_OLD) and a second write is conditioned on that status.
 func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, action string, from ...Status) (Event, error) {
 	if actor == "" || reason == "" {
 		return Event{}, fmt.Errorf("%w: %s needs an actor and a reason", ErrInvalid, action)
 	}
-	now := l.now()
-	vals := map[string]types.AttributeValue{
-		":recv": sv(string(StatusReceived)),
-		":zero": nv(0), ":shard": sv(l.dueShard(source, eventID)), ":now": nv(ms(now)),
-		":audit": auditValue(now, "", StatusReceived, actor, action, reason),
-	}
-	inList := make([]string, len(from))
-	for i, st := range from {
-		inList[i] = ":from" + strconv.Itoa(i)
-		vals[inList[i]] = sv(string(st))
-	}
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.opts.Table),
-		Key:       eventKey(source, eventID),
-		UpdateExpression: aws.String("SET #status = :recv, attempts = :zero, due_shard = :shard, due_at = :now, " +
-			"audit = list_append(audit, :audit) REMOVE next_attempt_at, expires_at"),
-		ConditionExpression:                 aws.String("#status IN (" + strings.Join(inList, ", ") + ")"),
-		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		switch cur, failed := conditionFailed(err); {
-		case failed && cur == nil:
-			return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, ErrNotFound)
+	try := from[0]
+	for range len(from) + 1 {
+		now := l.now()
+		out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(l.opts.Table),
+			Key:       eventKey(source, eventID),
+			UpdateExpression: aws.String("SET #status = :recv, attempts = :zero, due_shard = :shard, due_at = :now, " +
+				"audit = list_append(audit, :audit) REMOVE next_attempt_at, expires_at"),
+			ConditionExpression:      aws.String("#status = :from"),
+			ExpressionAttributeNames: map[string]string{"#status": "status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":recv": sv(string(StatusReceived)), ":from": sv(string(try)),
+				":zero": nv(0), ":shard": sv(l.dueShard(source, eventID)), ":now": nv(ms(now)),
+				":audit": auditValue(now, try, StatusReceived, actor, action, reason),
+			},
+			ReturnValues:                        types.ReturnValueAllNew,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			return decodeEvent(out.Attributes)
+		}
+		cur, failed := conditionFailed(err)
+		if failed && cur == nil {
+			// DynamoDB returns the item with the refusal; an emulator that
+			// does not (dynalite) is asked.
+			got, gerr := l.Get(ctx, source, eventID)
+			if errors.Is(gerr, ErrNotFound) {
+				return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, ErrNotFound)
+			}
+			if gerr != nil {
+				return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, gerr)
+			}
+			cur = &got
+		}
+		switch {
+		case failed && slices.Contains(from, cur.Status) && cur.Status != try:
+			try = cur.Status // it is in another allowed state: reopen from that one
+			continue
 		case failed:
 			return *cur, fmt.Errorf("%s %s/%s in %s: %w", action, source, eventID, cur.Status, ErrNotReplayable)
 		}
 		return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, translate(err))
 	}
-	return decodeEvent(out.Attributes)
+	return Event{}, fmt.Errorf("%s %s/%s: state kept changing: %w", action, source, eventID, ErrConflict)
 }
 
 // GiveUp marks an unfinished event DEAD without holding its lease: the queue

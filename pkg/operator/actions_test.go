@@ -52,7 +52,7 @@ stripe  evt_1     invoice.paid  QUARANTINED  2026-11-30T12:10:00Z  0s   1       
 	}
 	ev = f.event("stripe", "evt_1")
 	if ev.Status != ledger.StatusReceived || ev.EventID != "evt_1" ||
-		ev.Audit[len(ev.Audit)-1] != (ledger.AuditEntry{At: t0.Add(70 * time.Minute), To: ledger.StatusReceived, Actor: "ops:bob", Action: "release", Reason: "dispute withdrawn"}) {
+		ev.Audit[len(ev.Audit)-1] != (ledger.AuditEntry{At: t0.Add(70 * time.Minute), From: ledger.StatusQuarantined, To: ledger.StatusReceived, Actor: "ops:bob", Action: "release", Reason: "dispute withdrawn"}) {
 		t.Fatalf("released: %s %+v", ev.Status, ev.Audit[len(ev.Audit)-1])
 	}
 	if got := actions(ev.Audit); !slices.Equal(got, []string{"accept", "claim", "retry_later", "hold", "release"}) {

@@ -131,7 +131,7 @@ func TestReplayOfADeadEventIsProcessedOnce(t *testing.T) {
 		t.Fatalf("audit %v, want %v", got, want)
 	}
 	replay := ev.Audit[5]
-	if replay != (ledger.AuditEntry{At: t0.Add(time.Hour + 2*time.Second), To: ledger.StatusReceived, Actor: "ops:alice", Action: "replay", Reason: "order service restored (INC-7)"}) {
+	if replay != (ledger.AuditEntry{At: t0.Add(time.Hour + 2*time.Second), From: ledger.StatusDead, To: ledger.StatusReceived, Actor: "ops:alice", Action: "replay", Reason: "order service restored (INC-7)"}) {
 		t.Fatalf("replay audit %+v", replay)
 	}
 	in, err := f.L.GetIntentState(ctx, "O-42:refund:12")
