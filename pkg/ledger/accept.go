@@ -66,11 +66,43 @@ func payloadHash(payload []byte) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Accept records a verified delivery. One request for the event item: an
-// UpdateItem upsert conditioned on the row being new or unfinished, returning
-// the old row either way (see the package doc). Large payloads then add their
-// chunk writes for a new event. A duplicate of a finished event costs exactly
-// one request and changes nothing.
+// Accept records a verified delivery in one request: an UpdateItem upsert
+// that returns the old row (ReturnValues ALL_OLD), so exactly one caller per
+// (source, event_id) sees no old row, and every duplicate learns the row from
+// the same response. Every stored field is written with if_not_exists, so a
+// duplicate never changes the event's identity, status, payload, result or
+// audit; it only records itself: delivery_count and one slot ("dh<n>") of
+// the bounded delivery history, which also tells the last delivery's time
+// and id (see Event.RecentDeliveries). That holds for a duplicate of a
+// finished event too: it costs the one request it cost when its write was
+// refused by a condition and recorded nothing (DynamoDB bills a refused
+// write by the item's size as well).
+//
+// The due index's keys. A new row gets a work shard; a row that has due
+// keys keeps them (unfinished: its work shard; DEAD or QUARANTINED: its
+// attention shard). A PROCESSED row lost them at completion, which left
+// done_shard ("done#<n>") behind instead, and that is what the fallback
+// writes:
+//
+//	due_shard = if_not_exists(due_shard, if_not_exists(done_shard, :shard))
+//	due_at    = if_not_exists(due_at, :now)
+//
+// Both operands are evaluated against the item as it was before the update
+// (DynamoDB's update expression grammar lets an operand be a path or a
+// function, so if_not_exists nests), so a duplicate of a finished event
+// puts it on a done shard that no query reads, never back on the work
+// shards where the reconciler would re-enqueue it. (Its first duplicate
+// therefore adds one index entry, one more write unit; later ones change no
+// index key and no projected attribute, and write no index.) A row finished
+// before done_shard existed falls back to its work shard; ListDue's status
+// filter still keeps it from being re-enqueued.
+//
+// A delivery without identity (Quarantine set) is accepted QUARANTINED on
+// its attention shard. Its write alone is conditioned (not on a PROCESSED
+// row), so its error code can never land on an event an operator replayed
+// to completion; such a duplicate is refused and changes nothing.
+//
+// Large payloads then add their chunk writes for a new event.
 func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	if err := validID("source", d.Source, MaxIDLength); err != nil {
 		return Accepted{}, err
@@ -101,29 +133,31 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 
 	status := StatusReceived
 	action := "accept"
+	shard := l.dueShard(d.Source, d.EventID)
 	if d.Quarantine != "" {
 		status = StatusQuarantined
 		action = "quarantine_on_accept"
+		shard = attentionPrefix + shard
 	}
+	slot := historySlot(d.DeliveryID, now)
 
 	names := map[string]string{"#status": "status", "#item": "item", "#source": "source"}
 	vals := map[string]types.AttributeValue{
-		":status":   sv(string(status)),
-		":itemev":   sv("event"),
-		":received": sv(string(StatusReceived)),
-		":proc":     sv(string(StatusProcessing)),
-		":retry":    sv(string(StatusRetryWait)),
-		":source":   sv(d.Source),
-		":eid":      sv(d.EventID),
-		":etype":    sv(d.EventType),
-		":now":      nv(ms(now)),
-		":zero":     nv(0),
-		":one":      nv(1),
-		":hash":     sv(hash),
-		":size":     nv(int64(len(d.Payload))),
-		":chunks":   nv(int64(chunks)),
-		":enc":      sv(enc),
-		":audit":    auditValue(now, "", status, l.opts.Actor, action, deliveryReason(d)),
+		":status": sv(string(status)),
+		":itemev": sv("event"),
+		":source": sv(d.Source),
+		":eid":    sv(d.EventID),
+		":etype":  sv(d.EventType),
+		":now":    nv(ms(now)),
+		":zero":   nv(0),
+		":one":    nv(1),
+		":hash":   sv(hash),
+		":size":   nv(int64(len(d.Payload))),
+		":chunks": nv(int64(chunks)),
+		":enc":    sv(enc),
+		":shard":  sv(shard),
+		":hist":   sv(deliveryRecord(d.DeliveryID, now)),
+		":audit":  auditValue(now, "", status, l.opts.Actor, action, deliveryReason(d)),
 	}
 	set := []string{
 		"#status = if_not_exists(#status, :status)",
@@ -139,7 +173,9 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		"payload_chunks = if_not_exists(payload_chunks, :chunks)",
 		"payload_enc = if_not_exists(payload_enc, :enc)",
 		"audit = if_not_exists(audit, :audit)",
-		"last_delivery_at = :now",
+		attrDueShard + " = if_not_exists(" + attrDueShard + ", if_not_exists(" + attrDoneShard + ", :shard))",
+		attrDueAt + " = if_not_exists(" + attrDueAt + ", :now)",
+		historyAttr(slot) + " = :hist",
 	}
 	if d.Subject != "" {
 		vals[":subject"] = sv(d.Subject)
@@ -155,34 +191,36 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	}
 	if d.DeliveryID != "" {
 		vals[":did"] = sv(d.DeliveryID)
-		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)", "last_delivery_id = :did")
+		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)")
 	}
 	if chunks == 0 {
 		vals[":payload"] = &types.AttributeValueMemberB{Value: stored}
 		set = append(set, "payload = if_not_exists(payload, :payload)")
 	}
-	if status == StatusReceived {
-		// Only a new row gets the due keys: the condition below admits an
-		// existing row only while it is unfinished, when it has them already.
-		vals[":shard"] = sv(l.dueShard(d.Source, d.EventID))
-		set = append(set, "due_shard = if_not_exists(due_shard, :shard)", "due_at = if_not_exists(due_at, :now)")
-	} else {
+	var cond *string
+	if status == StatusQuarantined {
 		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
+		vals[":processed"] = sv(string(StatusProcessed))
 		set = append(set, "error_code = if_not_exists(error_code, :code)")
+		cond = aws.String("attribute_not_exists(pk) OR #status <> :processed")
 	}
 	update := "SET " + join(set) + " ADD delivery_count :one"
 
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Key:                                 eventKey(d.Source, d.EventID),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR #status IN (:received, :proc, :retry)"),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(l.opts.Table),
+		Key:                       eventKey(d.Source, d.EventID),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       cond,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueAllOld,
+	}
+	if cond != nil {
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	out, err := l.db.UpdateItem(ctx, in)
 	var old map[string]types.AttributeValue
+	recorded := true
 	switch {
 	case err == nil:
 		old = out.Attributes
@@ -191,7 +229,14 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		if !errors.As(err, &ccf) {
 			return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, translate(err))
 		}
-		old = ccf.Item // a finished event: nothing was written
+		old, recorded = ccf.Item, false // a delivery without identity of a PROCESSED row: nothing was written
+		if _, ok := old["status"]; !ok {
+			// DynamoDB returns the item with the refusal (an emulator may
+			// not): the condition only fails on an existing row, so read it.
+			if old, err = l.getItem(ctx, eventKey(d.Source, d.EventID), "event "+d.Source+"/"+d.EventID); err != nil {
+				return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, err)
+			}
+		}
 	}
 
 	// A new row has no old status. (DynamoDB returns no attributes for a new
@@ -207,7 +252,7 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 			Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
 			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
 			LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-			PayloadChunks: chunks, ErrorCode: d.Quarantine,
+			PayloadChunks: chunks, ErrorCode: d.Quarantine, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}},
 		}
 		return Accepted{Event: ev}, nil
 	}
@@ -217,9 +262,13 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		return Accepted{}, err
 	}
 	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != hash}
-	if !ev.Status.Terminal() {
+	if recorded {
+		// The row as it is now: this delivery recorded on it.
 		res.Event.DeliveryCount++
-		res.Event.LastDeliveryID = d.DeliveryID
+		res.Event.LastDeliveryAt, res.Event.LastDeliveryID = now, d.DeliveryID
+		res.Event.RecentDeliveries = withDelivery(old, slot, DeliveryRecord{At: now, ID: d.DeliveryID})
+	}
+	if !ev.Status.Terminal() {
 		// The first delivery may have crashed between the event write and the
 		// chunk writes; rewriting identical, hash-keyed chunks is idempotent.
 		if ev.PayloadChunks > 0 && !res.PayloadMismatch && ev.Status == StatusReceived {
@@ -229,6 +278,24 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		}
 	}
 	return res, nil
+}
+
+// withDelivery is the delivery history of the old item with slot set to r,
+// newest first.
+func withDelivery(old map[string]types.AttributeValue, slot int, r DeliveryRecord) []DeliveryRecord {
+	out := []DeliveryRecord{r}
+	for i := range DeliveryHistorySlots {
+		if i == slot {
+			continue
+		}
+		if v, ok := old[historyAttr(i)].(*types.AttributeValueMemberS); ok {
+			if rec, ok := parseDeliveryRecord(v.Value); ok {
+				out = append(out, rec)
+			}
+		}
+	}
+	sortDeliveries(out)
+	return out
 }
 
 // Bounds on Delivery.Attributes.

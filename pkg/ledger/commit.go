@@ -102,6 +102,9 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		res := Result{Outcome: OutcomeApplied, Projection: write.Name, Subject: write.Subject, Version: write.Version, Intents: len(intents)}
+		for _, in := range intents {
+			res.Operations = append(res.Operations, Operation{ID: in.OperationID, Kind: in.Kind})
+		}
 		items, err := l.commitItems(c, write, intents, res)
 		if err != nil {
 			return Committed{}, err
@@ -186,6 +189,9 @@ func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res 
 	}
 	for _, in := range intents {
 		if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
+			return nil, err
+		}
+		if err := validID("intent kind", in.Kind, MaxTypeLength); err != nil {
 			return nil, err
 		}
 		payload, err := attributevalue.MarshalMap(in.Payload)
@@ -289,10 +295,17 @@ func withNote(reason, note string) string {
 }
 
 // finishUpdate builds the fenced update that moves a claimed event to
-// PROCESSED with a stored result and a retention TTL.
+// PROCESSED with a stored result and a retention TTL. The event leaves the
+// due index (its keys are removed) and keeps done_shard, the shard a later
+// duplicate falls back to (see Accept): the only path that removes a
+// finished event's due keys, so the only one that sets it.
 func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update, error) {
 	now := l.now()
-	rv, err := attributevalue.Marshal(res)
+	stored := res
+	if len(stored.Operations) > 0 {
+		stored.Intents = 0 // their number; decodeEvent restores it
+	}
+	rv, err := attributevalue.Marshal(stored)
 	if err != nil {
 		return nil, fmt.Errorf("%w: result: %v", ErrInvalid, err)
 	}
@@ -302,14 +315,15 @@ func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update
 	return &types.Update{
 		TableName: aws.String(l.opts.Table),
 		Key:       eventKey(c.Event.Source, c.Event.EventID),
-		UpdateExpression: aws.String("SET #status = :done, processed_at = :now, #result = :res, expires_at = :ttl, " +
+		UpdateExpression: aws.String("SET #status = :done, processed_at = :now, #result = :res, expires_at = :ttl, " + attrDoneShard + " = :dshard, " +
 			"audit = list_append(audit, :audit) REMOVE lease_owner, lease_token, lease_expires_at, due_shard, due_at, next_attempt_at, error_code, error_message"),
 		ConditionExpression:      aws.String("#status = :proc AND lease_token = :tok"),
 		ExpressionAttributeNames: map[string]string{"#status": "status", "#result": "result"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":done": sv(string(StatusProcessed)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
 			":now": nv(ms(now)), ":res": rv, ":ttl": nv(now.Add(l.opts.Retention).Unix()),
-			":audit": auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(string(res.Outcome)+": "+reason, MaxReasonLen)),
+			":dshard": sv(doneShardPrefix + l.dueShard(c.Event.Source, c.Event.EventID)),
+			":audit":  auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(string(res.Outcome)+": "+reason, MaxReasonLen)),
 		},
 	}, nil
 }
@@ -336,11 +350,14 @@ func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Proje
 	return p, nil
 }
 
-// ResultJSON renders a stored result as the body of a 200 for a duplicate.
+// ResultJSON renders a stored result as the body of a 200 for a duplicate:
+// the event, its status, when it was processed, how many deliveries the
+// ledger has counted (this one included when ev is Accept's answer), and the
+// result with its intents' operation ids and kinds.
 func ResultJSON(ev Event) []byte {
 	body := map[string]any{
 		"source": ev.Source, "event_id": ev.EventID, "status": ev.Status,
-		"processed_at": ev.ProcessedAt.Format("2006-01-02T15:04:05.000Z07:00"),
+		"processed_at": ev.ProcessedAt.Format("2006-01-02T15:04:05.000Z07:00"), "delivery_count": ev.DeliveryCount,
 	}
 	if ev.Result != nil {
 		body["result"] = ev.Result

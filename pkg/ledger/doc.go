@@ -28,8 +28,12 @@
 //
 // Unfinished events (RECEIVED, PROCESSING, RETRY_WAIT) carry "due_shard" and
 // "due_at", the keys of the sparse, write-sharded GSI "due": the reconciler
-// finds stuck work by querying it, never by scanning. Terminal events drop
-// those attributes and gain the TTL attribute "expires_at".
+// finds stuck work by querying it, never by scanning. DEAD and QUARANTINED
+// events move to its attention shards ("A<n>"), which only operators list.
+// A PROCESSED event drops the keys, gains the TTL attribute "expires_at",
+// and keeps "done_shard" ("done#<n>"): if a duplicate arrives later, Accept
+// puts the event on that shard, which no query reads (see Accept). Every
+// query names the shards it reads, so the three families never mix.
 //
 // # Cost (DESIGN.md §9)
 //
@@ -46,7 +50,11 @@
 // PutItem at intake and one GetItem in the processor per chunk (one chunk
 // up to 350 KB compressed). For a 4 KB event that extra request saves about
 // 6 write units: at ~2 KB an inline item would bill 2-3 units on each of its
-// five writes. A duplicate of a processed event costs one request either way.
+// five writes. A duplicate of a processed event costs one request either way:
+// the UpdateItem that records it (billed by the item's size, 1 unit below
+// 1 KB, as a write refused by a condition would be), plus, for its first
+// duplicate only, one index write putting it on its done shard
+// (pkg/capacity measures both).
 //
 // The chunks are written after the event item so that a duplicate delivery
 // of a processed event needs nothing but the one conditional update. If the
@@ -62,7 +70,9 @@
 // ReturnValues=ALL_OLD: it is the same single-request, atomic test-and-set
 // (exactly one concurrent caller sees no old item, every other caller learns
 // the existing row from the same response, no second read), and it also
-// records the duplicate delivery itself (delivery_count, last_delivery_id),
-// which a failed PutItem cannot do without a second write. Identity fields
-// are written with if_not_exists, so a duplicate never changes them.
+// records the duplicate delivery itself (delivery_count and a bounded
+// history that holds the last delivery's time and id), for an unfinished and a finished
+// event alike, which a failed PutItem cannot do without a second write. Every
+// other field is written with if_not_exists, so a duplicate never changes
+// the event's identity, status, payload, result or audit.
 package ledger

@@ -3,6 +3,9 @@ package ledger
 import (
 	"fmt"
 	"hash/fnv"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -21,6 +24,11 @@ const (
 	DueIndex     = "due"
 	attrDueShard = "due_shard"
 	attrDueAt    = "due_at"
+	// attrDoneShard is what a finished (PROCESSED) event keeps of its due
+	// shard once it left the index: doneShardPrefix and the shard number.
+	// Accept falls back to it for due_shard (see Accept), so a duplicate of
+	// a finished event lands on a "done" shard that no query reads.
+	attrDoneShard = "done_shard"
 	// TTLAttribute is the table's TTL attribute (epoch seconds).
 	TTLAttribute = "expires_at"
 )
@@ -47,13 +55,80 @@ type AuditEntry struct {
 
 // Result is what a processed event did; it is the body a duplicate delivery
 // of a processed event receives (the stored result).
+//
+// In DynamoDB its fields keep their Go names (as rows written before the
+// tags were added have them), and empty ones are left out: every byte of
+// the event item is paid again by each later write of it. Intents is not
+// stored when Operations are (it is their number).
 type Result struct {
 	Outcome    Outcome `json:"outcome"`
-	Projection string  `json:"projection,omitempty"`
-	Subject    string  `json:"subject,omitempty"`
-	Version    int64   `json:"version,omitempty"`
-	Intents    int     `json:"intents,omitempty"`
+	Projection string  `json:"projection,omitempty" dynamodbav:",omitempty"`
+	Subject    string  `json:"subject,omitempty" dynamodbav:",omitempty"`
+	Version    int64   `json:"version,omitempty" dynamodbav:",omitempty"`
+	Intents    int     `json:"intents,omitempty" dynamodbav:",omitempty"`
+	// Operations are the intents this event's commit wrote: their
+	// operation ids (the downstream's idempotency keys) and kinds. An
+	// intent another event had already written (the same business intent)
+	// is not among them. Stored as one compact string attribute (see
+	// Operations.MarshalDynamoDBAttributeValue).
+	Operations Operations `json:"operations,omitempty" dynamodbav:"ops,omitempty"`
 }
+
+// Operation names one intent: what the downstream sees as its
+// idempotency key, and the effect kind.
+type Operation struct {
+	ID   string `json:"operation_id"`
+	Kind string `json:"kind"`
+}
+
+// Operations are a result's intents. In DynamoDB they are one string,
+// "<operation id>\t<kind>" per intent joined by "\n" (neither may contain
+// a control character; Commit checks): about 50 bytes for one intent, the
+// least that keeps them readable in the console, where a list of maps
+// would cost about 15 bytes more per intent.
+type Operations []Operation
+
+// MarshalDynamoDBAttributeValue encodes the operations as one string.
+func (o Operations) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
+	if len(o) == 0 {
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	}
+	parts := make([]string, len(o))
+	for i, op := range o {
+		parts[i] = op.ID + "\t" + op.Kind
+	}
+	return &types.AttributeValueMemberS{Value: strings.Join(parts, "\n")}, nil
+}
+
+// UnmarshalDynamoDBAttributeValue decodes what MarshalDynamoDBAttributeValue wrote.
+func (o *Operations) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	s, ok := av.(*types.AttributeValueMemberS)
+	if !ok {
+		*o = nil
+		return nil
+	}
+	var out Operations
+	for _, line := range strings.Split(s.Value, "\n") {
+		if line == "" {
+			continue
+		}
+		id, kind, _ := strings.Cut(line, "\t")
+		out = append(out, Operation{ID: id, Kind: kind})
+	}
+	*o = out
+	return nil
+}
+
+// DeliveryRecord is one delivery the ledger remembers: when it arrived,
+// and its delivery id when the provider sends one.
+type DeliveryRecord struct {
+	At time.Time `json:"at"`
+	ID string    `json:"delivery_id,omitempty"`
+}
+
+// DeliveryHistorySlots bounds the deliveries an event remembers beyond
+// the first and the last (Event.RecentDeliveries).
+const DeliveryHistorySlots = 4
 
 // Event is the read model of one ledger row.
 type Event struct {
@@ -80,10 +155,23 @@ type Event struct {
 	ProcessedAt time.Time
 	ExpiresAt   time.Time
 
+	// DeliveryCount counts every delivery the ledger accepted for this
+	// event, duplicates of a finished event included. FirstDeliveryID is
+	// the first delivery's id; LastDeliveryAt and LastDeliveryID are when
+	// the newest delivery arrived and its id (empty when it had none, as
+	// Stripe's have). They are read from RecentDeliveries, whose newest
+	// record is always the newest delivery (rows written before the
+	// history existed keep them as attributes).
 	DeliveryCount   int
 	FirstDeliveryID string
 	LastDeliveryID  string
 	LastDeliveryAt  time.Time
+	// RecentDeliveries is a bounded sample of the deliveries, newest
+	// first: up to DeliveryHistorySlots slots, each delivery written into
+	// the slot its delivery id hashes to (its arrival time when it has no
+	// id). A redelivery under the same id updates its own slot; distinct
+	// ids may share a slot, and then the newer one is kept.
+	RecentDeliveries []DeliveryRecord
 
 	PayloadHash   string
 	PayloadSize   int
@@ -164,6 +252,17 @@ func eventKey(source, eventID string) map[string]types.AttributeValue {
 	}
 }
 
+// The due index's shard families. Every query names the shards it reads
+// (prefix + number), so one family never sees another's items:
+//   - work shards ("0" … "n-1"): unfinished events and intents; ListDue,
+//     ListDueIntents, ListOpen and the reconciler read them;
+//   - attention shards (attentionPrefix, "A0" …): DEAD and QUARANTINED
+//     items; ListOpen reads them, the work queries never do;
+//   - done shards (doneShardPrefix, "done#0" …): finished events that
+//     received a duplicate after they left the index (see Accept); no query
+//     reads them, and the TTL removes them with the event.
+const doneShardPrefix = "done#"
+
 // dueShard spreads unfinished events over the GSI partitions.
 func (l *Ledger) dueShard(source, eventID string) string {
 	h := fnv.New32a()
@@ -191,10 +290,63 @@ func decodeEvent(av map[string]types.AttributeValue) (Event, error) {
 	if it.ExpiresAt != 0 {
 		ev.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 	}
+	for i := range DeliveryHistorySlots {
+		if v, ok := av[historyAttr(i)].(*types.AttributeValueMemberS); ok {
+			if r, ok := parseDeliveryRecord(v.Value); ok {
+				ev.RecentDeliveries = append(ev.RecentDeliveries, r)
+			}
+		}
+	}
+	sortDeliveries(ev.RecentDeliveries)
+	if len(ev.RecentDeliveries) > 0 {
+		ev.LastDeliveryAt, ev.LastDeliveryID = ev.RecentDeliveries[0].At, ev.RecentDeliveries[0].ID
+	}
+	if r := ev.Result; r != nil && r.Intents == 0 {
+		r.Intents = len(r.Operations)
+	}
 	for _, a := range it.Audit {
 		ev.Audit = append(ev.Audit, AuditEntry{At: fromMS(a.At), From: Status(a.From), To: Status(a.To), Actor: a.Actor, Action: a.Action, Reason: a.Reason})
 	}
 	return ev, nil
+}
+
+// historyAttr names delivery history slot i ("dh0" …): short, because
+// every later write of the item pays for its bytes.
+func historyAttr(i int) string { return "dh" + strconv.Itoa(i) }
+
+// historySlot is the slot a delivery goes to: by its delivery id, or by
+// its arrival time when it has none.
+func historySlot(deliveryID string, at time.Time) int {
+	key := deliveryID
+	if key == "" {
+		key = strconv.FormatInt(ms(at), 10)
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % DeliveryHistorySlots)
+}
+
+// deliveryRecord encodes one slot: "<epoch ms>" or "<epoch ms> <delivery id>".
+func deliveryRecord(deliveryID string, at time.Time) string {
+	s := strconv.FormatInt(ms(at), 10)
+	if deliveryID != "" {
+		s += " " + deliveryID
+	}
+	return s
+}
+
+func parseDeliveryRecord(s string) (DeliveryRecord, bool) {
+	at, id, _ := strings.Cut(s, " ")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return DeliveryRecord{}, false
+	}
+	return DeliveryRecord{At: fromMS(n), ID: id}, true
+}
+
+// sortDeliveries orders records newest first.
+func sortDeliveries(rs []DeliveryRecord) {
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].At.After(rs[j].At) })
 }
 
 // auditValue encodes one audit entry as a one-element list for list_append.
