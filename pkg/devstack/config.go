@@ -22,7 +22,11 @@
 // key is the visibly fake LOCAL_STRIPE_API_KEY.
 //
 // Dev-only endpoints on the HTTP API: GET /_dev/health, POST /_dev/crash
-// (kill the processor runtime during its next batch), GET /_dev/downstream
+// (kill a processor runtime in the middle of the next batch whose runtime
+// claims an event; re-armed while batches hold no claimed work),
+// GET /_dev/crash (what each kill held, the batches a crash passed over,
+// and the timings recovery takes) and DELETE /_dev/crash (withdraw a crash
+// that has not landed), GET /_dev/downstream
 // (the fake downstream's requests and effective calls per idempotency key),
 // POST /_dev/downstream/script (script the next answers of one effect
 // kind: hang after applying, 429 with Retry-After, …) and

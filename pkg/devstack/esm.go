@@ -23,7 +23,8 @@ const maxBatch = 10
 // invokes.
 type mapping struct {
 	queue, fn string
-	// crash, when set, lets /_dev/crash kill the function's runtime mid-batch.
+	// crash, when set, lets /_dev/crash kill the function's runtime
+	// mid-batch (see crash.go).
 	crash bool
 }
 
@@ -50,10 +51,15 @@ func (s *Stack) poll(ctx context.Context, name string, m mapping) {
 		}
 		payload, _ := json.Marshal(ev)
 		var during func(*instance)
+		var batch *processorBatch
 		if m.crash {
-			during = s.crashHook(name)
+			batch = s.startBatch(name, msgs)
+			during = batch.during()
 		}
 		out, err := s.Invoke(ctx, m.fn, payload, during)
+		if batch != nil {
+			batch.end(ctx)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.logs.Printf(name, "batch of %d: invocation failed, nothing deleted (%v)", len(msgs), err)
@@ -121,37 +127,6 @@ func (s *Stack) receiveBatch(ctx context.Context, name, queueURL string) []sqsty
 		msgs = append(msgs, out.Messages...)
 	}
 	return msgs
-}
-
-// crashHook returns, when a crash was requested through /_dev/crash, a
-// function that kills the processor runtime shortly after the invocation
-// starts, so the batch dies part-way.
-func (s *Stack) crashHook(name string) func(*instance) {
-	s.crashMu.Lock()
-	defer s.crashMu.Unlock()
-	if s.crashes == 0 {
-		return nil
-	}
-	s.crashes--
-	return func(in *instance) {
-		// An instance's first invocation starts its runtime: it may not
-		// exist yet 15 ms in. Wait for it; if it never appears, re-arm so
-		// the next batch is killed instead of silently none.
-		time.Sleep(15 * time.Millisecond)
-		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if in.killRuntime() {
-				s.logs.Printf(name, "killed the %s runtime mid-batch (requested crash)", in.name)
-				return
-			}
-			if time.Now().After(deadline) {
-				s.crashMu.Lock()
-				s.crashes++
-				s.crashMu.Unlock()
-				s.logs.Printf(name, "no %s runtime to kill; crash re-armed for the next batch", in.name)
-				return
-			}
-		}
-	}
 }
 
 // schedule invokes the reconciler at the configured rate, with an

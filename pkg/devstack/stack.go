@@ -72,6 +72,12 @@ type Stack struct {
 	wg      sync.WaitGroup
 	crashMu sync.Mutex
 	crashes int // pending "kill the processor runtime mid-batch" requests
+	// The processor batches in flight, the kills requested crashes made
+	// and the batches they passed over, and the ledger they read (crash.go).
+	inflight    map[*processorBatch]bool
+	kills       []CrashKill
+	rearms      []CrashRearm
+	crashLedger *ledger.Ledger
 }
 
 // Logs prefixes every line with its component's name.
@@ -286,7 +292,7 @@ func (s *Stack) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("HTTP API on %s: %w (set DEV_HTTP_ADDR)", cfg.HTTPAddr, err)
 	}
-	s.httpSrv = &http.Server{Handler: s.httpAPI(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.crashAPI(s.httpAPI()), ReadHeaderTimeout: 10 * time.Second}
 	s.httpURL = "http://" + hl.Addr().String()
 	go func() { _ = s.httpSrv.Serve(hl) }()
 	s.logs.Printf("http-api", "POST %s/webhooks/{source}", s.httpURL)
