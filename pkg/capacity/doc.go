@@ -4,6 +4,7 @@
 //
 // Rules applied (DynamoDB Developer Guide, "Item sizes and formats" and
 // "Read/write capacity mode", as of 2026-11):
+//
 //   - an item's size is the sum, over its attributes, of the attribute
 //     name's UTF-8 length plus the value's size: strings and binary their
 //     byte length, numbers (significant digits / 2) + 1 bytes (at most 21),
@@ -18,11 +19,16 @@
 //     table's keys and the projected attributes), two writes (delete and
 //     put) when the index key changes, none when neither the entry's keys
 //     nor its projected attributes change. Transactions do not double the
-//     index writes.
+//     index writes;
+//   - a standard write refused by its condition is billed too: one unit per
+//     1 KB of the existing item, one when there is none ("Capacity units
+//     consumed by conditional writes").
 //
 // A Meter is an SDK middleware: around each write it reads the affected
 // items (strongly consistent, through its own unmetered client) before and
-// after, and adds up the units. Failed writes are not counted (a failed
-// condition does cost units in DynamoDB; they are reported separately as
-// ConditionFailures so a run can see how many there were).
+// after, and adds up the units. It counts refused writes as DynamoDB bills
+// them (and in ConditionFailures); a cancelled transaction only in
+// ConditionFailures, since what it bills is not documented. minidyn
+// v0.8.2, which the measurements run on, ignores REMOVE actions; the meter
+// applies them to the item images it bills (see Meter).
 package capacity

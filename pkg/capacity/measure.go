@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/effectively-once/webhooks/pkg/awstrace"
@@ -30,12 +31,16 @@ const measureSecret = "whsec_test_FAKE_capacity_000000000000"
 
 // Row is what one event of a given payload size cost, by phase.
 type Row struct {
-	PayloadBytes int
-	StoredChunks int    // out-of-line payload chunks
-	Intake       Totals // accepting a new event
-	Duplicate    Totals // a second delivery after it was processed
-	Process      Totals // claim and commit (with its intent)
-	Effect       Totals // dispatching the intent
+	PayloadBytes   int
+	StoredChunks   int    // out-of-line payload chunks
+	Intake         Totals // accepting a new event
+	Duplicate      Totals // the first duplicate delivery after it was processed
+	DuplicateAgain Totals // a later one
+	Process        Totals // claim and commit (with its intent)
+	Effect         Totals // dispatching the intent
+	// EventItemBytes is the size of the event item once processed, as
+	// DynamoDB would store it (what every later write of it is billed by).
+	EventItemBytes int
 	// Requests per phase: every AWS request the function made (DynamoDB
 	// and SQS), counted by SDK middleware, e.g. "DynamoDB.UpdateItem=1 SQS.SendMessage=1".
 	IntakeCalls, ProcessCalls, EffectCalls, DuplicateCalls Calls
@@ -247,6 +252,8 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 		return Row{}, fmt.Errorf("event not processed: %v %v", ev.Status, err)
 	}
 	row.StoredChunks = ev.PayloadChunks
+	row.EventItemBytes = m.ItemBytes(ctx, map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "EV#stripe#" + id}, "sk": &types.AttributeValueMemberS{Value: "EV"}})
 
 	snap, err := ledger.TakeSnapshot(ctx, rg.d.Client(), "ledger")
 	if err != nil || len(snap.Intents) != 1 {
@@ -263,10 +270,17 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 
 	m.Reset()
 	rec.Reset()
+	clock.Advance(time.Minute)
 	if st, _ := deliver(); st != http.StatusOK {
 		return Row{}, fmt.Errorf("duplicate answered %d", st)
 	}
 	row.Duplicate, row.DuplicateCalls = m.Totals(), calls(rec)
+	m.Reset()
+	clock.Advance(time.Minute)
+	if st, _ := deliver(); st != http.StatusOK {
+		return Row{}, fmt.Errorf("second duplicate answered %d", st)
+	}
+	row.DuplicateAgain = m.Totals()
 	return row, nil
 }
 
@@ -283,16 +297,16 @@ func WriteRequestTable(w io.Writer, rows []Row) {
 
 // WriteTable renders rows as a Markdown table.
 func WriteTable(w io.Writer, rows []Row) {
-	fmt.Fprintln(w, "| payload | stored | intake (new) | processing | effect | duplicate | delivery → processed |")
-	fmt.Fprintln(w, "|---:|---|---|---|---|---|---:|")
+	fmt.Fprintln(w, "| payload | stored | event item | intake (new) | processing | effect | duplicate of the processed event: first, later | delivery → processed |")
+	fmt.Fprintln(w, "|---:|---|---:|---|---|---|---|---:|")
 	for _, r := range rows {
 		stored := "inline"
 		if r.StoredChunks > 0 {
 			stored = fmt.Sprintf("%d chunk(s)", r.StoredChunks)
 		}
-		fmt.Fprintf(w, "| %d B | %s | %d WU (%s) | %d WU (%s) | %d WU (%s) | %d WU (%d refused by condition) | **%d WU** |\n",
-			r.PayloadBytes, stored, r.Intake.Units(), r.Intake, r.Process.Units(), r.Process, r.Effect.Units(), r.Effect,
-			r.Duplicate.Units(), r.Duplicate.ConditionFailures, r.ProcessedUnits())
+		fmt.Fprintf(w, "| %d B | %s | %d B | %d WU (%s) | %d WU (%s) | %d WU (%s) | %d WU (%s), %d WU (%s) | **%d WU** |\n",
+			r.PayloadBytes, stored, r.EventItemBytes, r.Intake.Units(), r.Intake, r.Process.Units(), r.Process, r.Effect.Units(), r.Effect,
+			r.Duplicate.Units(), r.Duplicate, r.DuplicateAgain.Units(), r.DuplicateAgain, r.ProcessedUnits())
 	}
 }
 

@@ -33,19 +33,30 @@ type Reader interface {
 // installed on. It reads each written item before and after the write, so
 // it is meant for sequential measurement runs (a concurrent writer between
 // the reads would be attributed to this request).
+//
+// The emulator the measurements run on (minidyn v0.8.2) ignores an update
+// expression's REMOVE actions and keeps the attributes. The meter applies
+// them itself: it remembers, per item, the top-level attributes a write
+// removed and no later write set again, and leaves them out of the item
+// images it bills (and of the index entries it derives from them), as
+// DynamoDB would have removed them. What the emulator then evaluates
+// against a kept attribute (an if_not_exists that finds it) can differ from
+// DynamoDB in value, never in whether the attribute is written.
 type Meter struct {
 	Reader    Reader
 	Table     string
 	TableKeys []string // hash key, range key
 	Indexes   []Index
 
-	mu     sync.Mutex
-	totals Totals
+	mu      sync.Mutex
+	totals  Totals
+	removed map[string]map[string]bool // item key → attributes DynamoDB would no longer have
 }
 
 // OpTotals are one operation's numbers.
 type OpTotals struct {
-	Requests   int // successful writes
+	Requests   int // writes, refused ones included
+	Refused    int // of which refused by their condition (ConditionalCheckFailed)
 	TableUnits int // base-table write units
 	IndexUnits int // global secondary index write units
 }
@@ -53,8 +64,12 @@ type OpTotals struct {
 // Totals are a run's numbers.
 type Totals struct {
 	ByOp map[string]OpTotals
-	// ConditionFailures counts writes refused by a condition (billed by
-	// DynamoDB, not counted in the units here).
+	// ConditionFailures counts writes refused by a condition. A refused
+	// standard write (PutItem, UpdateItem, DeleteItem) is billed as
+	// DynamoDB documents it, by the size of the existing item (one unit
+	// when there is none), and counted in its operation's units and
+	// Refused. A cancelled transaction is counted here only: DynamoDB does
+	// not document what it bills.
 	ConditionFailures int
 }
 
@@ -77,7 +92,11 @@ func (t Totals) String() string {
 	parts := make([]string, 0, len(ops))
 	for _, op := range ops {
 		o := t.ByOp[op]
-		parts = append(parts, fmt.Sprintf("%s×%d=%d+%dgsi", op, o.Requests, o.TableUnits, o.IndexUnits))
+		refused := ""
+		if o.Refused > 0 {
+			refused = fmt.Sprintf(" (%d refused)", o.Refused)
+		}
+		parts = append(parts, fmt.Sprintf("%s×%d%s=%d+%dgsi", op, o.Requests, refused, o.TableUnits, o.IndexUnits))
 	}
 	return strings.Join(parts, " ")
 }
@@ -89,7 +108,7 @@ func (m *Meter) Totals() Totals {
 	return Totals{ByOp: maps.Clone(m.totals.ByOp), ConditionFailures: m.totals.ConditionFailures}
 }
 
-// Reset clears the totals.
+// Reset clears the totals (not what the meter knows of removed attributes).
 func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -99,31 +118,198 @@ func (m *Meter) Reset() {
 type write struct {
 	key map[string]types.AttributeValue
 	txn bool
+	// whole: the write replaces or deletes the whole item (PutItem,
+	// DeleteItem); otherwise set and remove are the top-level attributes
+	// its update expression assigns (SET, ADD, DELETE) and removes.
+	whole       bool
+	set, remove []string
+}
+
+func updateWrite(key map[string]types.AttributeValue, expr *string, names map[string]string, txn bool) write {
+	w := write{key: key, txn: txn}
+	if expr != nil {
+		w.set, w.remove = updateTargets(*expr, names)
+	}
+	return w
 }
 
 func writesOf(params any) []write {
 	switch in := params.(type) {
 	case *dynamodb.PutItemInput:
-		return []write{{key: in.Item}}
+		return []write{{key: in.Item, whole: true}}
 	case *dynamodb.UpdateItemInput:
-		return []write{{key: in.Key}}
+		return []write{updateWrite(in.Key, in.UpdateExpression, in.ExpressionAttributeNames, false)}
 	case *dynamodb.DeleteItemInput:
-		return []write{{key: in.Key}}
+		return []write{{key: in.Key, whole: true}}
 	case *dynamodb.TransactWriteItemsInput:
 		var out []write
 		for _, it := range in.TransactItems {
 			switch {
 			case it.Put != nil:
-				out = append(out, write{key: it.Put.Item, txn: true})
+				out = append(out, write{key: it.Put.Item, txn: true, whole: true})
 			case it.Update != nil:
-				out = append(out, write{key: it.Update.Key, txn: true})
+				out = append(out, updateWrite(it.Update.Key, it.Update.UpdateExpression, it.Update.ExpressionAttributeNames, true))
 			case it.Delete != nil:
-				out = append(out, write{key: it.Delete.Key, txn: true})
+				out = append(out, write{key: it.Delete.Key, txn: true, whole: true})
 			}
 		}
 		return out
 	}
 	return nil
+}
+
+// updateTargets returns the top-level attributes an update expression
+// assigns (SET, ADD, DELETE) and removes (REMOVE), with #names resolved. A
+// path into a list or map counts as its top-level attribute when assigned,
+// and is ignored when removed (the attribute stays).
+func updateTargets(expr string, names map[string]string) (set, remove []string) {
+	top := func(path string) (string, bool) {
+		path = strings.TrimSpace(path)
+		nested := strings.ContainsAny(path, ".[")
+		if i := strings.IndexAny(path, ".["); i >= 0 {
+			path = path[:i]
+		}
+		if n, ok := names[path]; ok {
+			path = n
+		}
+		return path, nested
+	}
+	for _, c := range clauses(expr) {
+		for _, action := range splitTop(c.body) {
+			switch c.keyword {
+			case "SET":
+				lhs, _, _ := strings.Cut(action, "=")
+				name, _ := top(lhs)
+				set = append(set, name)
+			case "ADD", "DELETE":
+				name, _ := top(strings.Fields(action)[0])
+				set = append(set, name)
+			case "REMOVE":
+				if name, nested := top(action); !nested {
+					remove = append(remove, name)
+				}
+			}
+		}
+	}
+	return set, remove
+}
+
+type clause struct{ keyword, body string }
+
+// clauses splits an update expression at its SET, REMOVE, ADD and DELETE
+// keywords (whole words, outside parentheses).
+func clauses(expr string) []clause {
+	var out []clause
+	depth, start, kw := 0, -1, ""
+	isWord := func(b byte) bool {
+		return b == '_' || b == '#' || b == ':' || b >= '0' && b <= '9' || b|0x20 >= 'a' && b|0x20 <= 'z'
+	}
+	for i := 0; i < len(expr); i++ {
+		switch expr[i] {
+		case '(':
+			depth++
+			continue
+		case ')':
+			depth--
+			continue
+		}
+		if depth > 0 || (i > 0 && isWord(expr[i-1])) {
+			continue
+		}
+		for _, k := range []string{"SET", "REMOVE", "ADD", "DELETE"} {
+			end := i + len(k)
+			if end <= len(expr) && strings.EqualFold(expr[i:end], k) && (end == len(expr) || !isWord(expr[end])) {
+				if kw != "" {
+					out = append(out, clause{kw, expr[start:i]})
+				}
+				kw, start = k, end
+				i = end - 1
+				break
+			}
+		}
+	}
+	if kw != "" {
+		out = append(out, clause{kw, expr[start:]})
+	}
+	return out
+}
+
+// splitTop splits a clause's actions at commas outside parentheses.
+func splitTop(body string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, body[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if s := strings.TrimSpace(body[start:]); s != "" {
+		out = append(out, body[start:])
+	}
+	return out
+}
+
+// keyString identifies an item key for the removed-attribute memory.
+func keyString(key map[string]types.AttributeValue) string {
+	names := make([]string, 0, len(key))
+	for k := range key {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s=%v;", k, key[k])
+	}
+	return b.String()
+}
+
+// image is item without the attributes DynamoDB would have removed.
+func (m *Meter) image(key string, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	m.mu.Lock()
+	gone := m.removed[key]
+	m.mu.Unlock()
+	if item == nil || len(gone) == 0 {
+		return item
+	}
+	out := make(map[string]types.AttributeValue, len(item))
+	for k, v := range item {
+		if !gone[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// applied records what a successful write did to the item's attributes.
+func (m *Meter) applied(key string, w write) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.whole {
+		delete(m.removed, key)
+		return
+	}
+	gone := m.removed[key]
+	for _, name := range w.set {
+		delete(gone, name)
+	}
+	for _, name := range w.remove {
+		if gone == nil {
+			gone = map[string]bool{}
+		}
+		gone[name] = true
+	}
+	if m.removed == nil {
+		m.removed = map[string]map[string]bool{}
+	}
+	m.removed[key] = gone
 }
 
 func (m *Meter) keyOf(item map[string]types.AttributeValue) map[string]types.AttributeValue {
@@ -153,25 +339,31 @@ func (m *Meter) APIOption(stack *middleware.Stack) error {
 				return next.HandleInitialize(ctx, in)
 			}
 			before := make([]map[string]types.AttributeValue, len(ws))
+			keys := make([]string, len(ws))
 			for i := range ws {
 				ws[i].key = m.keyOf(ws[i].key)
-				before[i] = m.read(ctx, ws[i].key)
+				keys[i] = keyString(ws[i].key)
+				before[i] = m.image(keys[i], m.read(ctx, ws[i].key))
 			}
 			out, md, err := next.HandleInitialize(ctx, in)
 			op := awsmiddleware.GetOperationName(ctx)
 			if err != nil {
 				var ccf *types.ConditionalCheckFailedException
 				var tce *types.TransactionCanceledException
-				if errors.As(err, &ccf) || errors.As(err, &tce) {
-					m.mu.Lock()
-					m.totals.ConditionFailures++
-					m.mu.Unlock()
+				switch {
+				case errors.As(err, &ccf):
+					// Billed like a write of the existing item (one unit when
+					// there is none); nothing is written, no index either.
+					m.add(op, OpTotals{Requests: 1, Refused: 1, TableUnits: Units(ItemSize(before[0]))}, true)
+				case errors.As(err, &tce):
+					m.add(op, OpTotals{}, true)
 				}
 				return out, md, err
 			}
 			var table, index int
 			for i, w := range ws {
-				after := m.read(ctx, w.key)
+				m.applied(keys[i], w)
+				after := m.image(keys[i], m.read(ctx, w.key))
 				u := Units(max(ItemSize(before[i]), ItemSize(after)))
 				if w.txn {
 					u *= 2
@@ -179,18 +371,36 @@ func (m *Meter) APIOption(stack *middleware.Stack) error {
 				table += u
 				index += m.indexUnits(before[i], after)
 			}
-			m.mu.Lock()
-			if m.totals.ByOp == nil {
-				m.totals.ByOp = map[string]OpTotals{}
-			}
-			t := m.totals.ByOp[op]
-			t.Requests++
-			t.TableUnits += table
-			t.IndexUnits += index
-			m.totals.ByOp[op] = t
-			m.mu.Unlock()
+			m.add(op, OpTotals{Requests: 1, TableUnits: table, IndexUnits: index}, false)
 			return out, md, err
 		}), middleware.After)
+}
+
+// ItemBytes is the size of the item under key as DynamoDB would store it
+// (without the attributes the emulator kept after a REMOVE), 0 when absent.
+func (m *Meter) ItemBytes(ctx context.Context, key map[string]types.AttributeValue) int {
+	return ItemSize(m.image(keyString(m.keyOf(key)), m.read(ctx, m.keyOf(key))))
+}
+
+// add adds one request's numbers to op's.
+func (m *Meter) add(op string, o OpTotals, refused bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if refused {
+		m.totals.ConditionFailures++
+	}
+	if o == (OpTotals{}) {
+		return
+	}
+	if m.totals.ByOp == nil {
+		m.totals.ByOp = map[string]OpTotals{}
+	}
+	t := m.totals.ByOp[op]
+	t.Requests += o.Requests
+	t.Refused += o.Refused
+	t.TableUnits += o.TableUnits
+	t.IndexUnits += o.IndexUnits
+	m.totals.ByOp[op] = t
 }
 
 // entry is an item's entry in an index, or nil when it has none.
