@@ -196,7 +196,14 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 			continue
 		}
 		status = http.StatusAccepted
-		results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": res.Event.Status})
+		if !res.Duplicate {
+			results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": res.Event.Status})
+			continue
+		}
+		// A duplicate of an event that is not processed: it waits for a
+		// worker (re-enqueued when it might wait forever) or for an operator.
+		results = append(results, map[string]any{"event_id": ident.EventID, "status": "duplicate", "ledger_status": res.Event.Status,
+			"reenqueued": res.Enqueued, "delivery_count": res.Event.DeliveryCount})
 	}
 	if verified.Confirm != nil {
 		// Recorded first, acted on second: a failed confirmation gets a 5xx
@@ -219,20 +226,28 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 // sent (the row stays RECEIVED; the reconciler re-enqueues it).
 var errEnqueue = errors.New("enqueue failed after accept")
 
+// accepted is what accept did: the ledger's answer, and whether a pointer
+// was sent.
+type accepted struct {
+	ledger.Accepted
+	Enqueued bool
+}
+
 // accept records one identified event and sends its pointer when it waits
 // for a worker. Both delivery paths use it, so they behave identically: a
 // duplicate of a processed event enqueues nothing, a duplicate that waits is
 // re-enqueued (needsEnqueue). payload is the event's bytes unless the
 // identity carries its own. It returns the ledger's answer, or the ledger's
 // error, or one wrapping errEnqueue.
-func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Source, ident provider.Identity, payload []byte, t *tally) (ledger.Accepted, error) {
+func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Source, ident provider.Identity, payload []byte, t *tally) (accepted, error) {
 	if ident.Payload != nil {
 		payload = ident.Payload
 	}
-	res, err := h.Ledger.Accept(ctx, ledger.Delivery{
+	lres, err := h.Ledger.Accept(ctx, ledger.Delivery{
 		Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
 		Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
 	})
+	res := accepted{Accepted: lres}
 	if err != nil {
 		return res, err
 	}
@@ -256,7 +271,7 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 			evLog.Warn("duplicate event id with different bytes; the first payload is kept", "payload_hash", ev.PayloadHash)
 		}
 	}
-	if needsEnqueue(res, h.now()) {
+	if needsEnqueue(lres, h.now()) {
 		reason := "accept"
 		if res.Duplicate {
 			reason = "duplicate"
@@ -265,8 +280,9 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 			evLog.Error("enqueue failed after accept; row stays RECEIVED", "err", err)
 			return res, fmt.Errorf("%w: %w", errEnqueue, err)
 		}
+		res.Enqueued = true
 	}
-	evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status)
+	evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status, "enqueued", res.Enqueued)
 	return res, nil
 }
 

@@ -188,15 +188,44 @@ func TestSecretsUnavailableIs503(t *testing.T) {
 	}
 }
 
+// answer is one event of a 202 body.
+type answer struct {
+	EventID       string `json:"event_id"`
+	Status        string `json:"status"`
+	LedgerStatus  string `json:"ledger_status"`
+	Reenqueued    *bool  `json:"reenqueued"`
+	DeliveryCount int    `json:"delivery_count"`
+}
+
+func answers(t *testing.T, body string) []answer {
+	t.Helper()
+	var b struct{ Events []answer }
+	if err := json.Unmarshal([]byte(body), &b); err != nil || len(b.Events) == 0 {
+		t.Fatalf("202 body %s: %v", body, err)
+	}
+	return b.Events
+}
+
 // A duplicate of an event still waiting for a worker is re-enqueued; a
-// duplicate of a quarantined one is not (it waits for an operator).
+// duplicate of a quarantined one is not (it waits for an operator). Each
+// answer says which: a new event is "accepted", a duplicate "duplicate"
+// with whether it was re-enqueued and the deliveries counted so far.
 func TestDuplicatesOfUnfinishedEvents(t *testing.T) {
 	h := pt.New(t, pt.Options{})
 	body := fixture(t, "stripe/customer.subscription.updated.json")
+	var got []answer
 	for range 2 {
-		if resp := invoke(t, h.Intake, gatewayEvent(t, h, body, pt.SecretPrimary)); resp.StatusCode != 202 {
+		resp := invoke(t, h.Intake, gatewayEvent(t, h, body, pt.SecretPrimary))
+		if resp.StatusCode != 202 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
+		got = append(got, answers(t, resp.Body)...)
+	}
+	if a := got[0]; a.Status != "accepted" || a.LedgerStatus != "RECEIVED" || a.Reenqueued != nil {
+		t.Fatalf("new event answered %+v", a)
+	}
+	if a := got[1]; a.Status != "duplicate" || a.LedgerStatus != "RECEIVED" || a.Reenqueued == nil || !*a.Reenqueued || a.DeliveryCount != 2 {
+		t.Fatalf("duplicate of a waiting event answered %+v", a)
 	}
 	if d := h.Depth(h.Queues.Queue); d != 2 {
 		t.Fatalf("RECEIVED duplicate not re-enqueued: depth %d", d)
@@ -211,8 +240,12 @@ func TestDuplicatesOfUnfinishedEvents(t *testing.T) {
 	if ev := h.Event("evt_orphan_dup"); ev.Status != ledger.StatusQuarantined {
 		t.Fatalf("setup: %s", ev.Status)
 	}
-	if r := h.Deliver(orphan, h.Sign(orphan, pt.SecretPrimary)); r.Status != 202 {
+	r := h.Deliver(orphan, h.Sign(orphan, pt.SecretPrimary))
+	if r.Status != 202 {
 		t.Fatalf("duplicate of quarantined: %d", r.Status)
+	}
+	if a := answers(t, string(r.Body))[0]; a.Status != "duplicate" || a.LedgerStatus != "QUARANTINED" || a.Reenqueued == nil || *a.Reenqueued || a.DeliveryCount != 2 {
+		t.Fatalf("duplicate of a quarantined event answered %+v", a)
 	}
 	if d := h.Depth(h.Queues.Queue); d != 0 {
 		t.Fatalf("quarantined duplicate was enqueued: depth %d", d)
