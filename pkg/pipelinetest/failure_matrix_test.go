@@ -155,6 +155,12 @@ func TestFailureMatrix02_ConcurrentDeliveriesApplyOnce(t *testing.T) {
 
 // 3. Duplicate after processing → 200 with the stored result, nothing
 // re-applied, one DynamoDB request and no SQS request.
+// Seed 003: "Duplicate delivery/event → store audit evidence; no-op". Each
+// duplicate of a processed event, through intake's Lambda JSON path, costs
+// one DynamoDB request and no message, is answered 200 with the stored
+// result (with its intents' operation ids and kinds), and leaves evidence on
+// the row (the delivery count, the last delivery's time) without changing
+// its status, result or audit, or putting it back on the work list.
 func TestFailureMatrix03_DuplicateAfterProcessingReturnsStoredResult(t *testing.T) {
 	h := pt.New(t, pt.Options{})
 	body := subEvent("evt_dup_1", "customer.subscription.created", "active", created)
@@ -163,30 +169,48 @@ func TestFailureMatrix03_DuplicateAfterProcessingReturnsStoredResult(t *testing.
 	}
 	h.Drain(10*time.Second, time.Second, h.NewWorker("w"))
 	before := h.Event("evt_dup_1")
+	intents := requireIntents(t, h, 1)
 
-	h.IntakeRec.Reset()
-	r := h.Deliver(body, h.Sign(body, pt.SecretPrimary))
-	if r.Status != 200 {
-		t.Fatalf("duplicate status %d, want 200", r.Status)
-	}
-	var stored struct {
-		EventID string        `json:"event_id"`
-		Status  string        `json:"status"`
-		Result  ledger.Result `json:"result"`
-	}
-	if err := json.Unmarshal(r.Body, &stored); err != nil {
-		t.Fatal(err)
-	}
-	if stored.EventID != "evt_dup_1" || stored.Status != "PROCESSED" || stored.Result.Outcome != ledger.OutcomeApplied ||
-		stored.Result.Subject != sub || stored.Result.Version != version(created, 1) || stored.Result.Intents != 1 {
-		t.Fatalf("stored result %s", r.Body)
-	}
-	if got := h.IntakeRec.Counts(); got["DynamoDB.UpdateItem"] != 1 || h.IntakeRec.Total("") != 1 {
-		t.Fatalf("duplicate of a processed event cost %s; want exactly 1 DynamoDB request", h.IntakeRec)
+	for n := 2; n <= 3; n++ {
+		h.Clock.Advance(time.Minute)
+		h.IntakeRec.Reset()
+		r := h.Deliver(body, h.Sign(body, pt.SecretPrimary))
+		if r.Status != 200 {
+			t.Fatalf("duplicate status %d, want 200", r.Status)
+		}
+		var stored struct {
+			EventID       string        `json:"event_id"`
+			Status        string        `json:"status"`
+			DeliveryCount int           `json:"delivery_count"`
+			Result        ledger.Result `json:"result"`
+		}
+		if err := json.Unmarshal(r.Body, &stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored.EventID != "evt_dup_1" || stored.Status != "PROCESSED" || stored.Result.Outcome != ledger.OutcomeApplied ||
+			stored.Result.Subject != sub || stored.Result.Version != version(created, 1) || stored.Result.Intents != 1 || stored.DeliveryCount != n {
+			t.Fatalf("stored result %s", r.Body)
+		}
+		if ops := stored.Result.Operations; len(ops) != 1 || ops[0].ID != intents[0].OperationID || ops[0].Kind != intents[0].Kind {
+			t.Fatalf("the answer names the operations %+v; the outbox holds %s (%s)", ops, intents[0].OperationID, intents[0].Kind)
+		}
+		if got := h.IntakeRec.Counts(); got["DynamoDB.UpdateItem"] != 1 || h.IntakeRec.Total("") != 1 {
+			t.Fatalf("duplicate of a processed event cost %s; want exactly 1 DynamoDB request", h.IntakeRec)
+		}
 	}
 	after := h.Event("evt_dup_1")
-	if len(after.Audit) != len(before.Audit) || h.Depth(h.Queues.Queue) != 0 {
-		t.Fatalf("duplicate changed the ledger or enqueued: audit %d→%d, depth %d", len(before.Audit), len(after.Audit), h.Depth(h.Queues.Queue))
+	if after.DeliveryCount != 3 || !after.LastDeliveryAt.Equal(h.Clock.Now()) || len(after.RecentDeliveries) == 0 {
+		t.Fatalf("no evidence of the duplicates: %d deliveries, last at %s, history %+v", after.DeliveryCount, after.LastDeliveryAt, after.RecentDeliveries)
+	}
+	if after.Status != ledger.StatusProcessed || !slices.Equal(pt.Actions(after), pt.Actions(before)) || !after.ProcessedAt.Equal(before.ProcessedAt) ||
+		after.Result.Outcome != before.Result.Outcome || after.Result.Version != before.Result.Version {
+		t.Fatalf("a duplicate changed the event: %s %v %+v", after.Status, pt.Actions(after), after.Result)
+	}
+	if d := h.Depth(h.Queues.Queue); d != 0 {
+		t.Fatalf("duplicates enqueued %d messages", d)
+	}
+	if due, err := h.Ledger.ListDue(context.Background(), h.Clock.Now().Add(time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("a processed event is listed due: %+v %v", due, err)
 	}
 	requireIntents(t, h, 1)
 }

@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -44,6 +45,50 @@ func TestStuckReceivedIsReenqueuedAfterGrace(t *testing.T) {
 	}
 	if rep := f.run(r); rep.Reenqueued != 0 || rep.EventsByStatus["RECEIVED"] != 0 || rep.OldestUnfinished != 0 {
 		t.Fatalf("after processing: %+v", rep)
+	}
+}
+
+// A processed event that keeps receiving duplicates records each of them,
+// and the reconciler never takes it for unfinished work: it is not
+// re-enqueued, not counted open, and its effects stay as they were.
+func TestProcessedEventReceivingDuplicatesIsNeverReenqueued(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	body := orderBody("order.cancelled", "O-1", 2, "cancelled")
+	f.accept("orders", "evt_done", "order.cancelled", body)
+	r := f.reconciler(nil)
+	f.Clock.Advance(6 * time.Minute)
+	if rep := f.run(r); rep.Reenqueued != 1 {
+		t.Fatalf("setup: %+v", rep)
+	}
+	if n := f.process(); n != 1 {
+		t.Fatalf("processed %d messages", n)
+	}
+	done := f.event("orders", "evt_done")
+	if done.Status != ledger.StatusProcessed || len(done.Result.Operations) == 0 {
+		t.Fatalf("setup: %s %+v", done.Status, done.Result)
+	}
+	for i := range 3 {
+		f.Clock.Advance(10 * time.Minute)
+		res, err := f.L.Accept(ctx, ledger.Delivery{Source: "orders", EventID: "evt_done", EventType: "order.cancelled", DeliveryID: fmt.Sprintf("d-again-%d", i), Payload: body})
+		if err != nil || !res.Duplicate || res.Event.Status != ledger.StatusProcessed {
+			t.Fatalf("duplicate %d: %+v %v", i, res, err)
+		}
+		rep := f.run(r)
+		if rep.Reenqueued != 0 || rep.EventsByStatus["RECEIVED"]+rep.EventsByStatus["PROCESSING"]+rep.EventsByStatus["RETRY_WAIT"] != 0 || rep.OldestUnfinished != 0 {
+			t.Fatalf("after duplicate %d the reconciler saw work: %+v", i, rep)
+		}
+	}
+	if got := f.receive(f.Q.Events); len(got) != 0 {
+		t.Fatalf("re-enqueued: %v", got)
+	}
+	ev := f.event("orders", "evt_done")
+	if ev.DeliveryCount != 4 || ev.LastDeliveryID != "d-again-2" || !ev.LastDeliveryAt.Equal(f.Clock.Now()) ||
+		ev.Status != ledger.StatusProcessed || len(ev.Audit) != len(done.Audit) || !ev.ProcessedAt.Equal(done.ProcessedAt) {
+		t.Fatalf("evidence: %d deliveries, last %q at %s; %s, %d audit entries", ev.DeliveryCount, ev.LastDeliveryID, ev.LastDeliveryAt, ev.Status, len(ev.Audit))
+	}
+	if due, err := f.L.ListDue(ctx, f.Clock.Now().Add(time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("listed due: %+v %v", due, err)
 	}
 }
 
