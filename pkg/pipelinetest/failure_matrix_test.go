@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,6 +363,12 @@ func TestFailureMatrix07_UnknownSubjectIsQuarantined(t *testing.T) {
 	ev := h.Event("evt_orphan")
 	if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != "unknown_subject" || ev.Attempts != 1 {
 		t.Fatalf("orphan: %s %q attempts %d", ev.Status, ev.ErrorCode, ev.Attempts)
+	}
+	// The code is said once: in error_code, and once at the head of the
+	// audit reason; the message is the cause alone.
+	if reason := ev.Audit[len(ev.Audit)-1].Reason; strings.HasPrefix(ev.ErrorMessage, "unknown_subject") ||
+		reason != "unknown_subject: "+ev.ErrorMessage || strings.Count(reason, "unknown_subject") != 1 {
+		t.Fatalf("error message %q, audit reason %q", ev.ErrorMessage, reason)
 	}
 	if h.Projections() != 1 {
 		t.Fatalf("a projection was written for the unknown subject")

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -307,7 +308,12 @@ func (p *Processor) announce(ctx context.Context, ops []string) {
 	}
 }
 
+// quarantine records a permanent failure. The ledger keeps code and msg
+// apart (and its audit reason is "code: msg"), so a message that already
+// starts with its code (a projection.PermanentError's text does) loses that
+// prefix here, once for every caller.
 func (p *Processor) quarantine(ctx context.Context, c ledger.Claim, code, msg string, log *slog.Logger) (string, bool) {
+	msg = strings.TrimPrefix(msg, code+": ")
 	if err := p.ledger.Quarantine(ctx, c, code, msg); err != nil {
 		log.Error("could not record quarantine; will retry", "code", code, "err", err)
 		return "quarantine_failed", false
