@@ -380,8 +380,9 @@ func commands() []command {
 					return a.EventsList(ctx, EventQuery{Statuses: parseStatuses(*status), Source: *source, EventType: *typ, OlderThan: d, Limit: *limit, Scan: *scan})
 				}
 			}},
-		{name: "events show", args: "SOURCE EVENT_ID", nargs: 2, about: "Show one event: identities, status, attempts, result, a payload summary (size, sha256,\n" +
-			"top-level JSON keys) and its audit trail. The payload body only with --payload.",
+		{name: "events show", args: "SOURCE EVENT_ID", nargs: 2, about: "Show one event: identities, status, attempts, its deliveries (count, first, last, a bounded\n" +
+			"sample of recent ones), the result with its intents' operation ids, a payload summary (size,\n" +
+			"sha256, top-level JSON keys) and its audit trail. The payload body only with --payload.",
 			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
 				body := fs.Bool("payload", false, "also print the payload body")
 				return func(ctx context.Context, a *App, args []string) error {

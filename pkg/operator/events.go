@@ -237,10 +237,12 @@ type eventDetail struct {
 	FirstDelivery string            `json:"first_delivery_id,omitempty"`
 	LastDelivery  string            `json:"last_delivery_id,omitempty"`
 	LastDelivAt   *time.Time        `json:"last_delivery_at,omitempty"`
-	Result        *ledger.Result    `json:"result,omitempty"`
-	Payload       PayloadSummary    `json:"payload"`
-	Body          *string           `json:"body,omitempty"`
-	Audit         []auditJSON       `json:"audit"`
+	// Recent is the ledger's bounded sample of deliveries, newest first.
+	Recent  []ledger.DeliveryRecord `json:"recent_deliveries,omitempty"`
+	Result  *ledger.Result          `json:"result,omitempty"`
+	Payload PayloadSummary          `json:"payload"`
+	Body    *string                 `json:"body,omitempty"`
+	Audit   []auditJSON             `json:"audit"`
 }
 
 func optTime(t time.Time) *time.Time {
@@ -264,7 +266,7 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 		Status: string(ev.Status), Attempts: ev.Attempts, TotalAttempts: ev.TotalAttempts, ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage,
 		ReceivedAt: ev.ReceivedAt.UTC(), ProcessedAt: optTime(ev.ProcessedAt), ExpiresAt: optTime(ev.ExpiresAt),
 		Deliveries: ev.DeliveryCount, FirstDelivery: ev.FirstDeliveryID, LastDelivery: ev.LastDeliveryID, LastDelivAt: optTime(ev.LastDeliveryAt),
-		Result: ev.Result, Payload: summarize(ev, raw, perr), Audit: auditOf(ev.Audit),
+		Recent: ev.RecentDeliveries, Result: ev.Result, Payload: summarize(ev, raw, perr), Audit: auditOf(ev.Audit),
 	}
 	if ev.Status == ledger.StatusProcessing {
 		d.LeaseOwner, d.LeaseExpires = ev.LeaseOwner, optTime(ev.LeaseExpires)
@@ -304,6 +306,13 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 		[]string{"expires", stamp(ev.ExpiresAt)},
 		[]string{"deliveries", fmt.Sprintf("%d (first %s, last %s at %s)", d.Deliveries, orDash(d.FirstDelivery), orDash(d.LastDelivery), stamp(ev.LastDeliveryAt))},
 	)
+	if len(d.Recent) > 0 {
+		recent := make([]string, len(d.Recent))
+		for i, r := range d.Recent {
+			recent[i] = stamp(r.At) + " " + orDash(r.ID)
+		}
+		lines = append(lines, []string{"recent", strings.Join(recent, ", ")})
+	}
 	if len(d.Attributes) > 0 {
 		keys := make([]string, 0, len(d.Attributes))
 		for k := range d.Attributes {
@@ -322,6 +331,11 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 			res += fmt.Sprintf(" %s/%s version %d, %d intents", r.Projection, r.Subject, r.Version, r.Intents)
 		}
 		lines = append(lines, []string{"result", res})
+		// One line per intent, so its id can be picked out
+		// (awk '$1 == "operation" {print $2}').
+		for _, op := range r.Operations {
+			lines = append(lines, []string{"operation", op.ID + " " + op.Kind})
+		}
 	}
 	lines = append(lines, []string{"payload", payloadLine(d.Payload, withBody)})
 	for _, l := range lines {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
 // seedEvents leaves one event in each interesting state, a minute apart,
@@ -123,6 +125,7 @@ received      2026-11-30T12:00:00Z
 processed     -
 expires       -
 deliveries    2 (first d-evt_show, last d-evt_show at 2026-11-30T12:00:01Z)
+recent        2026-11-30T12:00:01Z d-evt_show
 payload       86 bytes, sha256 44bfdf19f81515353e628fad1dc9867e5dda2d88c41d960ac5f37fdf207c383a, JSON object with keys data, id, type (body not shown: --payload)
 audit:
 AT                    FROM        TO          ACTOR     ACTION  REASON
@@ -148,5 +151,57 @@ AT                    FROM        TO          ACTOR     ACTION  REASON
 	_, errOut, code := f.run("events", "show", "stripe", "evt_nope")
 	if code != 1 || errOut != "webhookctl: get event stripe/evt_nope: ledger: not found\n" {
 		t.Fatalf("missing event: exit %d %q", code, errOut)
+	}
+}
+
+// A processed event shows every delivery it received, duplicates after
+// processing included, and the operation ids of the intents it wrote, one
+// line each, so they can be fed to `intents show` and the downstream.
+func TestEventsShowDuplicatesAndOperations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	f.accept("orders", "msg_o42_12", "order.cancelled", `{"type":"order.cancelled","data":{"id":"O-42","revision":12}}`)
+	w := &ledger.ProjectionWrite{Name: "order", Subject: "O-42", Version: 12, Fingerprint: "cancelled", State: map[string]any{"status": "cancelled"}}
+	ins := []ledger.Intent{
+		{OperationID: "9f2c41d0a7b35e6c8d1f0a2b3c4d5e6f", Kind: "refund", Subject: "O-42"},
+		{OperationID: "0b1c2d3e4f5061728394a5b6c7d8e9f0", Kind: "notify_cancellation", Subject: "O-42"},
+	}
+	if _, err := f.L.Commit(ctx, f.claim("orders", "msg_o42_12"), w, ins); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"d-retry-1", "d-retry-2"} {
+		f.Clock.Advance(time.Minute)
+		d := ledger.Delivery{Source: "orders", EventID: "msg_o42_12", EventType: "order.cancelled", DeliveryID: id, Payload: []byte(`{}`)}
+		if res, err := f.L.Accept(ctx, d); err != nil || !res.Duplicate {
+			t.Fatalf("duplicate: %+v %v", res, err)
+		}
+	}
+	out := f.mustRun("events", "show", "orders", "msg_o42_12")
+	for _, want := range []string{
+		"status        PROCESSED\n",
+		"deliveries    3 (first d-msg_o42_12, last d-retry-2 at 2026-11-30T12:02:00Z)\n",
+		"result        applied order/O-42 version 12, 2 intents\n",
+		"operation     9f2c41d0a7b35e6c8d1f0a2b3c4d5e6f refund\n",
+		"operation     0b1c2d3e4f5061728394a5b6c7d8e9f0 notify_cancellation\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("events show lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "recent        2026-11-30T12:02:00Z d-retry-2") {
+		t.Fatalf("the newest delivery is not first in recent:\n%s", out)
+	}
+	var got struct {
+		DeliveryCount int                     `json:"delivery_count"`
+		Recent        []ledger.DeliveryRecord `json:"recent_deliveries"`
+		Result        ledger.Result           `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(f.mustRun("events", "show", "orders", "msg_o42_12", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.DeliveryCount != 3 || len(got.Recent) == 0 || got.Recent[0].ID != "d-retry-2" ||
+		len(got.Result.Operations) != 2 || got.Result.Operations[0] != (ledger.Operation{ID: ins[0].OperationID, Kind: "refund"}) {
+		t.Fatalf("json: %+v", got)
 	}
 }
