@@ -169,7 +169,37 @@ func (d *Downstream) Script(s Script) error {
 	return nil
 }
 
+// ClearScript drops the scripted answers no request has used yet, of one
+// kind or (kind "") of every kind, and returns how many it dropped per kind
+// that had any. An answer scripted for a call that never came would
+// otherwise answer the next, unrelated one.
+func (d *Downstream) ClearScript(kind string) (map[string]int, error) {
+	kinds := d.kinds()
+	if kind != "" {
+		if d.fakes[kind] == nil {
+			return nil, fmt.Errorf("%w: no effect kind %q (have %s)", ErrDownstream, kind, strings.Join(kinds, ", "))
+		}
+		kinds = []string{kind}
+	}
+	cleared := map[string]int{}
+	for _, k := range kinds {
+		if n := d.fakes[k].ClearScript(); n > 0 {
+			cleared[k] = n
+		}
+	}
+	return cleared, nil
+}
+
 func (d *Downstream) kinds() []string { return slices.Sorted(maps.Keys(d.fakes)) }
+
+// behaviors renders scripted behaviours as the script's JSON has them.
+func behaviors(bs []outbox.FakeBehavior) []Behavior {
+	out := make([]Behavior, len(bs))
+	for i, b := range bs {
+		out[i] = Behavior{Mode: modeName(b.Mode), RetryAfterSeconds: int(b.RetryAfter / time.Second)}
+	}
+	return out
+}
 
 // DownstreamRequest is one request a fake received.
 type DownstreamRequest struct {
@@ -185,6 +215,7 @@ type DownstreamEffect struct {
 	StatusURL  string              `json:"status_url,omitempty"`
 	Window     string              `json:"idempotency_window"`
 	Scripted   int                 `json:"scripted_so_far"`
+	Pending    []Behavior          `json:"pending_script"` // scripted answers no request has used yet, next first
 	NRequests  int                 `json:"request_count"`
 	NEffective int                 `json:"effective_count"`
 	MaxPerKey  int                 `json:"max_effective_per_key"`
@@ -201,6 +232,9 @@ type DownstreamState struct {
 	Keys      int `json:"keys"`
 	Effective int `json:"effective"`
 	MaxPerKey int `json:"max_effective_per_key"` // must be 1
+	// Pending counts the scripted answers no request has used yet
+	// (DELETE /_dev/downstream/script clears them).
+	Pending int `json:"pending_script"`
 }
 
 // State reports every fake's requests and effective calls per key; with
@@ -213,7 +247,7 @@ func (d *Downstream) State(key string) DownstreamState {
 	for _, c := range d.effects {
 		f := d.fakes[c.Kind]
 		e := DownstreamEffect{Kind: c.Kind, URL: c.URL, StatusURL: c.StatusURL, Window: strings.TrimSuffix(c.Window().String(), "0m0s"),
-			Scripted: scripted[c.Kind], Effective: map[string]int{}, Requests: []DownstreamRequest{}}
+			Scripted: scripted[c.Kind], Pending: behaviors(f.Pending()), Effective: map[string]int{}, Requests: []DownstreamRequest{}}
 		for k, n := range f.EffectiveByKey() {
 			if key != "" && k != key {
 				continue
@@ -236,6 +270,7 @@ func (d *Downstream) State(key string) DownstreamState {
 		st.Keys += len(e.Effective)
 		st.Effective += e.NEffective
 		st.MaxPerKey = max(st.MaxPerKey, e.MaxPerKey)
+		st.Pending += len(e.Pending)
 		st.Effects = append(st.Effects, e)
 	}
 	return st

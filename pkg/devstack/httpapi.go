@@ -29,9 +29,10 @@ const maxRequestBytes = 10 << 20
 // POST /webhooks/{source} → intake (payload format 2.0), plus dev-only
 // endpoints: GET /_dev/health, POST /_dev/crash (kill a processor runtime
 // during its next batch, for the demo), GET /_dev/downstream[?key=] (the
-// fake downstream's requests and effective calls per key),
-// POST /_dev/downstream/script (its next answers for one effect kind) and
-// POST /_dev/eventbridge/{source} (an event from the source's partner event
+// fake downstream's requests, effective calls per key and pending scripted
+// answers), POST /_dev/downstream/script (its next answers for one effect
+// kind), DELETE /_dev/downstream/script[?kind=] (drop the scripted answers
+// no request used) and POST /_dev/eventbridge/{source} (an event from the source's partner event
 // source to the bridge), and the fake Stripe API's /_dev/stripe/…
 // (StripeAPI.DevHandler).
 func (s *Stack) httpAPI() http.Handler {
@@ -68,6 +69,26 @@ func (s *Stack) httpAPI() http.Handler {
 		}
 		s.logs.Printf("downstream", "scripted %s: next %s", sc.Kind, strings.Join(modes, ", "))
 		writeJSON(w, http.StatusAccepted, `{"message":"scripted"}`)
+	})
+	mux.HandleFunc("DELETE /_dev/downstream/script", func(w http.ResponseWriter, r *http.Request) {
+		kind := r.URL.Query().Get("kind")
+		cleared, err := s.Downstream.ClearScript(kind)
+		if err != nil {
+			b, _ := json.Marshal(map[string]string{"message": err.Error()})
+			writeJSON(w, http.StatusBadRequest, string(b))
+			return
+		}
+		total := 0
+		for _, n := range cleared {
+			total += n
+		}
+		scope := "every kind"
+		if kind != "" {
+			scope = kind
+		}
+		s.logs.Printf("downstream", "cleared %d pending scripted answers (%s)", total, scope)
+		b, _ := json.Marshal(map[string]any{"cleared": cleared, "total": total})
+		writeJSON(w, http.StatusOK, string(b))
 	})
 	mux.HandleFunc("POST /_dev/crash", func(w http.ResponseWriter, _ *http.Request) {
 		s.crashMu.Lock()

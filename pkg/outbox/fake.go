@@ -78,6 +78,25 @@ func (f *FakeDownstream) Then(b ...FakeBehavior) {
 	f.script = append(f.script, b...)
 }
 
+// Pending returns the scripted behaviors no request has used yet, in the
+// order they will be used. A behavior scripted for a call that never came
+// stays pending and answers the next, unrelated call (ClearScript).
+func (f *FakeDownstream) Pending() []FakeBehavior {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]FakeBehavior(nil), f.script...)
+}
+
+// ClearScript drops the scripted behaviors no request has used yet and
+// returns how many there were; later requests are applied normally.
+func (f *FakeDownstream) ClearScript() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.script)
+	f.script = nil
+	return n
+}
+
 // Effective returns how many times the effect for key really happened.
 func (f *FakeDownstream) Effective(key string) int {
 	f.mu.Lock()

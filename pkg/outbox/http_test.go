@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,33 @@ func TestFakeDownstreamDeduplicatesWithinWindow(t *testing.T) {
 	}
 	if len(down.Calls()) != 3 {
 		t.Fatalf("calls %d", len(down.Calls()))
+	}
+}
+
+// A scripted answer no call used stays pending, would meet the next
+// unrelated call, and can be seen and cleared.
+func TestFakeDownstreamPendingScriptCanBeCleared(t *testing.T) {
+	down := &outbox.FakeDownstream{}
+	srv := httptest.NewServer(down)
+	defer srv.Close()
+	eff := &outbox.HTTPEffect{Name: "k", URL: srv.URL}
+	ctx := context.Background()
+	down.Then(outbox.FakeBehavior{Mode: outbox.FakeFail500}, outbox.FakeBehavior{Mode: outbox.FakeThrottle429, RetryAfter: 2 * time.Second})
+	if _, err := eff.Do(ctx, outbox.Call{Key: "a"}); err == nil {
+		t.Fatal("the scripted 500 did not answer")
+	}
+	want := []outbox.FakeBehavior{{Mode: outbox.FakeThrottle429, RetryAfter: 2 * time.Second}}
+	if got := down.Pending(); !slices.Equal(got, want) {
+		t.Fatalf("pending %+v, want %+v", got, want)
+	}
+	if n := down.ClearScript(); n != 1 || len(down.Pending()) != 0 {
+		t.Fatalf("cleared %d, pending %+v", n, down.Pending())
+	}
+	if res, err := eff.Do(ctx, outbox.Call{Key: "b"}); err != nil || res.Replayed {
+		t.Fatalf("an unrelated call after the clear: %+v %v", res, err)
+	}
+	if down.Effective("b") != 1 || down.ClearScript() != 0 {
+		t.Fatalf("effective %d", down.Effective("b"))
 	}
 }
 
