@@ -89,11 +89,13 @@ type Logs struct {
 // NewLogs writes prefixed lines to out.
 func NewLogs(out io.Writer) *Logs { return &Logs{out: out} }
 
-// Printf writes one line for a component.
+// Printf writes one line for a component, its control characters escaped
+// (escapeControls): every line of the stack's log, Writer's included, goes
+// through here.
 func (l *Logs) Printf(component, format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.out, "%-12s | %s\n", component, fmt.Sprintf(format, args...))
+	fmt.Fprintf(l.out, "%-12s | %s\n", component, escapeControls(fmt.Sprintf(format, args...)))
 }
 
 // Writer returns an io.Writer that prefixes each line it is given.
