@@ -41,13 +41,16 @@ type Workload struct {
 	IntentsPerEvent  float64 // effects per event
 	WriteUnitsEvent  float64 // intake + processing, measured
 	WriteUnitsEffect float64 // per dispatched intent, measured
-	ReadUnitsEvent   float64 // processor's payload read (strongly consistent, per 4 KB)
-	BatchSize        float64 // event source mapping batch (messages per invocation)
-	IntakeMs         float64 // billed duration per intake invocation
-	ProcessorMs      float64 // per processor invocation (a batch)
-	DispatcherMs     float64 // per dispatcher invocation (a batch)
-	MemoryMB         float64
-	LogBytesPerEvent float64 // logs and EMF records, all functions
+	// WriteUnitsDuplicate is what one duplicate delivery writes, measured
+	// (the first duplicate of a processed event: the most one costs).
+	WriteUnitsDuplicate float64
+	ReadUnitsEvent      float64 // processor's payload read (strongly consistent, per 4 KB)
+	BatchSize           float64 // event source mapping batch (messages per invocation)
+	IntakeMs            float64 // billed duration per intake invocation
+	ProcessorMs         float64 // per processor invocation (a batch)
+	DispatcherMs        float64 // per dispatcher invocation (a batch)
+	MemoryMB            float64
+	LogBytesPerEvent    float64 // logs and EMF records, all functions
 }
 
 // Line is one component of the cost.
@@ -72,7 +75,7 @@ func CostPerMillion(w Workload, p Prices) []Line {
 	sqs := 1 + 2*procInv + min(w.IntentsPerEvent, 1) + 2*dispInv
 	lambdaInv := deliveries + procInv + dispInv
 	lambdaGBs := deliveries*gbs(w.IntakeMs) + procInv*gbs(w.ProcessorMs) + dispInv*gbs(w.DispatcherMs)
-	wru := w.WriteUnitsEvent + w.IntentsPerEvent*w.WriteUnitsEffect
+	wru := w.WriteUnitsEvent + w.IntentsPerEvent*w.WriteUnitsEffect + w.DuplicateRatio*w.WriteUnitsDuplicate
 	return []Line{
 		{"API Gateway HTTP API", fmt.Sprintf("%.2f M requests", deliveries), deliveries * p.APIGatewayPerMillion},
 		{"Lambda requests", fmt.Sprintf("%.2f M invocations", lambdaInv), lambdaInv * p.LambdaPerMillion},

@@ -242,6 +242,10 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	fmt.Fprintf(w, "\n### Incompressible payloads\n\n")
 	capacity.WriteTable(w, worst)
 	r4 := real[2]
+	fmt.Fprintf(w, "\nThe event item column is the size of the event's status item once processed (the payload, when not inline, is in its own item): every later write of it, a duplicate's included, is billed by it, so it is kept under 1 KB. "+
+		"A duplicate of a processed event is one UpdateItem that records the delivery on the event (its count and a bounded history of recent deliveries, shown by `webhookctl events show`) and changes nothing else: "+
+		"for a realistic 4 KB event **%d WU** the first time (%s: the event item, and its entry on a \"done\" shard of the due index that no query reads) and **%d WU** for each later one (%s).\n",
+		r4.Duplicate.Units(), r4.Duplicate, r4.DuplicateAgain.Units(), r4.DuplicateAgain)
 	fmt.Fprintf(w, "\nTarget: at most 12 write units per processed 4 KB event. Measured for a realistic 4 KB event: **%d** from delivery to processed, of which %d are its one outbox intent (a transactional put, 2, and its entry on the due index, 1): the same event without an effect costs %d (read off the breakdown above, not measured separately). The intent's write units are the price of writing the effect atomically with the state it follows from, which is what makes the effect happen once; dispatching it costs %d more (claim and record, each with its index entry).\n", r4.ProcessedUnits(), 3, r4.ProcessedUnits()-3, r4.Effect.Units())
 	var x, yr, yw []float64
 	for i, r := range real {
@@ -258,10 +262,10 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	fmt.Fprintf(w, "\n![write units per processed event by payload size](%s)\n", path)
 
 	lines := capacity.CostPerMillion(capacity.Workload{
-		DuplicateRatio: 0.1, IntentsPerEvent: 1, WriteUnitsEvent: float64(r4.ProcessedUnits()), WriteUnitsEffect: float64(r4.Effect.Units()),
+		DuplicateRatio: 0.1, IntentsPerEvent: 1, WriteUnitsEvent: float64(r4.ProcessedUnits()), WriteUnitsEffect: float64(r4.Effect.Units()), WriteUnitsDuplicate: float64(r4.Duplicate.Units()),
 		ReadUnitsEvent: 1, BatchSize: 10, IntakeMs: 15, ProcessorMs: 120, DispatcherMs: 150, MemoryMB: 256, LogBytesPerEvent: 3000,
 	}, capacity.ListPrices)
-	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries, one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
+	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
 	capacity.WriteCostTable(w, lines)
 	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
 	return nil
