@@ -309,7 +309,7 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 	if len(d.Recent) > 0 {
 		recent := make([]string, len(d.Recent))
 		for i, r := range d.Recent {
-			recent[i] = stamp(r.At) + " " + orDash(r.ID)
+			recent[i] = r.At.UTC().Format("2006-01-02T15:04:05.000Z07:00") + " " + orDash(r.ID) // to the millisecond: retries come close together
 		}
 		lines = append(lines, []string{"recent", strings.Join(recent, ", ")})
 	}

@@ -125,7 +125,7 @@ received      2026-11-30T12:00:00Z
 processed     -
 expires       -
 deliveries    2 (first d-evt_show, last d-evt_show at 2026-11-30T12:00:01Z)
-recent        2026-11-30T12:00:01Z d-evt_show
+recent        2026-11-30T12:00:01.000Z d-evt_show
 payload       86 bytes, sha256 44bfdf19f81515353e628fad1dc9867e5dda2d88c41d960ac5f37fdf207c383a, JSON object with keys data, id, type (body not shown: --payload)
 audit:
 AT                    FROM        TO          ACTOR     ACTION  REASON
@@ -189,7 +189,7 @@ func TestEventsShowDuplicatesAndOperations(t *testing.T) {
 			t.Fatalf("events show lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(out, "recent        2026-11-30T12:02:00Z d-retry-2") {
+	if !strings.Contains(out, "recent        2026-11-30T12:02:00.000Z d-retry-2") {
 		t.Fatalf("the newest delivery is not first in recent:\n%s", out)
 	}
 	var got struct {
