@@ -27,9 +27,11 @@
 // GET /_dev/crash (what each kill held, the batches a crash passed over,
 // and the timings recovery takes) and DELETE /_dev/crash (withdraw a crash
 // that has not landed), GET /_dev/downstream
-// (the fake downstream's requests and effective calls per idempotency key),
-// POST /_dev/downstream/script (script the next answers of one effect
-// kind: hang after applying, 429 with Retry-After, …) and
+// (the fake downstream's requests, effective calls per idempotency key and
+// scripted answers still pending), POST /_dev/downstream/script (script the
+// next answers of one effect kind: hang after applying, 429 with
+// Retry-After, …), DELETE /_dev/downstream/script[?kind=] (drop the
+// scripted answers no call used) and
 // POST /_dev/eventbridge/{source} (there is no EventBridge locally: the
 // body becomes the detail of an event from the source's partner event
 // source, given to the bridge function, which runs when some source's
@@ -37,6 +39,10 @@
 // PUT /_dev/stripe/objects/{type}/{id} (set Stripe's truth),
 // GET /_dev/stripe/requests and POST /_dev/stripe/script (see
 // StripeAPI.DevHandler).
+//
+// Every log line names its component and has its control characters
+// escaped (Logs), so a request can neither split a line nor reach the
+// terminal with one.
 package devstack
 
 import (
