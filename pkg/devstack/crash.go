@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -210,6 +209,13 @@ func (b *processorBatch) shared(r eventRef) bool {
 // claimed one, then kills the runtime. It returns when the invocation
 // ended (stop), when every event of the batch is finished, or after the
 // kill.
+//
+// A claim is followed within milliseconds by its commit, so the claim must
+// be seen at once. The processor handles a batch's messages in order: the
+// next event it claims is the first one still claimable (RECEIVED, a retry
+// that is due, an expired lease). So each round reads the events in batch
+// order up to that one, one strongly consistent read each, and forgets
+// those that are finished or were handled by this invocation.
 func (b *processorBatch) watch(in *instance) {
 	b.instance = in.name
 	ctx, cancel := context.WithCancel(context.Background())
@@ -224,32 +230,22 @@ func (b *processorBatch) watch(in *instance) {
 	pending := slices.Clone(b.refs)
 	since := b.start.Add(-time.Millisecond) // audit times have millisecond precision
 	for ctx.Err() == nil && len(pending) > 0 {
-		type read struct {
-			ref eventRef
-			ev  ledger.Event
-			err error
-		}
-		var wg sync.WaitGroup
-		reads := make([]read, len(pending))
+		var keep []eventRef
 		for i, r := range pending {
-			reads[i].ref = r
+			if ctx.Err() != nil {
+				return
+			}
 			if b.shared(r) {
-				reads[i].err = errShared
+				keep = append(keep, r) // another batch's runtime may claim it: look again later
 				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				reads[i].ev, reads[i].err = b.s.crashLedger.Get(ctx, r.source, r.id)
-			}()
-		}
-		wg.Wait()
-		pending = pending[:0]
-		for _, rd := range reads {
+			ev, err := b.s.crashLedger.Get(ctx, r.source, r.id)
+			now := time.Now()
 			switch {
-			case rd.err != nil:
-				pending = append(pending, rd.ref) // not there yet, shared, or a read error: look again
-			case rd.ev.Status == ledger.StatusProcessing && rd.ev.LeaseOwner != "" && claimedAt(rd.ev).After(since):
+			case err != nil:
+				keep = append(keep, r)
+				continue
+			case ev.Status == ledger.StatusProcessing && ev.LeaseOwner != "" && claimedAt(ev).After(since):
 				if ctx.Err() != nil {
 					return // the invocation ended first
 				}
@@ -257,23 +253,27 @@ func (b *processorBatch) watch(in *instance) {
 					b.missed = "no " + in.name + " runtime process to kill"
 					return
 				}
-				b.owner, b.killedAt = rd.ev.LeaseOwner, time.Now()
+				b.owner, b.killedAt = ev.LeaseOwner, time.Now()
 				return
-			case rd.ev.Status.Terminal(), lastAt(rd.ev).After(since) && rd.ev.Status != ledger.StatusProcessing:
-				// Finished, or already handled by this invocation: nothing
-				// left to claim there.
-			default:
-				pending = append(pending, rd.ref)
+			case ev.Status.Terminal(), lastAt(ev).After(since) && ev.Status != ledger.StatusProcessing:
+				continue // finished, or already handled by this invocation
+			}
+			keep = append(keep, r)
+			claimable := ev.Status == ledger.StatusReceived ||
+				(ev.Status == ledger.StatusRetryWait && !ev.NextAttemptAt.After(now)) ||
+				(ev.Status == ledger.StatusProcessing && ev.LeaseExpires.Before(now))
+			if claimable {
+				keep = append(keep, pending[i+1:]...) // the runtime claims this one before any later one
+				break
 			}
 		}
+		pending = keep
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Millisecond):
+		case <-time.After(500 * time.Microsecond):
 		}
 	}
 }
-
-var errShared = fmt.Errorf("pointed at by another batch in flight")
 
 // claimedAt is when the event's current lease was taken.
 func claimedAt(ev ledger.Event) time.Time {
@@ -346,7 +346,7 @@ func (b *processorBatch) end(ctx context.Context) {
 	s.kills = append(s.kills, kill)
 	s.crashMu.Unlock()
 	if len(kill.Held) == 0 {
-		b.rearm(fmt.Sprintf("the killed runtime %s held no claim any more (it had finished %d of the batch's events)", b.owner, len(kill.Finished)))
+		b.rearm(fmt.Sprintf("killed the %s runtime (%s) mid-batch, but it held no claim any more (it had finished %d of the batch's events)", b.instance, b.owner, len(kill.Finished)))
 		return
 	}
 	s.logs.Printf(b.poller, "killed the %s runtime mid-batch (requested crash): %s held %d claimed event(s) of its batch of %d: %s; another worker takes them over once their lease expires (%s) and a pointer comes back (visibility %s)",
