@@ -2,11 +2,23 @@
 // deliveries to a running local stack (duplicates, concurrent duplicates,
 // out-of-order revisions, forged signatures, an unknown subject, a processor
 // killed mid-batch), waits until the pipeline is quiet, and reports the
-// business outcome: per subject its final state and version, intents per
-// operation id, ledger counts by status and outcome, duplicates suppressed,
-// stale events, anything quarantined or dead and why, and every violated
-// invariant of DESIGN.md §5, checked against a model of what the senders
-// meant.
+// business outcome: every subject the run touched (Stripe subscriptions,
+// the O-42 order, the Shopify order, the Quiltt connections, the GitHub
+// push, the unowned subscription) with its final state and version next to
+// what the senders meant (subjects.go), intents per operation id, ledger
+// counts by status and outcome, duplicates suppressed, stale events,
+// anything quarantined or dead and why, and every violated invariant of
+// DESIGN.md §5, checked against a model of what the senders meant. Counts
+// are this run's unless labelled as the whole ledger's or a whole queue's.
+//
+// The processor crash must prove something (crash.go): the stack kills a
+// runtime only while it holds a claim and re-arms the crash otherwise; the
+// report names the killed runtime, the events it held, and from each
+// event's ledger audit the takeover by another worker and the completion.
+// A crash that interrupted nothing, or held work not taken over, fails the
+// run. Before sending, the demo says how long recovery takes with the
+// stack's timings; while waiting it prints what is open, by status and
+// kind, and when it should be done.
 //
 // The effects are real: the stack's dispatcher performs every intent the
 // run creates against the stack's fake downstream, and the report gives
@@ -46,6 +58,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/effectively-once/webhooks/pkg/devstack"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
@@ -134,6 +147,20 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	story := newStory(o.Subjects, start.Unix())
 	rep := Report{Seed: o.Seed, statusOf: map[string]int{}}
 
+	// How long recovery takes on this stack, said before the wait starts.
+	crash := &CrashOutcome{Requested: t.Crash != nil}
+	st, reported := crashState(ctx, t.BaseURL)
+	crash.Reported = reported
+	var timings *devstack.Timings
+	if reported {
+		timings = &st.Timings
+		for _, line := range describeTimings(st.Timings, crash.Requested) {
+			progress(o.Progress, "%s", line)
+		}
+	} else {
+		progress(o.Progress, "this stack does not report its timings or what a crash held (GET /_dev/crash): a `make dev` from an older tree; restart it for the full report")
+	}
+
 	// 0. Stripe's truth, before anything is sent: what a thin event's
 	// fetch will find.
 	if len(story.thins) > 0 {
@@ -168,8 +195,9 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 
 	// 3. A processor crash mid-batch, then everything else shuffled (out of
 	// order), with duplicates, eight senders at once.
+	armed := time.Now()
 	if t.Crash != nil {
-		progress(o.Progress, "arming a processor crash for the next batch")
+		progress(o.Progress, "arming a processor crash: the stack kills a processor runtime in the middle of the first batch whose runtime claims an event (re-armed while a batch holds no claimed work)")
 		if err := t.Crash(ctx); err != nil {
 			return rep, fmt.Errorf("arm crash: %w", err)
 		}
@@ -250,8 +278,8 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 		}
 	}
 
-	// 4. Wait until the pipeline is quiet: every event finished and, with
-	// the dispatcher, every effect of this run.
+	// 4. Wait until the pipeline is quiet: every event of this run
+	// finished and, with the dispatcher, every effect of this run.
 	causes := map[string]bool{}
 	for _, ev := range story.events {
 		causes["stripe/"+ev.ID] = true
@@ -261,12 +289,17 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			causes[d.source+"/"+id] = true
 		}
 	}
-	if t.EffectsQueueURL == "" {
-		causes = nil
-	}
 	ann := &announcer{sender: queue.Sender{Client: t.SQS, URL: t.EffectsQueueURL}, after: 5 * time.Second, done: map[string]bool{}}
-	snap, quiet := waitQuiet(ctx, t, o, causes, ann)
+	snap, quiet := waitQuiet(ctx, t, o, story.run, causes, t.EffectsQueueURL != "", ann, timings)
 	rep.Announced = len(ann.done)
+	if t.Crash != nil && reported {
+		// A crash still armed now never found a batch holding claimed
+		// work: nothing is left to claim, so withdraw it.
+		if st, ok := crashState(ctx, t.BaseURL); ok && st.Armed > 0 {
+			crash.Disarmed = disarm(ctx, t.BaseURL)
+			progress(o.Progress, "the requested crash never landed on claimed work; withdrawn")
+		}
+	}
 	// 5. Late duplicates of processed events: 200 with the stored result.
 	for _, ev := range story.events[:3] {
 		rep.record(ev.ID, send(ctx, t.BaseURL, delivery{ev: ev, secret: t.Secret}))
@@ -277,7 +310,13 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			return rep, err
 		}
 	}
-	rep.check(story, snap, quiet, depth(ctx, t.SQS, t.DLQURL))
+	rep.check(story, snap, quiet, depth(ctx, t.SQS, t.DLQURL), causes)
+	rows := runRows(snap, story.run)
+	rep.checkSubjects(expectations(others), rows, snap, runIntents(snap, causes))
+	if reported {
+		st, _ = crashState(ctx, t.BaseURL)
+	}
+	rep.checkCrash(crash, st, armed, rows)
 	if len(story.thins) > 0 {
 		reqs, err := stripeRequests(ctx, t.BaseURL)
 		if err != nil {
@@ -285,7 +324,7 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 		}
 		rep.checkThin(story, snap, reqs)
 	}
-	if causes != nil {
+	if t.EffectsQueueURL != "" {
 		if err := rep.effects(ctx, t, snap, causes, scripted); err != nil {
 			return rep, err
 		}
@@ -424,43 +463,87 @@ func progress(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "demo | "+format+"\n", args...)
 }
 
-// waitQuiet polls until no event is unfinished, the events queue is empty
-// and no intent caused by this run (causes) is unfinished, twice in a row.
-// Intents still PENDING a while after their commit are announced by ann.
-func waitQuiet(ctx context.Context, t Target, o Options, causes map[string]bool, ann *announcer) (ledger.Snapshot, bool) {
+// waitQuiet polls until no event of this run (run tag) is unfinished and,
+// with effects, no intent this run caused (causes) is unfinished, twice in
+// a row. Pointer messages still in the events queue do not hold it up:
+// once an event's row is finished, a pointer to it is acknowledged without
+// effect. Intents still PENDING a while after their commit are announced
+// by ann. Each line says what is open, by status and kind, and, with the
+// stack's timings, when it should be done and why then.
+func waitQuiet(ctx context.Context, t Target, o Options, run string, causes map[string]bool, effects bool, ann *announcer, timings *devstack.Timings) (ledger.Snapshot, bool) {
 	deadline := time.Now().Add(o.Timeout)
 	calm := 0
 	var snap ledger.Snapshot
-	last := ""
+	last, lastAt := "", time.Time{}
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		var err error
 		snap, err = ledger.TakeSnapshot(ctx, t.DB, t.Table)
 		if err == nil {
+			now := time.Now()
+			rows := runRows(snap, run)
+			open := map[string]map[string]int{}
 			unfinished := 0
-			for _, ev := range snap.Events {
-				if !ev.Status.Terminal() {
-					unfinished++
+			var latest openItem
+			killed := map[string]time.Time{} // lease owner → when it was killed
+			if timings != nil {
+				if st, ok := crashState(ctx, t.BaseURL); ok {
+					for _, k := range st.Kills {
+						killed[k.Owner] = k.At
+					}
 				}
 			}
-			d := depth(ctx, t.SQS, t.QueueURL)
-			line := fmt.Sprintf("waiting for quiet: %d events, %d unfinished, %d messages in the queue", len(snap.Events), unfinished, d)
-			if causes != nil {
+			for _, ev := range rows {
+				if ev.Status.Terminal() {
+					continue
+				}
+				unfinished++
+				count(open, string(ev.Status), ev.Source)
+				if timings != nil {
+					if it := eventETA(ev, *timings, now, killed); it.eta.After(latest.eta) {
+						latest = it
+					}
+				}
+			}
+			line := fmt.Sprintf("waiting: %d of this run's %d events open", unfinished, len(rows))
+			if unfinished > 0 {
+				line += " (" + openSummary(open) + ")"
+			}
+			if effects {
 				intents := runIntents(snap, causes)
 				waiting := 0
+				openIntents := map[string]map[string]int{}
 				for _, in := range intents {
 					if !ledger.IntentStatus(in.Status).Terminal() {
 						waiting++
+						count(openIntents, in.Status, in.Kind)
 					}
 				}
-				line += fmt.Sprintf("; %d effects, %d unfinished", len(intents), waiting)
+				line += fmt.Sprintf("; %d of its %d effects open", waiting, len(intents))
+				if waiting > 0 {
+					line += " (" + openSummary(openIntents) + ")"
+				}
 				unfinished += waiting
-				ann.sweep(ctx, intents, time.Now())
+				ann.sweep(ctx, intents, now)
 			}
-			if line != last {
-				progress(o.Progress, "%s", line)
-				last = line
+			line += fmt.Sprintf("; %d messages in the events queue (whole queue, in flight included)", depth(ctx, t.SQS, t.QueueURL))
+			eta := ""
+			if !latest.eta.IsZero() {
+				eta = fmt.Sprintf("expected done in ~%s (by %s)", latest.eta.Sub(now).Round(time.Second), clock(latest.eta))
 			}
-			if unfinished == 0 && d == 0 {
+			switch {
+			case line != last:
+				out := line
+				if eta != "" {
+					out += "\ndemo |   " + eta + ": " + latest.why
+				}
+				progress(o.Progress, "%s", out)
+				last, lastAt = line, now
+			case unfinished > 0 && now.Sub(lastAt) >= 15*time.Second:
+				// Nothing changed: say so briefly, with the countdown.
+				progress(o.Progress, "  still waiting, nothing changed; %s", orDash(eta))
+				lastAt = now
+			}
+			if unfinished == 0 {
 				if calm++; calm >= 2 {
 					return snap, true
 				}
@@ -471,6 +554,13 @@ func waitQuiet(ctx context.Context, t Target, o Options, causes map[string]bool,
 		time.Sleep(500 * time.Millisecond)
 	}
 	return snap, false
+}
+
+func count(m map[string]map[string]int, status, kind string) {
+	if m[status] == nil {
+		m[status] = map[string]int{}
+	}
+	m[status][kind]++
 }
 
 func depth(ctx context.Context, c *sqs.Client, url string) int {

@@ -172,6 +172,34 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !strings.Contains(logBuf.String(), "runtime mid-batch") {
 		t.Fatalf("the processor was never killed mid-batch:\n%s", tail(logBuf.String(), 40))
 	}
+	// The kill interrupted claimed work, and each interrupted event was
+	// taken over by another worker and finished.
+	c := rep.Crash
+	if c == nil || !c.Reported || c.Kill == nil || len(c.Held) == 0 || c.Takeovers < len(c.Held) {
+		t.Fatalf("crash %+v", c)
+	}
+	for _, h := range c.Held {
+		if !h.Recovered() || h.TakeoverBy == c.Kill.Owner || h.ClaimedAt.After(c.Kill.At) {
+			t.Fatalf("interrupted event %+v (kill %+v)", h, c.Kill)
+		}
+	}
+	// Every other subject the run touched, as the senders meant it.
+	kinds := map[string]int{}
+	for _, o := range rep.OtherSubjects {
+		if !o.OK {
+			t.Fatalf("subject %+v", o)
+		}
+		kinds[o.Kind]++
+		if o.Kind == "order (seed 003)" && (o.State != "cancelled" || o.Version != 12 || strings.Join(o.Intents, ",") != "notify_cancellation,refund") {
+			t.Fatalf("O-42: %+v", o)
+		}
+	}
+	if kinds["order (seed 003)"] != 1 || kinds["shopify order"] != 1 || kinds["quiltt connection"] != 3 || kinds["github push"] != 1 || kinds["stripe subscription, no local account"] != 1 {
+		t.Fatalf("other subjects by kind %v", kinds)
+	}
+	if !strings.Contains(progress.String(), "taken over 4s after the kill") {
+		t.Fatalf("the run did not say how long recovery takes:\n%s", progress.String())
+	}
 }
 
 func tail(s string, n int) string {

@@ -216,8 +216,8 @@ func (r Report) printEffects(w io.Writer) {
 	if r.Effects == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nEffects performed by the dispatcher against the fake downstream: %d intents, final status %v; effective calls per operation id: at most %d\n",
-		len(r.Effects), r.EffectsByStatus, r.MaxEffective)
+	fmt.Fprintf(w, "\nEffects of this run, performed by the dispatcher against the fake downstream: %d intents, final status: %s; effective calls per operation id: at most %d\n",
+		len(r.Effects), tally(r.EffectsByStatus), r.MaxEffective)
 	if r.Announced > 0 {
 		fmt.Fprintf(w, "  (%d intents were never announced by their processor, which died after committing; the demo announced them as the reconciler does)\n", r.Announced)
 	}

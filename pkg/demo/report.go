@@ -12,25 +12,35 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// Report is the business outcome of a run.
+// Report is the business outcome of a run. Every count is this run's (the
+// deliveries the demo sent, the ledger rows and intents they caused)
+// unless its name says Ledger (the whole table, earlier traffic included)
+// or it is a queue's depth.
 type Report struct {
-	Seed        uint64
-	Elapsed     time.Duration
-	Deliveries  int
-	ByHTTP      map[int]int // HTTP status → deliveries
-	Events      int         // distinct legitimate events sent
-	Suppressed  int         // deliveries that did not create a new ledger row
-	Subjects    []SubjectOutcome
-	ByStatus    map[ledger.Status]int
-	ByOutcome   map[ledger.Outcome]int
-	Intents     int
-	MaxPerOp    int // most intents recorded for one operation id (must be 1)
-	Quarantined []string
-	Dead        []string
-	DLQDepth    int
-	Takeovers   int // claims of an expired lease (a worker died holding it)
-	Retries     int // claims of a RETRY_WAIT event
-	Violations  []string
+	Seed       uint64
+	Elapsed    time.Duration
+	Deliveries int         // Stripe deliveries sent, forged ones included
+	ByHTTP     map[int]int // HTTP status → Stripe deliveries
+	Events     int         // distinct legitimate Stripe events sent (a thin twin is its snapshot's fact)
+	Suppressed int         // Stripe deliveries that did not create a new ledger row
+	Subjects   []SubjectOutcome
+	// OtherSubjects are every other subject the run touched, next to what
+	// the senders meant (subjects.go).
+	OtherSubjects []OtherSubject
+	RunEvents     int // ledger rows of this run, every source
+	ByStatus      map[ledger.Status]int
+	ByOutcome     map[ledger.Outcome]int
+	Intents       int // outbox intents this run's events created
+	MaxPerOp      int // most of this run's intents recorded for one operation id (must be 1)
+	LedgerEvents  int // event rows in the whole ledger
+	LedgerIntents int // intents in the whole ledger
+	Quarantined   []string
+	Dead          []string
+	DLQDepth      int // the events DLQ's depth: every message in it, whatever run sent it
+	// Crash is what the processor kill interrupted and how it was
+	// recovered (crash.go).
+	Crash      *CrashOutcome
+	Violations []string
 
 	// Others: per other provider source, what was sent and what it became.
 	Others map[string]*OtherOutcome
@@ -113,16 +123,32 @@ func (r *Report) violate(inv, format string, args ...any) {
 	r.Violations = append(r.Violations, inv+": "+fmt.Sprintf(format, args...))
 }
 
-// check compares the ledger with the model (DESIGN.md §5).
-func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
+// runRows returns this run's ledger rows by source/event_id: their ids
+// carry the run tag.
+func runRows(snap ledger.Snapshot, run string) map[string]ledger.Event {
+	rows := map[string]ledger.Event{}
+	for _, ev := range snap.Events {
+		if strings.Contains(ev.EventID, run) {
+			rows[ev.Source+"/"+ev.EventID] = ev
+		}
+	}
+	return rows
+}
+
+// check compares the ledger with the model (DESIGN.md §5). causes are
+// this run's events (source/event_id), whose intents are the run's.
+func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int, causes map[string]bool) {
 	r.ByStatus, r.ByOutcome = map[ledger.Status]int{}, map[ledger.Outcome]int{}
 	r.DLQDepth = dlq
+	r.LedgerEvents, r.LedgerIntents = len(snap.Events), len(snap.Intents)
 	if !quiet {
 		r.violate("I1", "the pipeline did not become quiet in time")
 	}
 	events := map[string]ledger.Event{}
+	rows := runRows(snap, s.run)
+	r.RunEvents = len(rows)
 	for _, ev := range snap.Events {
-		if !strings.Contains(ev.EventID, s.run) {
+		if _, ok := rows[ev.Source+"/"+ev.EventID]; !ok {
 			continue // another run's event, or someone else's
 		}
 		r.ByStatus[ev.Status]++
@@ -194,12 +220,6 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 		}
 		completes := 0
 		for i, a := range ev.Audit {
-			switch a.Action {
-			case "takeover":
-				r.Takeovers++
-			case "retry":
-				r.Retries++
-			}
 			if a.Actor == "" || a.At.IsZero() || a.To == "" {
 				r.violate("I6", "%s audit entry %d lacks who, when or what", ev.EventID, i)
 			}
@@ -215,11 +235,13 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 		}
 	}
 
-	// I2: one intent per operation id, one per applied event, none otherwise.
+	// I2: one intent per operation id, one per applied event, none
+	// otherwise (this run's intents).
 	perOp := map[string]int{}
 	perCause := map[string]int{}
 	perSubject := map[string]int{}
-	for _, in := range snap.Intents {
+	intents := runIntents(snap, causes)
+	for _, in := range intents {
 		if src, id, ok := strings.Cut(in.Causation, "/"); ok && r.Others[src] != nil && r.Others[src].Expected[id] {
 			r.Others[src].Intents++
 		}
@@ -227,14 +249,14 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 		perCause[in.Causation]++
 		perSubject[in.Subject]++
 	}
-	r.Intents = len(snap.Intents)
+	r.Intents = len(intents)
 	for op, n := range perOp {
 		r.MaxPerOp = max(r.MaxPerOp, n)
 		if n != 1 {
 			r.violate("I2", "operation %s recorded %d times", op, n)
 		}
 	}
-	for _, ev := range snap.Events {
+	for _, ev := range rows {
 		n := perCause[ev.Source+"/"+ev.EventID]
 		applied := ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied
 		if applied && ev.Source == "stripe" && n != 1 {
@@ -256,6 +278,8 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int) {
 	if _, ok := projections[s.orphan.Sub]; ok {
 		r.violate("I3", "the unknown subject %s got a projection", s.orphan.Sub)
 	}
+	_, orphanProjected := projections[s.orphan.Sub]
+	r.checkOrphan(s, rows, orphanProjected)
 	final := s.expectedFinal()
 	for _, sub := range s.subs {
 		want := final[sub]
@@ -323,7 +347,10 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // Print writes the report for people.
 func (r Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "\n=== Business outcome (seed %d, %s) ===\n\n", r.Seed, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "\n=== Business outcome (seed %d, %s) ===\n", r.Seed, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "Every subject this run touched, next to what the senders meant (the demo's own model of what it sent, not the ledger).\n")
+	fmt.Fprintf(w, "Counts are this run's (the deliveries this demo sent, the ledger rows and intents they caused) unless marked \"whole ledger\" or \"whole queue\".\n\n")
+	fmt.Fprintf(w, "Stripe subscriptions (%d):\n", len(r.Subjects))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tACCOUNT\tSTATE\tENTITLED\tVERSION\tEXPECTED\tSTRIPE SAYS\tAPPLIED\tSTALE\tNOOP\tINTENTS")
 	for _, s := range r.Subjects {
@@ -338,6 +365,8 @@ func (r Report) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\t%s\t%d\t%d\t%d\t%d\n", s.Subject, s.Account, state, s.Entitled, s.Version, s.Want, stripe, s.Applied, s.Stale, s.Noop, s.Intents)
 	}
 	_ = tw.Flush()
+	r.printSubjects(w)
+
 	codes := make([]int, 0, len(r.ByHTTP))
 	for c := range r.ByHTTP {
 		codes = append(codes, c)
@@ -347,18 +376,8 @@ func (r Report) Print(w io.Writer) {
 	for _, c := range codes {
 		http = append(http, fmt.Sprintf("%d×%d", r.ByHTTP[c], c))
 	}
-	fmt.Fprintf(w, "\nDeliveries: %d (%s) for %d distinct events; %d duplicate deliveries suppressed\n", r.Deliveries, strings.Join(http, ", "), r.Events, r.Suppressed)
-	fmt.Fprintf(w, "Ledger by status: %v\n", r.ByStatus)
-	fmt.Fprintf(w, "Processed by outcome: %v (stale = older revisions ignored)\n", r.ByOutcome)
-	fmt.Fprintf(w, "Outbox: %d intents, at most %d per operation id\n", r.Intents, r.MaxPerOp)
-	fmt.Fprintf(w, "Recovery: %d expired leases taken over, %d retries\n", r.Takeovers, r.Retries)
-	fmt.Fprintf(w, "Dead-letter queue depth: %d\n", r.DLQDepth)
-	list := func(title string, items []string) {
-		fmt.Fprintf(w, "%s: %d\n", title, len(items))
-		for _, it := range items {
-			fmt.Fprintf(w, "  - %s\n", it)
-		}
-	}
+	fmt.Fprintf(w, "\nCounts:\n")
+	fmt.Fprintf(w, "  Stripe deliveries, this run: %d (%s) carrying %d distinct Stripe events; %d legitimate deliveries were duplicates (no new ledger row)\n", r.Deliveries, strings.Join(http, ", "), r.Events, r.Suppressed)
 	srcs := make([]string, 0, len(r.Others))
 	for src := range r.Others {
 		srcs = append(srcs, src)
@@ -366,16 +385,57 @@ func (r Report) Print(w io.Writer) {
 	sort.Strings(srcs)
 	for _, src := range srcs {
 		o := r.Others[src]
-		fmt.Fprintf(w, "Source %-8s %d deliveries of %d events → %d ledger rows, %d processed, %d intents; forged request refused: %v\n",
-			src+":", o.Deliveries, len(o.Expected), o.Rows, o.Processed, o.Intents, o.Forged401 == 1)
+		fmt.Fprintf(w, "  %s, this run: %s carrying %s → %s, %d processed, %s; forged request refused: %v\n",
+			src, plural(o.Deliveries, "delivery", "deliveries"), plural(len(o.Expected), "event", "events"), plural(o.Rows, "ledger row", "ledger rows"),
+			o.Processed, plural(o.Intents, "intent", "intents"), o.Forged401 == 1)
 	}
+	fmt.Fprintf(w, "  Ledger rows, this run (every source): %d; by status: %s; processed by outcome: %s (stale = older revisions ignored)\n", r.RunEvents, tally(r.ByStatus), tally(r.ByOutcome))
+	fmt.Fprintf(w, "  Outbox intents, this run: %d, at most %d per operation id\n", r.Intents, r.MaxPerOp)
+	fmt.Fprintf(w, "  Whole ledger (earlier traffic included): %d events, %d intents\n", r.LedgerEvents, r.LedgerIntents)
+	fmt.Fprintf(w, "  Events dead-letter queue, whole queue: %d messages\n", r.DLQDepth)
+	list := func(title string, items []string) {
+		fmt.Fprintf(w, "%s: %d\n", title, len(items))
+		for _, it := range items {
+			fmt.Fprintf(w, "  - %s\n", it)
+		}
+	}
+	r.Crash.print(w)
 	r.printThin(w)
-	list("Quarantined", r.Quarantined)
-	list("Dead", r.Dead)
+	list("\nQuarantined, this run", r.Quarantined)
+	list("Dead, this run", r.Dead)
 	r.printEffects(w)
 	if r.OK() {
-		fmt.Fprintf(w, "\nInvariants I1–I6: no violation.\n")
+		fmt.Fprintf(w, "\nNo violation: invariants I1–I6, every subject as the senders meant, the crash's interrupted work recovered.\n")
 		return
 	}
 	list("\nVIOLATIONS", r.Violations)
+}
+
+// tally renders counts by key, largest first: "PROCESSED 39, QUARANTINED 1".
+func tally[K ~string](m map[K]int) string {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -114,7 +114,7 @@ func TestCheckSubjectAgainstStripe(t *testing.T) {
 			Version: want.version(), State: map[string]any{"status": want.Status, "deleted": want.Type == "customer.subscription.deleted"}})
 	}
 	r := Report{statusOf: map[string]int{}}
-	r.check(s, snap, true, 0)
+	r.check(s, snap, true, 0, nil)
 	if !slices.ContainsFunc(r.Violations, func(v string) bool { return strings.Contains(v, s.subs[4]+" holds active, Stripe says canceled") }) {
 		t.Fatalf("violations %v", r.Violations)
 	}
