@@ -166,7 +166,8 @@ func orderPipeline(t *testing.T, oo pt.OutboxOptions) (*pt.Harness, *pt.Outbox, 
 
 // Same delivery twice: one ledger row, one claim, one state change, one
 // refund and one notification, each applied once; the duplicate after
-// processing gets 200 with the stored result.
+// processing gets 200 with the stored result, which names both intents'
+// operation ids, and is counted on the row with the others.
 func TestSeed003_SameDeliveryTwice(t *testing.T) {
 	h, o, w, d := orderPipeline(t, pt.OutboxOptions{})
 	body := pt.OrderEvent("order.updated", o42, 12, "cancelled", "")
@@ -182,11 +183,15 @@ func TestSeed003_SameDeliveryTwice(t *testing.T) {
 		stored.Result.Outcome != ledger.OutcomeApplied || stored.Result.Version != 12 || stored.Result.Intents != 2 {
 		t.Fatalf("duplicate after processing: %d %s (%v)", r.Status, r.Body, err)
 	}
+	want := ledger.Operations{{ID: refund12, Kind: "refund"}, {ID: notify12, Kind: "notify_cancellation"}}
+	if got := stored.Result.Operations; len(got) != 2 || !slices.Contains(got, want[0]) || !slices.Contains(got, want[1]) {
+		t.Fatalf("the stored result names the operations %+v, want %+v", got, want)
+	}
 
 	ev := requireEvent(t, h, "msg_o42_12", ledger.StatusProcessed, ledger.OutcomeApplied)
 	acts := pt.Actions(ev)
-	if ev.DeliveryCount != 2 || count(acts, "accept") != 1 || count(acts, "claim") != 1 || count(acts, "complete") != 1 {
-		t.Fatalf("deliveries %d, audit %v: want 2 deliveries, one accept, claim and complete", ev.DeliveryCount, acts)
+	if ev.DeliveryCount != 3 || count(acts, "accept") != 1 || count(acts, "claim") != 1 || count(acts, "complete") != 1 {
+		t.Fatalf("deliveries %d, audit %v: want 3 deliveries, one accept, claim and complete", ev.DeliveryCount, acts)
 	}
 	requireCancelledOnce(t, h, "msg_o42_12")
 	for _, op := range []string{refund12, notify12} {
