@@ -15,12 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/effectively-once/webhooks/pkg/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/metrics"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
 )

@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/effectively-once/webhooks/pkg/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/source"
 )
 

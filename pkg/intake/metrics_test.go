@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/metrics"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 )
 
 // Every request leaves one EMF record: a new event counts as Accepted, a

@@ -18,8 +18,8 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 )
 
 // Visibly fake secrets of the HMAC-family sources. The Standard Webhooks

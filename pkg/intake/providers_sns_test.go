@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 )
 
 // Amazon SES through SNS, end to end through the intake's Lambda JSON path:

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 )
 
 // Benchmarks of the processor's two ledger steps: Claim (the conditional

@@ -54,7 +54,7 @@
 // the UpdateItem that records it (billed by the item's size, 1 unit below
 // 1 KB, as a write refused by a condition would be), plus, for its first
 // duplicate only, one index write putting it on its done shard
-// (pkg/capacity measures both).
+// (pkg/harness/capacity measures both).
 //
 // The chunks are written after the event item so that a duplicate delivery
 // of a processed event needs nothing but the one conditional update. If the

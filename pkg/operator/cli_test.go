@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/operator"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )

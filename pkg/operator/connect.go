@@ -9,11 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/effectively-once/webhooks/pkg/localaws"
 )
 
-// The `make dev` stack's defaults (pkg/devstack, Config.defaults): where its
+// The `make dev` stack's defaults (pkg/harness/devstack, Config.defaults): where its
 // emulators listen unless DEV_DYNAMODB_ADDR / DEV_SQS_ADDR say otherwise,
 // its table, and its queue name prefix.
 const (
@@ -21,10 +19,16 @@ const (
 	LocalSQSAddr    = "127.0.0.1:4100"
 	LocalTable      = "local-ledger"
 	LocalPrefix     = "local-"
+	// The emulators' region and visibly fake credentials (the values of
+	// package localaws, which webhookctl does not link: it ships; a test
+	// keeps the two equal).
+	LocalRegion    = "us-east-1"
+	LocalAccessKey = "AKIDLOCALFAKEKEY"
+	LocalSecretKey = "local-fake-secret-not-a-real-key"
 )
 
 // Connect builds the clients. With s.Local it targets the `make dev` stack
-// with localaws's visibly fake credentials; otherwise it uses the normal AWS
+// with the emulators' visibly fake credentials; otherwise it uses the normal AWS
 // configuration chain (profile, environment, SSO, instance role), which
 // also honours AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
 func Connect(ctx context.Context, s Settings, getenv func(string) string) (Clients, error) {
@@ -36,7 +40,7 @@ func Connect(ctx context.Context, s Settings, getenv func(string) string) (Clien
 		if sqsAddr == "" {
 			sqsAddr = LocalSQSAddr
 		}
-		cfg := aws.Config{Region: localaws.Region, Credentials: credentials.NewStaticCredentialsProvider(localaws.FakeAccessKey, localaws.FakeSecretKey, "")}
+		cfg := aws.Config{Region: LocalRegion, Credentials: credentials.NewStaticCredentialsProvider(LocalAccessKey, LocalSecretKey, "")}
 		return Clients{
 			DynamoDB: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String("http://" + dynAddr) }),
 			SQS:      sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String("http://" + sqsAddr) }),

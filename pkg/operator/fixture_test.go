@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/operator"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
@@ -225,5 +225,13 @@ func requireEqual(t *testing.T, what, got, want string) {
 	t.Helper()
 	if got != want {
 		t.Fatalf("%s:\n--- got ---\n%s\n--- want ---\n%s", what, got, want)
+	}
+}
+
+// webhookctl does not link the harness, so it keeps its own copy of the
+// emulators' region and fake credentials: they must stay the same.
+func TestLocalConstantsMatchTheEmulators(t *testing.T) {
+	if operator.LocalRegion != localaws.Region || operator.LocalAccessKey != localaws.FakeAccessKey || operator.LocalSecretKey != localaws.FakeSecretKey {
+		t.Fatalf("operator's local settings %q/%q differ from localaws's %q/%q", operator.LocalRegion, operator.LocalAccessKey, localaws.Region, localaws.FakeAccessKey)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 )
 
@@ -80,8 +81,8 @@ func TestHTTPEffectTransportErrors(t *testing.T) {
 		}
 	})
 	t.Run("timeout after sending is uncertain", func(t *testing.T) {
-		down := &outbox.FakeDownstream{}
-		down.Then(outbox.FakeBehavior{Mode: outbox.FakeHangAfterApply})
+		down := &downstream.Fake{}
+		down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
 		srv := httptest.NewServer(down)
 		defer srv.Close()
 		_, err := (&outbox.HTTPEffect{Name: "k", URL: srv.URL, Client: &http.Client{Timeout: 100 * time.Millisecond}}).Do(context.Background(), outbox.Call{Key: "k1"})
@@ -96,7 +97,7 @@ func TestHTTPEffectTransportErrors(t *testing.T) {
 
 func TestFakeDownstreamDeduplicatesWithinWindow(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	down := &outbox.FakeDownstream{Window: time.Minute, Now: func() time.Time { return now }, Conflict: true}
+	down := &downstream.Fake{Window: time.Minute, Now: func() time.Time { return now }, Conflict: true}
 	srv := httptest.NewServer(down)
 	defer srv.Close()
 	eff := &outbox.HTTPEffect{Name: "k", URL: srv.URL}
@@ -128,16 +129,16 @@ func TestFakeDownstreamDeduplicatesWithinWindow(t *testing.T) {
 // A scripted answer no call used stays pending, would meet the next
 // unrelated call, and can be seen and cleared.
 func TestFakeDownstreamPendingScriptCanBeCleared(t *testing.T) {
-	down := &outbox.FakeDownstream{}
+	down := &downstream.Fake{}
 	srv := httptest.NewServer(down)
 	defer srv.Close()
 	eff := &outbox.HTTPEffect{Name: "k", URL: srv.URL}
 	ctx := context.Background()
-	down.Then(outbox.FakeBehavior{Mode: outbox.FakeFail500}, outbox.FakeBehavior{Mode: outbox.FakeThrottle429, RetryAfter: 2 * time.Second})
+	down.Then(downstream.Behavior{Mode: downstream.Fail500}, downstream.Behavior{Mode: downstream.Throttle429, RetryAfter: 2 * time.Second})
 	if _, err := eff.Do(ctx, outbox.Call{Key: "a"}); err == nil {
 		t.Fatal("the scripted 500 did not answer")
 	}
-	want := []outbox.FakeBehavior{{Mode: outbox.FakeThrottle429, RetryAfter: 2 * time.Second}}
+	want := []downstream.Behavior{{Mode: downstream.Throttle429, RetryAfter: 2 * time.Second}}
 	if got := down.Pending(); !slices.Equal(got, want) {
 		t.Fatalf("pending %+v, want %+v", got, want)
 	}
@@ -157,7 +158,7 @@ func TestFakeDownstreamPendingScriptCanBeCleared(t *testing.T) {
 func TestHTTPEffectStatusLookup(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	down := &outbox.FakeDownstream{Window: time.Hour, Now: func() time.Time { return now }, Secret: "tok_test_FAKE"}
+	down := &downstream.Fake{Window: time.Hour, Now: func() time.Time { return now }, Secret: "tok_test_FAKE"}
 	srv := httptest.NewServer(down)
 	defer srv.Close()
 	eff := &outbox.HTTPEffect{Name: "k", URL: srv.URL, StatusURL: srv.URL + "/status",

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 )
 
@@ -24,7 +25,7 @@ const (
 type env struct {
 	L     *ledger.Ledger
 	Clock *ledger.ManualClock
-	Down  *outbox.FakeDownstream
+	Down  *downstream.Fake
 	Eff   *outbox.HTTPEffect
 	D     *outbox.Dispatcher
 }
@@ -60,7 +61,7 @@ func setup(t *testing.T) env {
 		t.Fatal(err)
 	}
 
-	down := &outbox.FakeDownstream{Window: time.Hour, Now: clock.Now, Secret: "s3cret"}
+	down := &downstream.Fake{Window: time.Hour, Now: clock.Now, Secret: "s3cret"}
 	srv := httptest.NewServer(down)
 	t.Cleanup(srv.Close)
 	eff := &outbox.HTTPEffect{Name: kind, URL: srv.URL, Secret: "s3cret", Client: &http.Client{Timeout: 300 * time.Millisecond}}
@@ -130,7 +131,7 @@ func TestSuccessOnce(t *testing.T) {
 
 func TestTimeoutAfterApplyingIsUncertainThenSameKeyRetryReplays(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeHangAfterApply})
+	e.Down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
 	o := e.dispatch(t, ledger.IntentStatusUncertain)
 	if !errors.Is(o.Err, outbox.ErrUncertain) || !o.Next.After(t0) {
 		t.Fatalf("outcome %+v", o)
@@ -150,7 +151,7 @@ func TestTimeoutAfterApplyingIsUncertainThenSameKeyRetryReplays(t *testing.T) {
 
 func TestTimeoutBeforeApplyingRetryAppliesOnce(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeHangBeforeApply})
+	e.Down.Then(downstream.Behavior{Mode: downstream.HangBeforeApply})
 	o := e.dispatch(t, ledger.IntentStatusUncertain)
 	e.assertCalls(t, 0, 1)
 	e.Clock.Advance(o.Next.Sub(t0))
@@ -160,7 +161,7 @@ func TestTimeoutBeforeApplyingRetryAppliesOnce(t *testing.T) {
 
 func TestThrottledHonoursRetryAfter(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeThrottle429, RetryAfter: 120 * time.Second})
+	e.Down.Then(downstream.Behavior{Mode: downstream.Throttle429, RetryAfter: 120 * time.Second})
 	o := e.dispatch(t, ledger.IntentStatusRetryWait)
 	if o.Next.Before(t0.Add(120 * time.Second)) {
 		t.Fatalf("next attempt %s is before Retry-After", o.Next)
@@ -176,7 +177,7 @@ func TestThrottledHonoursRetryAfter(t *testing.T) {
 
 func TestUnavailableThenSuccess(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeUnavailable503})
+	e.Down.Then(downstream.Behavior{Mode: downstream.Unavailable503})
 	o := e.dispatch(t, ledger.IntentStatusRetryWait)
 	// Full jitter with Rand=0.5 and Base=1s on the first attempt.
 	if want := t0.Add(500 * time.Millisecond); !o.Next.Equal(want) {
@@ -189,7 +190,7 @@ func TestUnavailableThenSuccess(t *testing.T) {
 
 func TestPermanentRejectionFails(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeReject400})
+	e.Down.Then(downstream.Behavior{Mode: downstream.Reject400})
 	o := e.dispatch(t, ledger.IntentStatusFailed)
 	if !errors.Is(o.Err, outbox.ErrPermanent) {
 		t.Fatalf("err %v", o.Err)
@@ -205,7 +206,7 @@ func TestPermanentRejectionFails(t *testing.T) {
 
 func TestUncertainPastIdempotencyWindowIsQuarantinedWithoutCalling(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeHangAfterApply})
+	e.Down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
 	e.dispatch(t, ledger.IntentStatusUncertain)
 	e.assertCalls(t, 1, 1)
 	// The downstream forgets the key after an hour: a retry now would apply twice.
@@ -257,7 +258,7 @@ func TestRacingDispatchersCallOnce(t *testing.T) {
 // intent over and finishes it with the same key; the stale one cannot record.
 func TestExpiredLeaseHolderIsFenced(t *testing.T) {
 	e := setup(t)
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeHangAfterApply})
+	e.Down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
 	type res struct {
 		o   outbox.Outcome
 		err error
@@ -294,7 +295,7 @@ func TestExpiredLeaseHolderIsFenced(t *testing.T) {
 
 type lookupEffect struct {
 	*outbox.HTTPEffect
-	down *outbox.FakeDownstream
+	down *downstream.Fake
 }
 
 func (l lookupEffect) Lookup(_ context.Context, key string) (bool, bool, error) {
@@ -305,7 +306,7 @@ func (l lookupEffect) Lookup(_ context.Context, key string) (bool, bool, error) 
 func TestUncertainResolvedByLookupWithoutCalling(t *testing.T) {
 	e := setup(t)
 	e.D.Effects[kind] = lookupEffect{e.Eff, e.Down}
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeHangAfterApply})
+	e.Down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
 	o := e.dispatch(t, ledger.IntentStatusUncertain)
 	e.Clock.Advance(o.Next.Sub(t0))
 	o = e.dispatch(t, ledger.IntentStatusSucceeded)
@@ -318,7 +319,7 @@ func TestUncertainResolvedByLookupWithoutCalling(t *testing.T) {
 func TestRetryableAttemptsExhaustedFails(t *testing.T) {
 	e := setup(t)
 	e.D.MaxAttempts = 2
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeFail500}, outbox.FakeBehavior{Mode: outbox.FakeFail500})
+	e.Down.Then(downstream.Behavior{Mode: downstream.Fail500}, downstream.Behavior{Mode: downstream.Fail500})
 	e.dispatch(t, ledger.IntentStatusRetryWait)
 	e.Clock.Advance(time.Minute)
 	e.dispatch(t, ledger.IntentStatusFailed)

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
@@ -55,7 +56,7 @@ func TestConsumerAcksFinishedRetriesWaiting(t *testing.T) {
 	ptr := queue.IntentPointer{OperationID: op, Reason: "commit"}.Encode()
 
 	// 1. 429 with Retry-After 40s: RETRY_WAIT, message kept, hidden ≥ 40 s.
-	e.Down.Then(outbox.FakeBehavior{Mode: outbox.FakeThrottle429, RetryAfter: 40 * time.Second})
+	e.Down.Then(downstream.Behavior{Mode: downstream.Throttle429, RetryAfter: 40 * time.Second})
 	resp, _ := c.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{record("m1", ptr), record("junk", `{"hello":1}`)}})
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != "m1" {
 		t.Fatalf("failures %+v: want only m1 (junk is acknowledged)", resp.BatchItemFailures)

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/effectively-once/webhooks/pkg/awstrace"
-	"github.com/effectively-once/webhooks/pkg/localaws"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"

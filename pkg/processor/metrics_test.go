@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/metrics"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	pt "github.com/effectively-once/webhooks/pkg/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/source"

@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/effectively-once/webhooks/pkg/awstrace"
-	"github.com/effectively-once/webhooks/pkg/localaws"
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 

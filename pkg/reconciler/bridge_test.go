@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"

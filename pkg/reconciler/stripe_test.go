@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/harness/stripefake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
-	"github.com/effectively-once/webhooks/pkg/stripefake"
 )
 
 const stripeKey = "rk_test_FAKE_reconciler_0000"

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 
+	"github.com/effectively-once/webhooks/pkg/harness/stripefake"
 	"github.com/effectively-once/webhooks/pkg/stripeapi"
-	"github.com/effectively-once/webhooks/pkg/stripefake"
 )
 
 const key = "rk_test_FAKE_stripeapi_0000"

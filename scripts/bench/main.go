@@ -26,10 +26,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/capacity"
-	"github.com/effectively-once/webhooks/pkg/devstack"
-	"github.com/effectively-once/webhooks/pkg/loadgen"
-	"github.com/effectively-once/webhooks/pkg/plot"
+	"github.com/effectively-once/webhooks/pkg/harness/capacity"
+	"github.com/effectively-once/webhooks/pkg/harness/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
+	"github.com/effectively-once/webhooks/pkg/harness/plot"
 )
 
 func main() {
@@ -127,7 +127,7 @@ func header(w io.Writer, o options) {
 		fmt.Fprintf(w, "| mode | **-quick** (short runs: numbers are indicative only) |\n")
 	}
 	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                                  # this whole file and docs/bench/*.png (-quick for a smoke run: make bench BENCH_ARGS=-quick)\nmake chaos N=1000 DESIGN=all                # the chaos comparison alone, 1000 schedules per design\ngo test -run 'TestRequestBudget|TestWriteUnitsPerEvent' -v ./pkg/capacity   # requests and write units\ngo test -run '^$' -bench . -benchmem ./pkg/provider/ ./pkg/projection/ ./pkg/ledger/\ngo run ./scripts/coldstart                  # cold starts\nDEV_FAST=1 make dev & make load LOAD_ARGS='-sweep 5,10,20,30,40 -duration 10s'   # load against a running stack\n```\n")
-	fmt.Fprintf(w, "\nWhat the emulators mean for the numbers: latencies include our code, the AWS SDK and the emulators on this machine's loopback, not AWS's network or DynamoDB's service time. Request counts and write units do not depend on the emulator: requests are counted by SDK middleware on the real handlers, and write units are computed from the items actually written with DynamoDB's published rules (package `pkg/capacity`).\n")
+	fmt.Fprintf(w, "\nWhat the emulators mean for the numbers: latencies include our code, the AWS SDK and the emulators on this machine's loopback, not AWS's network or DynamoDB's service time. Request counts and write units do not depend on the emulator: requests are counted by SDK middleware on the real handlers, and write units are computed from the items actually written with DynamoDB's published rules (package `pkg/harness/capacity`).\n")
 }
 
 func cpuModel() string {
@@ -233,11 +233,11 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## AWS requests per event\n\nCounted by SDK middleware (`pkg/awstrace`) around the real intake, processor and dispatcher cores, one Stripe `customer.subscription.created` event (which creates one `entitlement.grant` intent). The Lambda event source mapping's ReceiveMessage and DeleteMessageBatch are not the function's and are not counted here (the cost model counts them). Test: `go test -run TestRequestBudget -v ./pkg/capacity`.\n\n")
+	fmt.Fprintf(w, "\n## AWS requests per event\n\nCounted by SDK middleware (`pkg/harness/awstrace`) around the real intake, processor and dispatcher cores, one Stripe `customer.subscription.created` event (which creates one `entitlement.grant` intent). The Lambda event source mapping's ReceiveMessage and DeleteMessageBatch are not the function's and are not counted here (the cost model counts them). Test: `go test -run TestRequestBudget -v ./pkg/capacity`.\n\n")
 	capacity.WriteRequestTable(w, append(small, real[2]))
 	fmt.Fprintf(w, "\nBudget: intake 2 requests per new event and 1 per duplicate of a processed event; processing 2 DynamoDB requests. Met for payloads stored inline (up to 256 bytes compressed). A larger payload is stored once in its own item: one more request on each side (a PutItem at intake, a GetItem in the processor), chosen because DynamoDB bills write units, not requests, and a payload inside the event item would be re-billed on every status change (see the write units below: inlining a 1 KB event costs 15 instead of 13).\n")
 
-	fmt.Fprintf(w, "\n## DynamoDB write units per event\n\nComputed from the items actually written, read before and after each write, by DynamoDB's rules (1 KB units rounded up, the larger of the item before and after, transactions count twice, a GSI entry written when it appears, changes or disappears; `pkg/capacity`). Test: `go test -run TestWriteUnitsPerEvent -v ./pkg/capacity`. *Realistic* payloads are invoice-like JSON (gzip about 4:1); *incompressible* ones carry a random string, the worst case for the compressed payload item.\n\n### Realistic payloads\n\n")
+	fmt.Fprintf(w, "\n## DynamoDB write units per event\n\nComputed from the items actually written, read before and after each write, by DynamoDB's rules (1 KB units rounded up, the larger of the item before and after, transactions count twice, a GSI entry written when it appears, changes or disappears; `pkg/harness/capacity`). Test: `go test -run TestWriteUnitsPerEvent -v ./pkg/capacity`. *Realistic* payloads are invoice-like JSON (gzip about 4:1); *incompressible* ones carry a random string, the worst case for the compressed payload item.\n\n### Realistic payloads\n\n")
 	capacity.WriteTable(w, append(small, real...))
 	fmt.Fprintf(w, "\n### Incompressible payloads\n\n")
 	capacity.WriteTable(w, worst)
@@ -265,7 +265,7 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 		DuplicateRatio: 0.1, IntentsPerEvent: 1, WriteUnitsEvent: float64(r4.ProcessedUnits()), WriteUnitsEffect: float64(r4.Effect.Units()), WriteUnitsDuplicate: float64(r4.Duplicate.Units()),
 		ReadUnitsEvent: 1, BatchSize: 10, IntakeMs: 15, ProcessorMs: 120, DispatcherMs: 150, MemoryMB: 256, LogBytesPerEvent: 3000,
 	}, capacity.ListPrices)
-	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
+	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/harness/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
 	capacity.WriteCostTable(w, lines)
 	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
 	return nil
@@ -280,7 +280,7 @@ func thinSection(ctx context.Context, w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Stripe thin events: what the fetch adds\n\nA Stripe subscription change sent %d times as a realistic 4 KB snapshot event and %d times as a thin event of Stripe's documented shape (object `v2.core.event`, about 450 bytes), each through the real intake and processor cores on minidyn and goaws; the processor fetches a thin event's subscription from a fake Stripe API (`pkg/stripefake`) over loopback HTTP with stripe-go (`pkg/stripeapi`). Requests and write units are the last event's (all have the same shape); latency is the processor core's wall time per event. Test: `go test -run TestThinEventCost -v ./pkg/capacity`.\n\n", n, n)
+	fmt.Fprintf(w, "\n## Stripe thin events: what the fetch adds\n\nA Stripe subscription change sent %d times as a realistic 4 KB snapshot event and %d times as a thin event of Stripe's documented shape (object `v2.core.event`, about 450 bytes), each through the real intake and processor cores on minidyn and goaws; the processor fetches a thin event's subscription from a fake Stripe API (`pkg/harness/stripefake`) over loopback HTTP with stripe-go (`pkg/stripeapi`). Requests and write units are the last event's (all have the same shape); latency is the processor core's wall time per event. Test: `go test -run TestThinEventCost -v ./pkg/capacity`.\n\n", n, n)
 	capacity.WriteThinTable(w, rows)
 	snap, thin := rows[0], rows[1]
 	fmt.Fprintf(w, "\nA thin event costs %d AWS requests at intake and %d in processing (a 4 KB snapshot event: %d and %d), %d write units (snapshot: %d), and %.0f Stripe API request, made by the processor after its claim, never by the intake. Processing p50 %s against %s. The latency above", thin.IntakeCalls.Total, thin.ProcessCalls.Total, snap.IntakeCalls.Total, snap.ProcessCalls.Total, thin.WriteUnits, snap.WriteUnits, thin.StripeRequests, thin.ProcessP50.Round(100*time.Microsecond), snap.ProcessP50.Round(100*time.Microsecond))

@@ -73,9 +73,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/localaws"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 

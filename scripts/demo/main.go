@@ -20,9 +20,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/demo"
-	"github.com/effectively-once/webhooks/pkg/devstack"
-	"github.com/effectively-once/webhooks/pkg/localaws"
+	"github.com/effectively-once/webhooks/pkg/harness/demo"
+	"github.com/effectively-once/webhooks/pkg/harness/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 )
 
 func main() {

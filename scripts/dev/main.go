@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/effectively-once/webhooks/pkg/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 )
 
 func main() {

@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/devstack"
-	"github.com/effectively-once/webhooks/pkg/loadgen"
-	"github.com/effectively-once/webhooks/pkg/localaws"
+	"github.com/effectively-once/webhooks/pkg/harness/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 )
 
 func main() {

@@ -1,0 +1,151 @@
+package capacity_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/harness/capacity"
+)
+
+func TestItemSizeRules(t *testing.T) {
+	item := map[string]types.AttributeValue{
+		"pk":     &types.AttributeValueMemberS{Value: "EV#stripe#evt_1"},                                                                  // 2 + 15
+		"n":      &types.AttributeValueMemberN{Value: "1796040000000"},                                                                    // 1 + (13 digits → 8)
+		"small":  &types.AttributeValueMemberN{Value: "0.50"},                                                                             // 5 + 2
+		"ok":     &types.AttributeValueMemberBOOL{Value: true},                                                                            // 2 + 1
+		"b":      &types.AttributeValueMemberB{Value: make([]byte, 100)},                                                                  // 1 + 100
+		"list":   &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "ab"}}},                  // 4 + 3 + 1 + 2
+		"nested": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberNULL{Value: true}}}, // 6 + 3 + 1 + 1 + 1
+	}
+	want := 17 + 5 + 7 + 3 + 101 + 10 + 12
+	if got := capacity.ItemSize(item); got != want {
+		t.Fatalf("size %d, want %d", got, want)
+	}
+	for size, units := range map[int]int{0: 1, 1: 1, 1024: 1, 1025: 2, 4096: 4, 4097: 5} {
+		if got := capacity.Units(size); got != units {
+			t.Fatalf("Units(%d) = %d, want %d", size, got, units)
+		}
+	}
+}
+
+// The write units of one event through the real handlers, by DynamoDB's
+// rules, for 1, 4 and 64 KB payloads (realistic JSON, and the
+// incompressible worst case). The processed event item stays under 1 KB,
+// so each of its writes is one unit. A duplicate of a processed event is
+// one UpdateItem billed by that item (1 unit) that records the delivery;
+// the first one also puts the event on its done shard of the due index (1
+// unit), later ones write no index. The budget figures are reported
+// (BENCHMARKS.md discusses them).
+func TestWriteUnitsPerEvent(t *testing.T) {
+	for _, p := range []capacity.Padding{capacity.Realistic, capacity.Incompressible} {
+		checkWriteUnits(t, p)
+	}
+}
+
+func checkWriteUnits(t *testing.T, p capacity.Padding) {
+	rows, err := capacity.MeasurePipeline(context.Background(), []int{1 << 10, 4 << 10, 64 << 10}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	capacity.WriteTable(&buf, rows)
+	t.Log("\n" + buf.String())
+	for _, r := range rows {
+		if r.Intake.Units() == 0 || r.Process.Units() == 0 || r.Effect.Units() == 0 {
+			t.Fatalf("a phase measured nothing: %+v", r)
+		}
+		if r.EventItemBytes >= 1024 {
+			t.Fatalf("the processed event item is %d bytes: every write of it costs 2 units", r.EventItemBytes)
+		}
+		first, later := r.Duplicate.ByOp["UpdateItem"], r.DuplicateAgain.ByOp["UpdateItem"]
+		if r.Duplicate.Units() != 2 || first != (capacity.OpTotals{Requests: 1, TableUnits: 1, IndexUnits: 1}) {
+			t.Fatalf("the first duplicate of a processed event: %s, want one UpdateItem of 1 unit and one index entry", r.Duplicate)
+		}
+		if r.DuplicateAgain.Units() != 1 || later != (capacity.OpTotals{Requests: 1, TableUnits: 1}) {
+			t.Fatalf("a later duplicate of a processed event: %s, want one UpdateItem of 1 unit", r.DuplicateAgain)
+		}
+	}
+	if rows[2].ProcessedUnits() <= rows[1].ProcessedUnits() {
+		t.Fatalf("a 64 KB event cannot cost less than a 4 KB one: %d vs %d", rows[2].ProcessedUnits(), rows[1].ProcessedUnits())
+	}
+}
+
+// The cost model's arithmetic, checked by hand for one workload: 1 M
+// events, no duplicates, no intents, batches of 10, 10 write units each.
+func TestCostPerMillionArithmetic(t *testing.T) {
+	lines := capacity.CostPerMillion(capacity.Workload{
+		WriteUnitsEvent: 10, BatchSize: 10, IntakeMs: 20, ProcessorMs: 100, MemoryMB: 1024, LogBytesPerEvent: 1000,
+	}, capacity.ListPrices)
+	want := map[string]float64{
+		"API Gateway HTTP API":    1.00,
+		"Lambda requests":         1.1 * 0.20,                     // 1 M intake + 0.1 M processor invocations
+		"Lambda duration (arm64)": (20000 + 10000) * 0.0000133334, // 1 M × 0.02 s + 0.1 M × 0.1 s, at 1 GB
+		"SQS":                     1.2 * 0.40,                     // send + receive and delete per batch of 10
+		"DynamoDB writes":         10 * 0.625,
+		"DynamoDB reads":          0,
+		"CloudWatch Logs":         0.5,
+	}
+	for _, l := range lines {
+		if d := l.USD - want[l.Component]; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: %.6f, want %.6f", l.Component, l.USD, want[l.Component])
+		}
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("lines %+v", lines)
+	}
+}
+
+// The request budget of issue 8, counted by SDK middleware on the real
+// handlers: a new event stored inline costs intake 2 requests (UpdateItem,
+// SendMessage) and processing 2 DynamoDB requests (claim, transaction) plus
+// the effects announcement; a duplicate of a processed event costs 1.
+func TestRequestBudget(t *testing.T) {
+	rows, err := capacity.MeasurePipeline(context.Background(), []int{0, 4 << 10}, capacity.Realistic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	capacity.WriteRequestTable(&buf, rows)
+	t.Log("\n" + buf.String())
+	small, big := rows[0], rows[1]
+	if small.StoredChunks != 0 || small.IntakeCalls.Detail != "DynamoDB.UpdateItem=1 SQS.SendMessage=1" {
+		t.Fatalf("inline event at intake: %+v", small.IntakeCalls)
+	}
+	if small.ProcessCalls.Detail != "DynamoDB.TransactWriteItems=1 DynamoDB.UpdateItem=1 SQS.SendMessageBatch=1" || small.ProcessCalls.Total != 3 {
+		t.Fatalf("inline event in the processor: %+v", small.ProcessCalls)
+	}
+	if small.DuplicateCalls.Total != 1 || big.DuplicateCalls.Total != 1 {
+		t.Fatalf("duplicates: %+v %+v", small.DuplicateCalls, big.DuplicateCalls)
+	}
+	if big.IntakeCalls.Total != 3 || big.ProcessCalls.Total != 4 {
+		t.Fatalf("4 KB event (one chunk): intake %+v, processing %+v", big.IntakeCalls, big.ProcessCalls)
+	}
+	if small.EffectCalls.Detail != "DynamoDB.UpdateItem=2" {
+		t.Fatalf("effect: %+v", small.EffectCalls)
+	}
+}
+
+// A thin event costs no more AWS requests or write units than a realistic
+// 4 KB snapshot event, plus exactly one Stripe API request, made by the
+// processor (never the intake).
+func TestThinEventCost(t *testing.T) {
+	rows, err := capacity.MeasureThin(t.Context(), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, thin := rows[0], rows[1]
+	t.Logf("snapshot %+v", snap)
+	t.Logf("thin     %+v", thin)
+	if snap.StripeRequests != 0 || thin.StripeRequests != 1 {
+		t.Fatalf("Stripe API requests per event: snapshot %.2f, thin %.2f; want 0 and 1", snap.StripeRequests, thin.StripeRequests)
+	}
+	if thin.IntakeCalls.Total > snap.IntakeCalls.Total || thin.ProcessCalls.Total > snap.ProcessCalls.Total {
+		t.Fatalf("AWS requests differ: intake %v vs %v, processing %v vs %v", thin.IntakeCalls, snap.IntakeCalls, thin.ProcessCalls, snap.ProcessCalls)
+	}
+	if thin.WriteUnits > snap.WriteUnits {
+		t.Fatalf("a thin event costs %d write units, a snapshot event %d", thin.WriteUnits, snap.WriteUnits)
+	}
+}

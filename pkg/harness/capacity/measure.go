@@ -1,0 +1,314 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	"github.com/effectively-once/webhooks/pkg/intake"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/processor"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// measureSecret signs the measured deliveries; visibly fake.
+const measureSecret = "whsec_test_FAKE_capacity_000000000000"
+
+// Row is what one event of a given payload size cost, by phase.
+type Row struct {
+	PayloadBytes   int
+	StoredChunks   int    // out-of-line payload chunks
+	Intake         Totals // accepting a new event
+	Duplicate      Totals // the first duplicate delivery after it was processed
+	DuplicateAgain Totals // a later one
+	Process        Totals // claim and commit (with its intent)
+	Effect         Totals // dispatching the intent
+	// EventItemBytes is the size of the event item once processed, as
+	// DynamoDB would store it (what every later write of it is billed by).
+	EventItemBytes int
+	// Requests per phase: every AWS request the function made (DynamoDB
+	// and SQS), counted by SDK middleware, e.g. "DynamoDB.UpdateItem=1 SQS.SendMessage=1".
+	IntakeCalls, ProcessCalls, EffectCalls, DuplicateCalls Calls
+}
+
+// Calls are one phase's AWS requests.
+type Calls struct {
+	Total  int
+	Detail string
+}
+
+func calls(r *awstrace.Recorder) Calls { return Calls{Total: r.Total(""), Detail: r.String()} }
+
+// ProcessedUnits is the write units of one event from delivery to
+// processed (intake + processing), the figure the budget is about.
+func (r Row) ProcessedUnits() int { return r.Intake.Units() + r.Process.Units() }
+
+// Padding says how an event is grown to a payload size.
+type Padding int
+
+// The paddings.
+const (
+	// Realistic grows the event with invoice-like line items: repeated field
+	// names, ids, amounts and timestamps, compressing like real provider
+	// JSON (about 4:1 with gzip).
+	Realistic Padding = iota
+	// Incompressible grows it with one random alphanumeric string, the
+	// worst case for the stored (gzip-compressed) payload.
+	Incompressible
+)
+
+const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// PaddedSubscriptionEvent is a Stripe customer.subscription.created event
+// grown to about size bytes.
+//
+// A size of 256 or less gives the smallest event the projection accepts
+// (about 230 bytes), which the ledger stores inline in the event item.
+func PaddedSubscriptionEvent(id string, size int, at time.Time, p Padding) []byte {
+	if size <= 256 {
+		return fmt.Appendf(nil, `{"id":%q,"object":"event","type":"customer.subscription.created","created":%d,`+
+			`"data":{"object":{"id":"sub_%s","object":"subscription","status":"active","metadata":{"account_id":"acct_42"}}}}`, id, at.Unix(), id)
+	}
+	b := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"type":"customer.subscription.created","livemode":false,`+
+		`"data":{"object":{"id":"sub_%s","object":"subscription","customer":"cus_test_1","status":"active","cancel_at_period_end":false,`+
+		`"metadata":{"account_id":"acct_42"},"items":{"object":"list","data":[{"id":"si_1","current_period_end":%d,"price":{"id":"price_pro_monthly"}}]}}}}`,
+		id, at.Unix(), id, at.Unix()+30*24*3600)
+	if size <= len(b)+32 {
+		return b
+	}
+	r := rand.New(rand.NewPCG(uint64(size), 7))
+	word := func(n int) string {
+		w := make([]byte, n)
+		for i := range w {
+			w[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(w)
+	}
+	var pad string
+	switch p {
+	case Incompressible:
+		pad = `"padding":"` + word(size-len(b)-14) + `"`
+	default:
+		var lines []string
+		total := len(b) + 12
+		for n := 0; total < size; n++ {
+			l := fmt.Sprintf(`{"id":"il_%s","object":"line_item","amount":%d,"currency":"eur","description":"Pro plan seat %d","period":{"start":%d,"end":%d},"price":{"id":"price_%s","unit_amount":%d}}`,
+				word(14), 1000+r.IntN(90000), n, at.Unix()-int64(r.IntN(86400)), at.Unix()+30*24*3600, word(10), 100*r.IntN(500))
+			lines = append(lines, l)
+			total += len(l) + 1
+		}
+		pad = `"lines":[` + strings.Join(lines, ",") + `]`
+	}
+	return []byte(strings.Replace(string(b), `"livemode":false`, `"livemode":false,`+pad, 1))
+}
+
+// MeasurePipeline runs one Stripe event of each size through the real
+// intake, processor and dispatcher against minidyn (in process) and
+// returns the write units of each phase.
+func MeasurePipeline(ctx context.Context, sizes []int, p Padding) ([]Row, error) {
+	var rows []Row
+	for _, size := range sizes {
+		r, err := measureOne(ctx, size, p)
+		if err != nil {
+			return nil, fmt.Errorf("payload %d B: %w", size, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// rig is one measured pipeline: the real intake, processor and
+// dispatcher cores over minidyn and goaws, every DynamoDB write metered
+// and every AWS request recorded.
+type rig struct {
+	clock *ledger.ManualClock
+	d     *localaws.Dynamo
+	m     *Meter
+	rec   *awstrace.Recorder
+	led   *ledger.Ledger
+	in    *intake.Handler
+	proc  *processor.Processor
+	down  *httptest.Server
+	disp  *outbox.Dispatcher
+}
+
+func (r *rig) close() {
+	r.down.Close()
+	r.d.Close()
+}
+
+// newRig builds a rig whose "stripe" source fetches thin events' objects
+// from stripeAPI (nil: none).
+func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error) {
+	quiet := slog.New(slog.DiscardHandler)
+	r := &rig{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
+	if err := ledger.CreateTable(ctx, r.d.Client(), "ledger"); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	r.m = &Meter{Reader: r.d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
+		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
+	r.rec = &awstrace.Recorder{}
+	db := r.d.Client(r.m.APIOption, r.rec.APIOption)
+	var err error
+	if r.led, err = ledger.New(db, ledger.Options{Table: "ledger", Clock: r.clock}); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	evq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-events"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
+	if err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	efq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-effects"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
+	if err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	sources, err := source.Parse([]byte(`{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:CAP_SECRET"]}]}`))
+	if err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	r.in = &intake.Handler{Sources: sources, Ledger: r.led, Now: r.clock.Now, Log: quiet,
+		Secrets: &source.Secrets{Getenv: func(string) string { return measureSecret }},
+		Queue:   queue.Sender{Client: sq.Client(r.rec.APIOption), URL: evq.Queue}}
+	po := processor.Options{Owner: "cap", Now: r.clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
+	if stripeAPI != nil {
+		po.StripeAPI = map[string]processor.StripeFetcher{"stripe": stripeAPI}
+	}
+	if r.proc, err = processor.New(r.led, sources, projection.Default(projection.StripeOptions{}), po); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	r.down = httptest.NewServer(&downstream.Fake{})
+	r.disp = &outbox.Dispatcher{Ledger: r.led, Clock: r.clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+	return r, nil
+}
+
+// deliver posts body, signed now, to the rig's intake.
+func (r *rig) deliver(ctx context.Context, body []byte) int {
+	sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: measureSecret, Timestamp: r.clock.Now()}).Header
+	return r.in.Handle(ctx, intake.Request{Source: "stripe", Headers: map[string]string{"stripe-signature": sig}, Body: body}).Status
+}
+
+// process runs one pointer through the processor core.
+func (r *rig) process(ctx context.Context, id string) error {
+	if failed := r.proc.Process(ctx, []processor.Message{{ID: "1", Body: queue.Pointer{Source: "stripe", EventID: id}.Encode()}}); len(failed) != 0 {
+		return fmt.Errorf("processing %s failed", id)
+	}
+	return nil
+}
+
+func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
+	rg, err := newRig(ctx, nil)
+	if err != nil {
+		return Row{}, err
+	}
+	defer rg.close()
+	clock, m, rec, led, disp, down := rg.clock, rg.m, rg.rec, rg.led, rg.disp, rg.down
+
+	row := Row{}
+	id := fmt.Sprintf("evt_capacity_%d", size)
+	body := PaddedSubscriptionEvent(id, size, clock.Now(), p)
+	row.PayloadBytes = len(body)
+	deliver := func() (int, error) { return rg.deliver(ctx, body), nil }
+
+	m.Reset()
+	rec.Reset()
+	if st, _ := deliver(); st != http.StatusAccepted {
+		return Row{}, fmt.Errorf("intake answered %d", st)
+	}
+	row.Intake, row.IntakeCalls = m.Totals(), calls(rec)
+
+	m.Reset()
+	rec.Reset()
+	if err := rg.process(ctx, id); err != nil {
+		return Row{}, err
+	}
+	row.Process, row.ProcessCalls = m.Totals(), calls(rec)
+	ev, err := led.Get(ctx, "stripe", id)
+	if err != nil || ev.Status != ledger.StatusProcessed {
+		return Row{}, fmt.Errorf("event not processed: %v %v", ev.Status, err)
+	}
+	row.StoredChunks = ev.PayloadChunks
+	row.EventItemBytes = m.ItemBytes(ctx, map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "EV#stripe#" + id}, "sk": &types.AttributeValueMemberS{Value: "EV"}})
+
+	snap, err := ledger.TakeSnapshot(ctx, rg.d.Client(), "ledger")
+	if err != nil || len(snap.Intents) != 1 {
+		return Row{}, fmt.Errorf("want one intent, have %d (%v)", len(snap.Intents), err)
+	}
+	kind := snap.Intents[0].Kind
+	disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
+	m.Reset()
+	rec.Reset()
+	if o, err := disp.Dispatch(ctx, snap.Intents[0].OperationID); err != nil || o.Status != ledger.IntentStatusSucceeded {
+		return Row{}, fmt.Errorf("dispatch: %+v %v", o, err)
+	}
+	row.Effect, row.EffectCalls = m.Totals(), calls(rec)
+
+	m.Reset()
+	rec.Reset()
+	clock.Advance(time.Minute)
+	if st, _ := deliver(); st != http.StatusOK {
+		return Row{}, fmt.Errorf("duplicate answered %d", st)
+	}
+	row.Duplicate, row.DuplicateCalls = m.Totals(), calls(rec)
+	m.Reset()
+	clock.Advance(time.Minute)
+	if st, _ := deliver(); st != http.StatusOK {
+		return Row{}, fmt.Errorf("second duplicate answered %d", st)
+	}
+	row.DuplicateAgain = m.Totals()
+	return row, nil
+}
+
+// WriteRequestTable renders the AWS requests per phase as Markdown.
+func WriteRequestTable(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| payload | intake, new event | processing | effect (dispatcher) | duplicate of a processed event |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %d B | %d (%s) | %d (%s) | %d (%s) | %d (%s) |\n", r.PayloadBytes,
+			r.IntakeCalls.Total, r.IntakeCalls.Detail, r.ProcessCalls.Total, r.ProcessCalls.Detail,
+			r.EffectCalls.Total, r.EffectCalls.Detail, r.DuplicateCalls.Total, r.DuplicateCalls.Detail)
+	}
+}
+
+// WriteTable renders rows as a Markdown table.
+func WriteTable(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| payload | stored | event item | intake (new) | processing | effect | duplicate of the processed event: first, later | delivery → processed |")
+	fmt.Fprintln(w, "|---:|---|---:|---|---|---|---|---:|")
+	for _, r := range rows {
+		stored := "inline"
+		if r.StoredChunks > 0 {
+			stored = fmt.Sprintf("%d chunk(s)", r.StoredChunks)
+		}
+		fmt.Fprintf(w, "| %d B | %s | %d B | %d WU (%s) | %d WU (%s) | %d WU (%s) | %d WU (%s), %d WU (%s) | **%d WU** |\n",
+			r.PayloadBytes, stored, r.EventItemBytes, r.Intake.Units(), r.Intake, r.Process.Units(), r.Process, r.Effect.Units(), r.Effect,
+			r.Duplicate.Units(), r.Duplicate, r.DuplicateAgain.Units(), r.DuplicateAgain, r.ProcessedUnits())
+	}
+}
+
+var _ Reader = (*dynamodb.Client)(nil)

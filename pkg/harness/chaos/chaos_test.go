@@ -1,0 +1,116 @@
+package chaos_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/effectively-once/webhooks/pkg/harness/chaos"
+)
+
+// TestChaosOurs runs a short batch of random schedules through the real
+// handlers and fails with the seed, the schedule and a shrunk reproducer
+// when any invariant breaks. `go run ./scripts/chaos -n 1000` runs more.
+func TestChaosOurs(t *testing.T) {
+	n := 30
+	if testing.Short() {
+		n = 8
+	}
+	sums, err := chaos.RunBatch(chaos.BatchOptions{N: n, Seed: 1, Designs: []string{"ours"}, ShrinkFirst: 1, MaxShrinkRuns: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", chaos.Table(sums))
+	s := sums[0]
+	if s.Stats.Crashes == 0 || s.Stats.Intents == 0 || s.Stats.Takeovers == 0 {
+		t.Errorf("the batch exercised too little to mean anything: %+v", s.Stats)
+	}
+	if !testing.Short() && (s.Stats.StripeApplied == 0 || s.Stats.StripeStale == 0 || s.Stats.Deleted == 0) {
+		t.Errorf("the batch exercised too few Stripe subscription events: %+v", s.Stats)
+	}
+	for _, f := range s.Failures {
+		if f.Report != "" {
+			t.Errorf("\n%s", f.Report)
+		} else {
+			t.Errorf("seed %d: %v", f.Seed, f.Violations)
+		}
+	}
+}
+
+// TestChaosNaiveDesignsAreCaught runs the same generator and checker
+// against the naive designs the seeds warn about: the harness must find
+// violations in at least two of them, so its silence about ours means
+// something.
+func TestChaosNaiveDesignsAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("naive designs skipped in -short mode")
+	}
+	sums, err := chaos.RunBatch(chaos.BatchOptions{N: 25, Seed: 1, Designs: []string{"checkthen", "split", "nolease"}, ShrinkFirst: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", chaos.Table(sums))
+	caught := 0
+	for _, s := range sums {
+		if s.Failed > 0 {
+			caught++
+		}
+	}
+	if caught < 2 {
+		t.Fatalf("only %d naive designs were caught violating an invariant", caught)
+	}
+}
+
+// TestShrinkKeepsTheFailure shrinks a naive design's failure and checks
+// the reproducer is smaller, still fails the same way, and prints as a
+// test to paste.
+func TestShrinkKeepsTheFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("shrinking skipped in -short mode")
+	}
+	d := chaos.Designs()["split"]
+	for seed := uint64(1); seed <= 60; seed++ {
+		s := chaos.Generate(seed, chaos.Config{})
+		r := chaos.Run(s, d)
+		if !r.Failed() {
+			continue
+		}
+		small, smallRes := chaos.Shrink(s, d, r, 80)
+		if !smallRes.Failed() || len(small.Steps) > len(s.Steps) || len(small.Events) > len(s.Events) {
+			t.Fatalf("seed %d: shrunk to %d steps / %d events (from %d / %d), failed %v", seed, len(small.Steps), len(small.Events), len(s.Steps), len(s.Events), smallRes.Failed())
+		}
+		again := chaos.Run(small, d)
+		if !again.Failed() {
+			t.Fatalf("seed %d: the shrunk schedule does not fail when replayed:\n%#v", seed, small)
+		}
+		rep := chaos.Report(d.Name, s, r, small, smallRes)
+		for _, want := range []string{"seed", "reproducer", "chaos.Schedule{", "func TestChaosRepro_split_"} {
+			if !strings.Contains(rep, want) {
+				t.Fatalf("report lacks %q:\n%s", want, rep)
+			}
+		}
+		t.Logf("seed %d: %d steps / %d events shrunk to %d / %d\n%s", seed, len(s.Steps), len(s.Events), len(small.Steps), len(small.Events), rep)
+		return
+	}
+	t.Fatal("no failing split schedule in 60 seeds")
+}
+
+// TestGenerateIsDeterministic: a seed is the whole schedule.
+func TestGenerateIsDeterministic(t *testing.T) {
+	for seed := uint64(0); seed < 50; seed++ {
+		a, b := chaos.Generate(seed, chaos.Config{}), chaos.Generate(seed, chaos.Config{})
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d generated two schedules", seed)
+		}
+		subjects := map[string]bool{}
+		for _, e := range a.Events {
+			subjects[e.Subject] = true
+		}
+		if len(subjects) > 4 || a.Workers < 1 || a.Workers > 3 || a.Dispatchers < 1 || a.Dispatchers > 3 {
+			t.Fatalf("seed %d out of bounds: %d subjects, %d workers, %d dispatchers", seed, len(subjects), a.Workers, a.Dispatchers)
+		}
+	}
+	if reflect.DeepEqual(chaos.Generate(1, chaos.Config{}), chaos.Generate(2, chaos.Config{})) {
+		t.Fatal("two seeds, one schedule")
+	}
+}
