@@ -19,7 +19,7 @@
 // an operator after that. A new key is never minted.
 //
 // Errors are classified in one place, Classify, which drives the ledger
-// status. HTTPEffect is the generic webhook-style effect; FakeDownstream is
-// an http.Handler that behaves like an idempotent downstream, for tests and
-// the local stack.
+// status. HTTPEffect is the generic webhook-style effect. The fake
+// downstream the tests and the local stack call is a harness, in
+// pkg/harness/downstream.
 package outbox

@@ -31,7 +31,7 @@ type env struct {
 }
 
 // setup writes one PENDING intent the way production does (accept, claim,
-// commit) and wires a dispatcher to a FakeDownstream over HTTP. Only one
+// commit) and wires a dispatcher to a fake downstream (pkg/harness/downstream) over HTTP. Only one
 // event is accepted per table: minidyn v0.8.2 corrupts the due index when a
 // second item is created by UpdateItem.
 func setup(t *testing.T) env {

@@ -9,7 +9,7 @@
 // EnableOutbox adds the effects stage: processors announce committed intents
 // on an effects queue, dispatcher instances (the dispatcher Lambda's handler
 // through the same JSON path, each with its own recorder) perform them
-// against a FakeDownstream served over HTTP on the manual clock, and
+// against a downstream.Fake served over HTTP on the manual clock, and
 // Outbox.Reconcile runs the reconciler's sweep for lost announcements.
 // Every test that enables it adds its operation ids and their effective
 // calls to a suite report (SuiteEffects), which TestMain prints.

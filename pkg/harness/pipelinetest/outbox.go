@@ -59,7 +59,7 @@ type Hold struct {
 }
 
 // Outbox is the effects stage of a Harness: the effects queue and its DLQ,
-// a FakeDownstream on the manual clock served over HTTP, the "refund" and
+// a downstream.Fake on the manual clock served over HTTP, the "refund" and
 // "notify_cancellation" HTTP effects, and dispatcher instances.
 type Outbox struct {
 	h       *Harness
