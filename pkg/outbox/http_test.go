@@ -94,8 +94,6 @@ func TestHTTPEffectTransportErrors(t *testing.T) {
 	})
 }
 
-
-
 // The status endpoint answers for applied, unapplied and forgotten keys;
 // the bearer token comes from Token (a rotating secret) on every request.
 func TestHTTPEffectStatusLookup(t *testing.T) {
