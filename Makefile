@@ -1,7 +1,7 @@
 # Effectively-once webhooks. `make test` is what CI runs; `make help` lists targets.
 SHELL := /bin/bash
 GO    ?= go
-FUNCTIONS := $(notdir $(wildcard functions/*))
+FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
 .PHONY: help dev demo build fuzz test test-race test-short test-infra synth deploy lint tidy-check clean bench chaos load FORCE
