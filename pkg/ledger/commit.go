@@ -33,7 +33,37 @@ type Intent struct {
 	Kind        string         // e.g. "entitlement.grant"
 	Subject     string         // the business entity it concerns
 	Payload     map[string]any // what the effect needs
+	// Policy says what the dispatcher checks against the current truth
+	// before it performs the effect (DESIGN.md §6): PolicyOnce (the
+	// default), PolicyWhileCurrent or PolicyLatest.
+	Policy Policy
+	// Condition, for PolicyWhileCurrent, is the projection state the
+	// intent's reason needs (field → value, compared as text): a refund
+	// for a cancellation needs {"status": "cancelled"}.
+	Condition map[string]string
 }
+
+// Policy is an intent kind's dispatch policy, declared by the projection
+// that emits it.
+type Policy string
+
+// The policies.
+const (
+	// PolicyOnce: the fact must be acted on whatever happens later
+	// (suppress an address after a hard bounce). No check.
+	PolicyOnce Policy = "once"
+	// PolicyWhileCurrent: an action justified by a state (a refund for a
+	// cancellation). Performed only if, when the dispatcher claims it, the
+	// projection still satisfies the intent's Condition; otherwise the
+	// intent ends OBSOLETE without a call.
+	PolicyWhileCurrent Policy = "while_current"
+	// PolicyLatest: a state sync (an entitlement). Performed only while the
+	// projection still holds the state the intent carries (its
+	// fingerprint; a newer version with the same state still counts);
+	// otherwise a newer intent carries the newer state and this one ends
+	// SUPERSEDED without a call.
+	PolicyLatest Policy = "latest"
+)
 
 // Projection is the stored state of one subject.
 type Projection struct {
@@ -207,6 +237,22 @@ func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res 
 		it["payload"] = &types.AttributeValueMemberM{Value: payload}
 		it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
 		it["created_at"] = nv(ms(now))
+		// The truth the intent came from: the dispatcher compares it with
+		// the projection when it claims the intent (issue 12).
+		it["projection"] = sv(w.Name)
+		it["proj_subject"] = sv(w.Subject)
+		it["version"] = nv(w.Version)
+		it["fingerprint"] = sv(w.Fingerprint)
+		if in.Policy != "" && in.Policy != PolicyOnce {
+			it["policy"] = sv(string(in.Policy))
+		}
+		if len(in.Condition) > 0 {
+			cond, err := attributevalue.MarshalMap(in.Condition)
+			if err != nil {
+				return nil, fmt.Errorf("%w: intent condition: %v", ErrInvalid, err)
+			}
+			it["condition"] = &types.AttributeValueMemberM{Value: cond}
+		}
 		it[attrDueShard] = sv(l.dueShard("OP", in.OperationID))
 		it[attrDueAt] = nv(ms(now))
 		items = append(items, types.TransactWriteItem{Put: &types.Put{

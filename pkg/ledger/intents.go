@@ -18,6 +18,7 @@ import (
 //
 //	PENDING ──claim──> DISPATCHING(lease_owner, lease_token, lease_expires_at, attempts+1)
 //	DISPATCHING ──record──> SUCCEEDED | FAILED | QUARANTINED   (terminal: no due keys)
+//	DISPATCHING ──record──> OBSOLETE | SUPERSEDED  (terminal, no call: the truth moved on; see Policy)
 //	DISPATCHING ──record──> RETRY_WAIT(next_attempt_at) | UNCERTAIN(next_check_at)  (due_at = that time)
 //	RETRY_WAIT, UNCERTAIN when due ──claim──> DISPATCHING
 //	DISPATCHING, lease expired ──claim by another dispatcher──> DISPATCHING (new token)
@@ -32,11 +33,21 @@ const (
 	IntentStatusUncertain   IntentStatus = "UNCERTAIN"
 	IntentStatusRetryWait   IntentStatus = "RETRY_WAIT"
 	IntentStatusQuarantined IntentStatus = "QUARANTINED"
+	// IntentStatusObsolete: a while_current intent whose reason a newer
+	// revision removed before it was performed; no call was made.
+	IntentStatusObsolete IntentStatus = "OBSOLETE"
+	// IntentStatusSuperseded: a latest intent whose state a newer one
+	// carries; no call was made.
+	IntentStatusSuperseded IntentStatus = "SUPERSEDED"
 )
 
 // Terminal reports whether no dispatcher will pick the intent up again.
 func (s IntentStatus) Terminal() bool {
-	return s == IntentStatusSucceeded || s == IntentStatusFailed || s == IntentStatusQuarantined
+	switch s {
+	case IntentStatusSucceeded, IntentStatusFailed, IntentStatusQuarantined, IntentStatusObsolete, IntentStatusSuperseded:
+		return true
+	}
+	return false
 }
 
 // IntentState is the full read model of one intent item: what commit wrote
@@ -49,6 +60,16 @@ type IntentState struct {
 	Payload     map[string]any
 	Causation   string
 	CreatedAt   time.Time
+
+	// The truth the intent came from (empty for intents written before
+	// these fields existed): the projection, its subject, version and
+	// state fingerprint at the commit, and the dispatch policy.
+	Projection        string
+	ProjectionSubject string
+	Version           int64
+	Fingerprint       string
+	Policy            Policy // "" means PolicyOnce
+	Condition         map[string]string
 
 	Attempts       int
 	FirstAttemptAt time.Time // first claim: when the downstream may first have seen the key
@@ -65,25 +86,31 @@ type IntentState struct {
 }
 
 type intentItem struct {
-	OperationID    string       `dynamodbav:"operation_id"`
-	Kind           string       `dynamodbav:"kind"`
-	Subject        string       `dynamodbav:"subject"`
-	Status         IntentStatus `dynamodbav:"status"`
-	Payload        any          `dynamodbav:"payload"` // a map; commit stores an empty payload as NULL
-	Causation      string       `dynamodbav:"causation"`
-	CreatedAt      int64        `dynamodbav:"created_at"`
-	Attempts       int          `dynamodbav:"attempts"`
-	FirstAttemptAt int64        `dynamodbav:"first_attempt_at"`
-	LeaseOwner     string       `dynamodbav:"lease_owner"`
-	LeaseToken     string       `dynamodbav:"lease_token"`
-	LeaseExpires   int64        `dynamodbav:"lease_expires_at"`
-	NextAttemptAt  int64        `dynamodbav:"next_attempt_at"`
-	NextCheckAt    int64        `dynamodbav:"next_check_at"`
-	ErrorCode      string       `dynamodbav:"error_code"`
-	Detail         string       `dynamodbav:"detail"`
-	FinishedAt     int64        `dynamodbav:"finished_at"`
-	ExpiresAt      int64        `dynamodbav:"expires_at"`
-	Audit          []auditItem  `dynamodbav:"audit"`
+	OperationID    string            `dynamodbav:"operation_id"`
+	Kind           string            `dynamodbav:"kind"`
+	Subject        string            `dynamodbav:"subject"`
+	Status         IntentStatus      `dynamodbav:"status"`
+	Payload        any               `dynamodbav:"payload"` // a map; commit stores an empty payload as NULL
+	Causation      string            `dynamodbav:"causation"`
+	CreatedAt      int64             `dynamodbav:"created_at"`
+	Projection     string            `dynamodbav:"projection"`
+	ProjSubject    string            `dynamodbav:"proj_subject"`
+	Version        int64             `dynamodbav:"version"`
+	Fingerprint    string            `dynamodbav:"fingerprint"`
+	Policy         Policy            `dynamodbav:"policy"`
+	Condition      map[string]string `dynamodbav:"condition"`
+	Attempts       int               `dynamodbav:"attempts"`
+	FirstAttemptAt int64             `dynamodbav:"first_attempt_at"`
+	LeaseOwner     string            `dynamodbav:"lease_owner"`
+	LeaseToken     string            `dynamodbav:"lease_token"`
+	LeaseExpires   int64             `dynamodbav:"lease_expires_at"`
+	NextAttemptAt  int64             `dynamodbav:"next_attempt_at"`
+	NextCheckAt    int64             `dynamodbav:"next_check_at"`
+	ErrorCode      string            `dynamodbav:"error_code"`
+	Detail         string            `dynamodbav:"detail"`
+	FinishedAt     int64             `dynamodbav:"finished_at"`
+	ExpiresAt      int64             `dynamodbav:"expires_at"`
+	Audit          []auditItem       `dynamodbav:"audit"`
 }
 
 func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
@@ -94,6 +121,8 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 	in := IntentState{
 		OperationID: it.OperationID, Kind: it.Kind, Subject: it.Subject, Status: it.Status,
 		Causation: it.Causation, CreatedAt: fromMS(it.CreatedAt),
+		Projection: it.Projection, ProjectionSubject: it.ProjSubject, Version: it.Version, Fingerprint: it.Fingerprint,
+		Policy: it.Policy, Condition: it.Condition,
 		Attempts: it.Attempts, FirstAttemptAt: fromMS(it.FirstAttemptAt),
 		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
 		NextAttemptAt: fromMS(it.NextAttemptAt), NextCheckAt: fromMS(it.NextCheckAt),
@@ -290,7 +319,7 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 	set := "SET #status = :to, error_code = :code, detail = :detail, audit = list_append(if_not_exists(audit, :empty), :audit)"
 	remove := " REMOVE lease_owner, lease_token, lease_expires_at"
 	switch out.Status {
-	case IntentStatusSucceeded, IntentStatusFailed:
+	case IntentStatusSucceeded, IntentStatusFailed, IntentStatusObsolete, IntentStatusSuperseded:
 		// A finished intent expires with the events: its projection's
 		// version guard, not this item, stops the effect from being created
 		// again, so keeping it longer only costs storage.

@@ -136,6 +136,8 @@ type wireCall struct {
 	Kind    string         `json:"kind"`
 	Subject string         `json:"subject"`
 	Payload map[string]any `json:"payload,omitempty"`
+	// Version is the subject's version as an exact decimal string.
+	Version string `json:"subject_version,omitempty"`
 }
 
 // Do performs one call.
@@ -156,6 +158,11 @@ func (e *HTTPEffect) Do(ctx context.Context, c Call) (Result, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", c.Key)
+	if c.Version != "" {
+		// The subject's version, exact (a decimal string, never a float),
+		// so the downstream can refuse an older state too.
+		req.Header.Set("X-Subject-Version", c.Version)
+	}
 	if err := e.authorize(ctx, req); err != nil {
 		// Nothing was sent: safe to retry once the secret is readable.
 		return Result{}, &RetryableError{Err: fmt.Errorf("%s: bearer token: %w", c.Key, err)}

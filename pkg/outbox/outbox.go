@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -74,6 +76,9 @@ type Call struct {
 	Kind    string
 	Subject string
 	Payload map[string]any
+	// Version is the version of the projection subject the intent came
+	// from, as an exact decimal ("" for intents that do not know it).
+	Version string
 }
 
 // Result is what a successful call returned.
@@ -108,6 +113,7 @@ type Windowed interface {
 type Ledger interface {
 	ClaimIntent(ctx context.Context, op string, o ledger.ClaimOptions) (ledger.IntentClaim, error)
 	RecordIntent(ctx context.Context, c ledger.IntentClaim, out ledger.IntentOutcome) error
+	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -218,6 +224,21 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 			Detail: fmt.Sprintf("%v %q", ErrNoEffect, in.Kind)})
 	}
 	call := Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: in.Payload}
+	if in.Projection != "" {
+		call.Version = strconv.FormatInt(in.Version, 10)
+	}
+
+	// The truth may have moved on since the commit (DESIGN.md §6, I7).
+	if in.Policy == ledger.PolicyWhileCurrent || in.Policy == ledger.PolicyLatest {
+		why, current, err := d.stillCurrent(ctx, in)
+		if err != nil {
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "truth_unreadable",
+				Detail: err.Error(), Next: d.now().Add(d.Backoff(in.Attempts, 0))})
+		}
+		if !current {
+			return d.notCurrent(ctx, c, eff, call.Key, why)
+		}
+	}
 
 	if c.MaybeSent() {
 		lookedUp := false
@@ -277,6 +298,72 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 	o, err := d.record(ctx, c, true, out)
 	o.Err = callErr
 	return o, err
+}
+
+// stillCurrent reads the intent's projection (strongly consistent: one
+// GetItem) and reports whether the intent is still justified by it: for
+// latest, the projection holds the state the intent carries; for
+// while_current, its state satisfies the intent's condition. why says
+// what changed when it is not.
+func (d *Dispatcher) stillCurrent(ctx context.Context, in ledger.IntentState) (why string, current bool, err error) {
+	if in.Projection == "" {
+		return "", true, nil // written before intents knew their truth
+	}
+	p, err := d.Ledger.GetProjection(ctx, in.Projection, in.ProjectionSubject)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return "", true, nil // an operator removed it; nothing to compare with
+	case err != nil:
+		return "", false, fmt.Errorf("read projection %s/%s: %w", in.Projection, in.ProjectionSubject, err)
+	}
+	at := fmt.Sprintf("%s/%s at version %d (the intent's: %d)", in.Projection, in.ProjectionSubject, p.Version, in.Version)
+	if in.Policy == ledger.PolicyLatest {
+		if p.Fingerprint != in.Fingerprint {
+			return at + " holds a newer state; a newer intent carries it", false, nil
+		}
+		return "", true, nil
+	}
+	keys := make([]string, 0, len(in.Condition))
+	for k := range in.Condition {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if got := fmt.Sprint(p.State[k]); got != in.Condition[k] {
+			return fmt.Sprintf("%s says %s=%s, the intent needs %s=%s", at, k, got, k, in.Condition[k]), false, nil
+		}
+	}
+	return "", true, nil
+}
+
+// notCurrent ends an intent the truth no longer justifies, without a call:
+// OBSOLETE (while_current) or SUPERSEDED (latest). If an earlier attempt
+// may have reached the downstream, that is never silent: the status
+// lookup decides (applied: SUCCEEDED, recorded as performed before the
+// truth changed; not applied: the same terminal state), and without an
+// answer the intent is QUARANTINED for its owner.
+func (d *Dispatcher) notCurrent(ctx context.Context, c ledger.IntentClaim, eff Effect, key, why string) (Outcome, error) {
+	status, code := ledger.IntentStatusObsolete, "obsolete"
+	if c.Intent.Policy == ledger.PolicyLatest {
+		status, code = ledger.IntentStatusSuperseded, "superseded"
+	}
+	if c.MaybeSent() {
+		lk, ok := eff.(StatusLookup)
+		if !ok {
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: code + "_maybe_performed",
+				Detail: why + "; an earlier attempt may have reached the downstream and it has no status lookup: the recovery owner must check"})
+		}
+		applied, known, err := lk.Lookup(ctx, key)
+		switch {
+		case err != nil || !known:
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: code + "_maybe_performed",
+				Detail: why + "; an earlier attempt may have reached the downstream and its status is unknown: the recovery owner must check"})
+		case applied:
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "performed_before_" + code,
+				Detail: "the downstream applied it before the truth moved on: " + why})
+		}
+	}
+	return d.record(ctx, c, false, ledger.IntentOutcome{Status: status, Code: code, Detail: why})
 }
 
 func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bool, out ledger.IntentOutcome) (Outcome, error) {

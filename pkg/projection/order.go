@@ -80,6 +80,13 @@ type OrderOptions struct {
 // refused with Permanent("hop_budget"): it is quarantined where an
 // operator sees it, whatever its state, because a chain that long is a
 // loop between automations (seed 003 "emergency hop budget").
+//
+// # Dispatch policy
+//
+// refund and notify_cancellation are while_current with the condition
+// status=cancelled: a refund still waiting when a newer revision
+// un-cancels the order (an operator's order.confirmed) ends OBSOLETE,
+// and no call is made.
 type Orders struct {
 	budget int64
 }
@@ -203,6 +210,10 @@ func (p *Orders) Project(ev Event) (Result, error) {
 			Kind:        in.kind,
 			Subject:     id,
 			Payload:     payload,
+			// A refund and its notice are justified by the cancellation:
+			// performed only while the order is still cancelled.
+			Policy:    ledger.PolicyWhileCurrent,
+			Condition: map[string]string{"status": "cancelled"},
 		})
 	}
 	return res, nil

@@ -52,6 +52,11 @@ const QuilttConnectionProjection = "quiltt_connection"
 // (a service outage becoming "repairable", which needs the user to
 // reconnect) is a change and alerts again. An unhealthy report older than
 // the stored state is stale and alerts nothing: it is already resolved.
+//
+// # Dispatch policy
+//
+// connection.alert is while_current with the condition health=unhealthy:
+// an alert still waiting when the connection has recovered ends OBSOLETE.
 type QuilttConnections struct{}
 
 var _ Projection = (*QuilttConnections)(nil)
@@ -160,6 +165,10 @@ func (*QuilttConnections) Project(ev Event) (Result, error) {
 			OperationID: OperationID(QuilttConnectionProjection, conn, HealthUnhealthy, strconv.FormatInt(version, 10)),
 			Kind:        "connection.alert",
 			Subject:     conn,
+			// An alert about an unhealthy connection is moot once it has
+			// recovered: sent only while the connection is still unhealthy.
+			Policy:    ledger.PolicyWhileCurrent,
+			Condition: map[string]string{"health": HealthUnhealthy},
 			Payload: map[string]any{
 				"connection_id": conn, "profile_id": profile, "event_type": typ, "error_kind": kind,
 				"connection_status": e.Record.Status, "provider": e.Record.Source,

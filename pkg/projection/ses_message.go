@@ -65,6 +65,11 @@ const SESSuppressionNamespace = "ses_suppression"
 // its recipients. A hard bounce for one recipient that arrives after a
 // complaint for another is stale and adds no suppression. SES's own
 // account-level suppression list covers both cases when it is enabled.
+//
+// # Dispatch policy
+//
+// suppression.add is once: a hard bounce or a complaint must suppress the
+// address whatever arrives later.
 type SESMessages struct{}
 
 var _ Projection = (*SESMessages)(nil)

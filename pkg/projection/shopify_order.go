@@ -48,6 +48,11 @@ const ShopifyOrderProjection = "shopify_order"
 // updated_at would mint a new key, and a second cancellation effect, for
 // each of them. cancelled_at names the cancellation itself; every event
 // that reports it agrees on it.
+//
+// # Dispatch policy
+//
+// order.cancelled is once: Shopify never un-cancels an order, so the fact
+// stays true.
 type ShopifyOrders struct{}
 
 var _ Projection = (*ShopifyOrders)(nil)

@@ -40,6 +40,10 @@ const StripePaymentIntentProjection = "stripe_payment_intent"
 //
 // An applied succeeded state emits one "payment.confirm" intent keyed
 // OperationID("stripe_payment_intent", payment intent id, "succeeded").
+//
+// # Dispatch policy
+//
+// payment.confirm is once: succeeded is terminal in Stripe.
 type StripePaymentIntents struct{}
 
 var _ Projection = (*StripePaymentIntents)(nil)

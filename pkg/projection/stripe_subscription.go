@@ -51,6 +51,15 @@ type StripeOptions struct {
 // OperationID(subscription, kind, version): a retry of the same event
 // produces the same key, a newer state a new one. An event that changes no
 // state emits nothing.
+//
+// # Dispatch policy
+//
+// entitlement.grant and entitlement.revoke are latest (a state sync):
+// an intent is performed only while the subscription's projection still
+// holds the state it carries; once a newer state is stored, the older
+// intent ends SUPERSEDED without a call (a grant retried after the revoke
+// can no longer re-entitle a deleted subscription). The call carries the
+// version (X-Subject-Version, exact) so the downstream can guard too.
 type StripeSubscriptions struct {
 	opts StripeOptions
 }
@@ -176,7 +185,9 @@ func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
 	intent := ledger.Intent{
 		OperationID: OperationID(StripeSubscriptionProjection, sub.ID, kind, strconv.FormatInt(version, 10)),
 		Kind:        kind,
-		Subject:     account,
+		// A state sync: only the subscription's current state is delivered.
+		Policy:  ledger.PolicyLatest,
+		Subject: account,
 		Payload: map[string]any{
 			"account_id": account, "subscription_id": sub.ID, "entitled": entitled,
 			"price_ids": sortedCopy(prices), "until": periodEnd, "version": version,

@@ -134,6 +134,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		subject  string
 		revision int
 		stripe   bool
+		state    string // the state the intent follows from
 	}
 	opOf := map[string]cancel{}
 	appliedCancel := map[string]string{} // op -> the event that applied it
@@ -144,7 +145,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		if e.Stripe() {
 			v, state, deleted, _, _ := stripeFact(e, ev, truth, o)
 			op := stripeOpOf(e.Subject, v, state, deleted)
-			opOf[op] = cancel{e.Subject, int(v), true}
+			opOf[op] = cancel{e.Subject, int(v), true, state}
 			if applied {
 				appliedCancel[op] = id
 			}
@@ -154,7 +155,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 			continue
 		}
 		rf, nt := Ops(e.Subject, e.Revision)
-		opOf[rf], opOf[nt] = cancel{e.Subject, e.Revision, false}, cancel{e.Subject, e.Revision, false}
+		opOf[rf], opOf[nt] = cancel{e.Subject, e.Revision, false, "cancelled"}, cancel{e.Subject, e.Revision, false, "cancelled"}
 		if applied {
 			appliedCancel[rf], appliedCancel[nt] = id, id
 		}
@@ -192,6 +193,26 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 			}
 		}
 	}
+	// movedOn: the model's reason for an intent to end OBSOLETE or
+	// SUPERSEDED without a call (DESIGN.md §6): an event of a newer version
+	// of its subject, with another state, was applied.
+	movedOn := func(c cancel) bool {
+		for _, id := range ids {
+			e := byID[id]
+			ev, ok := o.events[id]
+			if e.Subject != c.subject || !ok || ev.Result == nil || ev.Result.Outcome != ledger.OutcomeApplied {
+				continue
+			}
+			v, state := int64(e.Revision), e.Status
+			if e.Stripe() {
+				v, state, _, _, _ = stripeFact(e, ev, truth, o)
+			}
+			if v > int64(c.revision) && state != c.state {
+				return true
+			}
+		}
+		return false
+	}
 	ops := make([]string, 0, len(appliedCancel))
 	for op := range appliedCancel {
 		ops = append(ops, op)
@@ -205,6 +226,12 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		}
 		if in, ok := intentOf[op]; ok && (in.Status == ledger.IntentStatusQuarantined || in.Status == ledger.IntentStatusFailed) && n <= 1 {
 			continue // an operator owns it, visibly
+		}
+		if in, ok := intentOf[op]; ok && n == 0 && (in.Status == ledger.IntentStatusObsolete || in.Status == ledger.IntentStatusSuperseded) {
+			if !movedOn(c) {
+				add(I2, "intent %s (%s v%d) ended %s though no newer state of %s was applied: a due effect was suppressed", short(op), c.subject, c.revision, in.Status, c.subject)
+			}
+			continue
 		}
 		if n == 0 && c.stripe {
 			add(I2, "event %s applied the subscription transition of %s v%d but operation %s was never effective", appliedCancel[op], c.subject, c.revision, short(op))
