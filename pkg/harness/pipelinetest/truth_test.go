@@ -141,4 +141,3 @@ func onlyIntent(t *testing.T, h *pt.Harness, kind string) string {
 	}
 	return ops[0]
 }
-
