@@ -101,7 +101,8 @@ func TestCostPerMillionArithmetic(t *testing.T) {
 // The request budget of issue 8, counted by SDK middleware on the real
 // handlers: a new event stored inline costs intake 2 requests (UpdateItem,
 // SendMessage) and processing 2 DynamoDB requests (claim, transaction) plus
-// the effects announcement; a duplicate of a processed event costs 1.
+// the effects announcement; a duplicate of a processed event costs 1; an
+// effect checked against its projection (latest, while_current) costs 3.
 func TestRequestBudget(t *testing.T) {
 	rows, err := capacity.MeasurePipeline(context.Background(), []int{0, 4 << 10}, capacity.Realistic)
 	if err != nil {
@@ -123,7 +124,10 @@ func TestRequestBudget(t *testing.T) {
 	if big.IntakeCalls.Total != 3 || big.ProcessCalls.Total != 4 {
 		t.Fatalf("4 KB event (one chunk): intake %+v, processing %+v", big.IntakeCalls, big.ProcessCalls)
 	}
-	if small.EffectCalls.Detail != "DynamoDB.UpdateItem=2" {
+	// The effect (an entitlement, policy latest) costs its claim and its
+	// record, plus one consistent read of its projection (issue 12's
+	// budget: at most one extra read per checked dispatch).
+	if small.EffectCalls.Detail != "DynamoDB.GetItem=1 DynamoDB.UpdateItem=2" {
 		t.Fatalf("effect: %+v", small.EffectCalls)
 	}
 }
