@@ -117,8 +117,20 @@ func (a *announcer) sweep(ctx context.Context, intents []ledger.StoredIntent, no
 	}
 }
 
+// newerState reports whether another intent of in's projection subject
+// carries a newer version with another state.
+func newerState(intents []ledger.IntentState, in ledger.IntentState) bool {
+	for _, j := range intents {
+		if j.Projection == in.Projection && j.ProjectionSubject == in.ProjectionSubject && j.Version > in.Version && j.Fingerprint != in.Fingerprint {
+			return true
+		}
+	}
+	return false
+}
+
 // checkEffects compares the run's intents with the downstream (DESIGN.md
-// §5 I2): every intent SUCCEEDED, every key applied exactly once, and the
+// §5 I2, I7): every intent SUCCEEDED and applied exactly once, except a
+// state sync superseded by a newer state of its subject (never applied), and the
 // O-42 story's uncertain refund resolved without a second refund.
 func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.DownstreamState, scripted bool) {
 	type seen struct {
@@ -159,6 +171,22 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 		o.Story = scripted && (in.Kind == "refund" || in.Kind == "notify_cancellation")
 		r.EffectsByStatus[in.Status]++
 		r.MaxEffective = max(r.MaxEffective, o.Effective)
+		if in.Status == ledger.IntentStatusSuperseded {
+			// A state sync whose state a newer intent of the same subject
+			// carries (policy latest): no call is due, and none may have
+			// taken effect.
+			if !newerState(intents, in) {
+				r.violate("I7", "intent %s (%s v%d) ended SUPERSEDED though no newer state of %s/%s was committed", in.OperationID, in.Kind, in.Version, in.Projection, in.ProjectionSubject)
+			}
+			if o.Effective != 0 {
+				r.violate("I7", "the downstream applied the superseded %s (%s) %d times, want 0", in.OperationID, in.Kind, o.Effective)
+			}
+			if o.Story {
+				r.checkStory(o, in)
+			}
+			r.Effects = append(r.Effects, o)
+			continue
+		}
 		if in.Status != ledger.IntentStatusSucceeded {
 			r.violate("I2", "intent %s (%s) ended %s (%s), want SUCCEEDED", in.OperationID, in.Kind, in.Status, in.ErrorCode)
 		}
