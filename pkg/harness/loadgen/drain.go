@@ -153,6 +153,7 @@ func checkEffects(ctx context.Context, t Target, l *ledger.Ledger, o Options, ev
 	}
 	res.Effects.Expected = len(want)
 	deadline := time.Now().Add(o.Drain)
+	suppressed := map[string]bool{}
 	var settledAt time.Time
 	var calls, requests map[string]int
 	for {
@@ -163,8 +164,18 @@ func checkEffects(ctx context.Context, t Target, l *ledger.Ledger, o Options, ev
 		calls, requests = d.effective()
 		applied := 0
 		for k := range want {
-			if calls[k] > 0 {
+			switch {
+			case calls[k] > 0:
 				applied++
+			case suppressed[k]:
+				applied++ // settled without a call
+			default:
+				// A checked intent the truth no longer justifies ends
+				// without a call (DESIGN.md §6): SUPERSEDED or OBSOLETE.
+				if st, err := l.GetIntentState(ctx, k); err == nil && (st.Status == ledger.IntentStatusSuperseded || st.Status == ledger.IntentStatusObsolete) {
+					suppressed[k] = true
+					applied++
+				}
 			}
 		}
 		now := time.Now()
@@ -186,6 +197,8 @@ func checkEffects(ctx context.Context, t Target, l *ledger.Ledger, o Options, ev
 		n := calls[k]
 		e.Requests += requests[k]
 		switch {
+		case n == 0 && suppressed[k]:
+			e.Suppressed++
 		case n == 0:
 			// Say where it is stuck: an intent still PENDING was committed
 			// but never announced (the reconciler re-announces it later).

@@ -47,6 +47,9 @@ type Effects struct {
 	Expected int `json:"expected"` // intents the applied events must have created
 	Applied  int `json:"applied"`  // of those, applied at least once
 	Missing  int `json:"missing"`  // expected, never applied
+	// Suppressed: expected, never applied, and rightly so: the intent ended
+	// SUPERSEDED or OBSOLETE (a newer state of its subject arrived first).
+	Suppressed int `json:"suppressed,omitempty"`
 	// MissingByStatus is the ledger status of the missing intents:
 	// PENDING (committed, never announced: the processor died between its
 	// commit and its SendMessage, and the reconciler re-announces it after
@@ -232,8 +235,8 @@ func (r Result) Print(w io.Writer) {
 	for _, k := range kinds {
 		parts = append(parts, fmt.Sprintf("%s %d", k, e.ByKind[k]))
 	}
-	fmt.Fprintf(w, "  effects        %d expected, %d applied (%s), %d requests; missing %d, doubled %d, unexpected %d; max effective per key %d\n",
-		e.Expected, e.Applied, strings.Join(parts, ", "), e.Requests, e.Missing, e.Doubled, e.Unexpected, e.MaxPerKey)
+	fmt.Fprintf(w, "  effects        %d expected, %d applied (%s), %d requests; superseded or obsolete before dispatch %d; missing %d, doubled %d, unexpected %d; max effective per key %d\n",
+		e.Expected, e.Applied, strings.Join(parts, ", "), e.Requests, e.Suppressed, e.Missing, e.Doubled, e.Unexpected, e.MaxPerKey)
 	for _, s := range r.LostEvents {
 		fmt.Fprintf(w, "    lost %s\n", s)
 	}

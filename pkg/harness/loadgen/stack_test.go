@@ -86,7 +86,7 @@ func TestLoadAgainstLocalStack(t *testing.T) {
 			t.Errorf("no %s effect applied: %v", kind, res.Effects.ByKind)
 		}
 	}
-	if res.Effects.MaxPerKey != 1 || res.Effects.Applied != res.Effects.Expected {
+	if res.Effects.MaxPerKey != 1 || res.Effects.Applied+res.Effects.Suppressed != res.Effects.Expected || res.Effects.Missing != 0 {
 		t.Fatalf("effects %+v", res.Effects)
 	}
 	// Sane percentiles: ordered, positive, and far below the client's 30 s
