@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -115,7 +116,10 @@ type intentItem struct {
 
 func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 	var it intentItem
-	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+	// Numbers as written (UseNumber): a payload's version above 2^53 (a
+	// Stripe deletion's) must reach the downstream exact, never through a
+	// float64.
+	if err := attributevalue.UnmarshalMapWithOptions(av, &it, func(o *attributevalue.DecoderOptions) { o.UseNumber = true }); err != nil {
 		return IntentState{}, fmt.Errorf("decode intent item: %w", err)
 	}
 	in := IntentState{
@@ -132,7 +136,7 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 		in.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 	}
 	if p, ok := it.Payload.(map[string]any); ok {
-		in.Payload = p
+		in.Payload = exactNumbers(p).(map[string]any)
 	}
 	for _, a := range it.Audit {
 		in.Audit = append(in.Audit, AuditEntry{At: fromMS(a.At), From: Status(a.From), To: Status(a.To), Actor: a.Actor, Action: a.Action, Reason: a.Reason})
@@ -405,4 +409,25 @@ func (l *Ledger) ListDueIntents(ctx context.Context, before time.Time, limit int
 		refs = append(refs, IntentDueRef{OperationID: r.OperationID, Status: r.Status, DueAt: it.dueAt})
 	}
 	return refs, nil
+}
+
+// exactNumbers turns the numbers of a value decoded with UseNumber into
+// json.Number, which encodes as the same digits: exact in the JSON a
+// downstream receives, whatever its size.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case attributevalue.Number:
+		return json.Number(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = exactNumbers(e)
+		}
+		return x
+	}
+	return v
 }

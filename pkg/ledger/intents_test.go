@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -284,5 +285,41 @@ func TestCommitReportsOnlyNewIntents(t *testing.T) {
 	}
 	if got.Causation != "stripe/evt_a" || got.Payload["by"] != "evt_a" {
 		t.Fatalf("the first event's intent was overwritten: %+v", got)
+	}
+}
+
+// An intent knows the truth it came from (projection, subject, version,
+// fingerprint, policy, condition), and its payload's numbers come back as
+// written: a Stripe deletion's version (above 2^53) reaches the downstream
+// exact, not rounded through a float64.
+func TestIntentKeepsItsTruthAndExactNumbers(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	if _, err := f.L.Accept(ctx, delivery("evt_truth", `{"id":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.L.Claim(ctx, "stripe", "evt_truth", ledger.ClaimOptions{Owner: "proc", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const big = int64(1152921511791461867) // 2^60 + …: not a float64
+	w := &ledger.ProjectionWrite{Name: "stripe_subscription", Subject: "sub_1", Version: 7, Fingerprint: "fp-canceled", State: map[string]any{"status": "canceled"}}
+	in := ledger.Intent{OperationID: "op-truth", Kind: "entitlement.revoke", Subject: "acct_1", Policy: ledger.PolicyWhileCurrent,
+		Condition: map[string]string{"status": "canceled"}, Payload: map[string]any{"version": big, "amount": 12.5}}
+	if _, err := f.L.Commit(ctx, c, w, []ledger.Intent{in}); err != nil {
+		skipWithoutTransactions(t, err)
+		t.Fatal(err)
+	}
+	got, err := f.L.GetIntentState(ctx, "op-truth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Projection != "stripe_subscription" || got.ProjectionSubject != "sub_1" || got.Version != 7 || got.Fingerprint != "fp-canceled" ||
+		got.Policy != ledger.PolicyWhileCurrent || got.Condition["status"] != "canceled" {
+		t.Fatalf("intent truth %+v", got)
+	}
+	b, err := json.Marshal(got.Payload)
+	if err != nil || string(b) != `{"amount":12.5,"version":1152921511791461867}` {
+		t.Fatalf("payload JSON %s (%v)", b, err)
 	}
 }

@@ -1,6 +1,7 @@
 package pipelinetest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -283,6 +284,9 @@ func intentVersion(t *testing.T, i ledger.StoredIntent) int64 {
 		return -1
 	}
 	switch v := i.Payload["version"].(type) {
+	case json.Number:
+		n, _ := v.Int64()
+		return n
 	case float64:
 		return int64(v)
 	case int64:
