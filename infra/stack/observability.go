@@ -14,7 +14,7 @@ import (
 var (
 	IntakeMetrics     = []string{"Received", "Accepted", "Duplicates", "Rejected", "IntakeLatencyMs"}
 	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "ProcessLatencyMs"}
-	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "DispatchLatencyMs"}
+	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "DispatchLatencyMs"}
 	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
 		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth",
 		"BridgeRedelivered", "BridgeDLQDepth", "ReconcileRunMs"}
@@ -177,7 +177,7 @@ func (s *Stack) dashboard() *string {
 		{
 			graph("Deliveries: received, accepted, duplicates, rejected", sum("Received", "Accepted", "Duplicates", "Rejected"), 8),
 			graph("Outcomes: applied, noop, stale, ignored, quarantined, dead", sum("Applied", "Noop", "Stale", "Ignored", "Quarantined", "Dead"), 8),
-			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined"), 8),
+			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined, superseded, obsolete", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete"), 8),
 		},
 		{
 			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked", "BridgeRedelivered"), 12),

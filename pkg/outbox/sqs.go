@@ -44,7 +44,9 @@ type Consumer struct {
 	Log      *slog.Logger
 	// Metrics receives one EMF record per dispatch that recorded an
 	// outcome: EffectsSucceeded, EffectsFailed, EffectsUncertain,
-	// EffectsRetryWait, EffectsQuarantined and DispatchLatencyMs.
+	// EffectsRetryWait, EffectsQuarantined, EffectsSuperseded,
+	// EffectsObsolete (ended without a call: the truth moved on) and
+	// DispatchLatencyMs.
 	Metrics *metrics.Emitter
 }
 
@@ -139,7 +141,9 @@ func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 	c.Metrics.Emit(map[string]any{"function": "dispatcher", "operation_id": ptr.OperationID, "intent_status": string(o.Status), "called": o.Called},
 		metrics.N("EffectsSucceeded", is(ledger.IntentStatusSucceeded)), metrics.N("EffectsFailed", is(ledger.IntentStatusFailed)),
 		metrics.N("EffectsUncertain", is(ledger.IntentStatusUncertain)), metrics.N("EffectsRetryWait", is(ledger.IntentStatusRetryWait)),
-		metrics.N("EffectsQuarantined", is(ledger.IntentStatusQuarantined)), metrics.Latency("DispatchLatencyMs", took))
+		metrics.N("EffectsQuarantined", is(ledger.IntentStatusQuarantined)),
+		metrics.N("EffectsSuperseded", is(ledger.IntentStatusSuperseded)), metrics.N("EffectsObsolete", is(ledger.IntentStatusObsolete)),
+		metrics.Latency("DispatchLatencyMs", took))
 	if o.Err != nil {
 		attrs = append(attrs, "err", o.Err)
 	}
