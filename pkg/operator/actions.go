@@ -136,10 +136,13 @@ func validIntentStatus(st ledger.Status) bool {
 }
 
 type intentDetail struct {
-	OperationID    string         `json:"operation_id"`
-	Kind           string         `json:"kind"`
-	Subject        string         `json:"subject"`
-	Causation      string         `json:"causation"`
+	OperationID string `json:"operation_id"`
+	Kind        string `json:"kind"`
+	Subject     string `json:"subject"`
+	Causation   string `json:"causation"`
+	// The truth it came from and its dispatch policy (issue 12).
+	Truth          string         `json:"truth,omitempty"` // projection/subject@version
+	Policy         string         `json:"policy,omitempty"`
 	Status         string         `json:"status"`
 	Attempts       int            `json:"attempts"`
 	CreatedAt      time.Time      `json:"created_at"`
@@ -169,6 +172,13 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		CreatedAt: in.CreatedAt.UTC(), FirstAttemptAt: optTime(in.FirstAttemptAt), ErrorCode: in.ErrorCode, Detail: in.Detail,
 		FinishedAt: optTime(in.FinishedAt), ExpiresAt: optTime(in.ExpiresAt), PayloadKeys: []string{}, Audit: auditOf(in.Audit),
 	}
+	if in.Projection != "" {
+		d.Truth = fmt.Sprintf("%s/%s@%d", in.Projection, in.ProjectionSubject, in.Version)
+		d.Policy = string(in.Policy)
+		if d.Policy == "" {
+			d.Policy = string(ledger.PolicyOnce)
+		}
+	}
 	// Lease and due times only in the state they belong to (an emulator
 	// that ignores REMOVE leaves them behind).
 	switch in.Status {
@@ -194,6 +204,8 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		{"kind", d.Kind},
 		{"subject", d.Subject},
 		{"caused by", d.Causation},
+		{"from", orDash(d.Truth)},
+		{"policy", orDash(d.Policy)},
 		{"status", d.Status},
 		{"attempts", strconv.Itoa(d.Attempts)},
 		{"created", stamp(in.CreatedAt)},

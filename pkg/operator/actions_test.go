@@ -170,6 +170,8 @@ op-uncertain  refund  UNCERTAIN  2026-11-30T13:00:00Z  in 56m50s  1         time
 kind          refund
 subject       O-op-uncertain
 caused by     stripe/evt_op-uncertain
+from          orders/O-op-uncertain@1
+policy        once
 status        UNCERTAIN
 attempts      1
 created       2026-11-30T12:00:00Z
