@@ -65,17 +65,7 @@ func (h HeldEvent) Recovered() bool { return !h.TakeoverAt.IsZero() && h.Status.
 // serve it.
 func crashState(ctx context.Context, base string) (devstack.CrashState, bool) {
 	var st devstack.CrashState
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/_dev/crash", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return st, false
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return st, false
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st) == nil
+	return st, getDev(ctx, base, "/_dev/crash", "the crash state", &st) == nil
 }
 
 // disarm withdraws requested crashes that have not landed.

@@ -63,16 +63,25 @@ func scriptDownstream(ctx context.Context, base string) error {
 // downstreamState reads what the fake downstream received.
 func downstreamState(ctx context.Context, base string) (devstack.DownstreamState, error) {
 	var st devstack.DownstreamState
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/_dev/downstream", nil)
+	return st, getDev(ctx, base, "/_dev/downstream", "the downstream", &st)
+}
+
+// getDev reads one of the stack's dev-only JSON endpoints into out.
+func getDev(ctx context.Context, base, path, what string, out any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	resp, err := client.Do(req)
 	if err != nil {
-		return st, fmt.Errorf("read the downstream: %w", err)
+		return fmt.Errorf("read %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("read the downstream: HTTP %d", resp.StatusCode)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return fmt.Errorf("read %s: HTTP %d", what, resp.StatusCode)
 	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
 }
 
 // runIntents returns the intents this run's events created.

@@ -193,16 +193,7 @@ func devCall(ctx context.Context, method, url string, body []byte, want int) err
 // subscriptions.
 func stripeRequests(ctx context.Context, base string) (devstack.StripeRequests, error) {
 	var out devstack.StripeRequests
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/_dev/stripe/requests?path=/v1/subscriptions/", nil)
-	resp, err := client.Do(req)
-	if err != nil {
-		return out, fmt.Errorf("read the fake Stripe API's requests: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return out, fmt.Errorf("read the fake Stripe API's requests: HTTP %d", resp.StatusCode)
-	}
-	return out, json.NewDecoder(resp.Body).Decode(&out)
+	return out, getDev(ctx, base, "/_dev/stripe/requests?path=/v1/subscriptions/", "the fake Stripe API's requests", &out)
 }
 
 // ThinOutcome is one Stripe thin event of the run and what it became.
