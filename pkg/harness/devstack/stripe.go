@@ -50,22 +50,24 @@ func NewStripeAPI(addr, key string, logs *Logs) (*StripeAPI, error) {
 		return nil, fmt.Errorf("%w on %s: %v (set DEV_STRIPE_ADDR)", ErrStripe, addr, err)
 	}
 	a := &StripeAPI{addr: l.Addr().String(), fake: stripefake.New(key), logs: logs}
-	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), ReadHeaderTimeout: 10 * time.Second}
+	a.fake.OnAnswer = a.logAnswer
+	a.srv = &http.Server{Handler: a.fake, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = a.srv.Serve(l) }()
 	return a, nil
 }
 
-// serve answers one API request through the fake and logs the answer
-// (never the key).
-func (a *StripeAPI) serve(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w}
-	a.fake.ServeHTTP(rec, r)
-	answer := fmt.Sprint(rec.status)
-	if rec.status == 0 {
+// logAnswer logs one answer of the fake (never the key: requests carry
+// none).
+func (a *StripeAPI) logAnswer(q stripefake.Request) {
+	answer := fmt.Sprint(q.Status)
+	if q.Status == 0 {
 		answer = "no answer (the client gave up)"
 	}
-	a.logf("%s %s → %s in %s", r.Method, r.URL.RequestURI(), answer, time.Since(start).Round(100*time.Microsecond))
+	target := q.Path
+	if q.RawQuery != "" {
+		target += "?" + q.RawQuery
+	}
+	a.logf("%s %s → %s in %s", q.Method, target, answer, time.Since(q.Time).Round(100*time.Microsecond))
 }
 
 func (a *StripeAPI) logf(format string, args ...any) {
@@ -321,24 +323,4 @@ func orNone(s string) string {
 func writeMessage(w http.ResponseWriter, status int, msg string) {
 	b, _ := json.Marshal(map[string]string{"message": msg})
 	writeJSON(w, status, string(b))
-}
-
-// statusRecorder remembers the status answered.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusRecorder) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }

@@ -45,6 +45,9 @@ type Server struct {
 	// PageSize, when positive, caps every page of a list below the limit
 	// asked for (1 exercises pagination); has_more stays truthful.
 	PageSize int
+	// OnAnswer, when set, is called after every request with what the
+	// fake recorded of it (Status 0: the client gave up), e.g. to log it.
+	OnAnswer func(Request)
 
 	key string
 
@@ -220,7 +223,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serve(rec, r, n, now)
 	s.mu.Lock()
 	s.requests[n].Status = rec.status
+	done := s.requests[n]
 	s.mu.Unlock()
+	if s.OnAnswer != nil {
+		s.OnAnswer(done)
+	}
 }
 
 func (s *Server) serve(w *statusWriter, r *http.Request, n int, now time.Time) {
