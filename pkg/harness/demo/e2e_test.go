@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,23 +13,6 @@ import (
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDemoEndToEnd builds the real bootstraps, starts the local stack from
 // a clean state (its own ports, table and queues), runs the demo story
@@ -41,22 +23,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := devstack.Config{Root: "../../..", BuildDir: t.TempDir(), AutoPorts: true}
-	cfg.FastProfile()
-	logBuf := &syncBuffer{}
-	logs := devstack.NewLogs(logBuf)
-	if err := devstack.Build(ctx, cfg, logs); err != nil {
-		t.Fatal(err)
-	}
-	stack, err := devstack.Start(ctx, cfg, logs)
-	if err != nil {
-		t.Fatalf("start: %v\n%s", err, logBuf.String())
-	}
-	defer stack.Close()
-	file, _, err := devstack.LoadFile("../../../scripts/devstack.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack, file, logBuf := devstack.StartForTest(t, ctx)
 	target := demo.Target{
 		BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(), SQS: stack.SQS,
 		QueueURL: stack.Queues.Queue, DLQURL: stack.Queues.DLQ, EffectsQueueURL: stack.EffectsQueues.Queue, Secret: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"],
@@ -82,7 +49,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	rep.Print(&out)
 	t.Log(out.String())
 	if !rep.OK() {
-		t.Fatalf("violations: %v\nstack log tail:\n%s", rep.Violations, tail(logBuf.String(), 60))
+		t.Fatalf("violations: %v\nstack log tail:\n%s", rep.Violations, logBuf.Tail(60))
 	}
 	if rep.ByHTTP[401] != 3 || rep.ByHTTP[202] == 0 || rep.ByHTTP[200] == 0 || rep.Suppressed < 20 {
 		t.Fatalf("deliveries by status %v, suppressed %d", rep.ByHTTP, rep.Suppressed)
@@ -176,7 +143,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("O-42 notice: want 429, applied and hung, then replayed under the same key; got %+v", notify)
 	}
 	if !strings.Contains(logBuf.String(), "runtime mid-batch") {
-		t.Fatalf("the processor was never killed mid-batch:\n%s", tail(logBuf.String(), 40))
+		t.Fatalf("the processor was never killed mid-batch:\n%s", logBuf.Tail(40))
 	}
 	// The kill interrupted claimed work, and each interrupted event was
 	// taken over by another worker and finished.
@@ -206,12 +173,4 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !strings.Contains(progress.String(), "taken over 4s after the kill") {
 		t.Fatalf("the run did not say how long recovery takes:\n%s", progress.String())
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,23 +54,6 @@ func TestEventBridgeEventWrapsTheBodyAsAPartnerWould(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestLocalStackRunsTheBridge starts the local stack with the checked-in
 // configuration (stripe and shopify over https+eventbridge) and sends one
 // Stripe fact through /_dev/eventbridge and as a signed webhook: the real
@@ -83,21 +65,7 @@ func TestLocalStackRunsTheBridge(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := devstack.Config{Root: "../../..", BuildDir: t.TempDir(), AutoPorts: true}
-	cfg.FastProfile()
-	logs := &lockedBuffer{}
-	if err := devstack.Build(ctx, cfg, devstack.NewLogs(logs)); err != nil {
-		t.Fatal(err)
-	}
-	stack, err := devstack.Start(ctx, cfg, devstack.NewLogs(logs))
-	if err != nil {
-		t.Fatalf("start: %v\n%s", err, logs.String())
-	}
-	defer stack.Close()
-	file, _, err := devstack.LoadFile("../../../scripts/devstack.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack, file, logs := devstack.StartForTest(t, ctx)
 	post := func(path string, body []byte, headers map[string]string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.HTTPURL()+path, bytes.NewReader(body))

@@ -1,39 +1,19 @@
 package devstack
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/effectively-once/webhooks/pkg/outbox"
 )
 
-// syncBuffer is a log sink the handlers may write from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // apiStack is a Stack with only what the dev HTTP API's downstream
 // routes need: a fake downstream of two kinds and a log.
-func apiStack(t *testing.T) (*Stack, *syncBuffer) {
+func apiStack(t *testing.T) (*Stack, *TestLog) {
 	t.Helper()
 	cfgs, err := outbox.ParseEffects([]byte(`{"effects":[
 		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","status_url":"http://127.0.0.1:3002/refunds/status","secret":"env:TOKEN"},
@@ -46,7 +26,7 @@ func apiStack(t *testing.T) (*Stack, *syncBuffer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	var log syncBuffer
+	var log TestLog
 	return &Stack{logs: NewLogs(&log), Downstream: d}, &log
 }
 

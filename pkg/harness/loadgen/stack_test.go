@@ -3,8 +3,6 @@ package loadgen_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,34 +22,8 @@ func TestLoadAgainstLocalStack(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := devstack.Config{Root: "../../..", BuildDir: t.TempDir(), AutoPorts: true}
-	cfg.FastProfile()
-	// The stack's log goes to a file (devstack.Logs serializes its
-	// writes); a failure shows its tail.
-	logPath := filepath.Join(t.TempDir(), "stack.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	logs := devstack.NewLogs(logFile)
-	stackLog := func() string {
-		b, _ := os.ReadFile(logPath)
-		lines := strings.Split(string(b), "\n")
-		return strings.Join(lines[max(0, len(lines)-60):], "\n")
-	}
-	if err := devstack.Build(ctx, cfg, logs); err != nil {
-		t.Fatal(err)
-	}
-	stack, err := devstack.Start(ctx, cfg, logs)
-	if err != nil {
-		t.Fatalf("start: %v\n%s", err, stackLog())
-	}
-	defer stack.Close()
-	file, _, err := devstack.LoadFile("../../../scripts/devstack.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack, file, log := devstack.StartForTest(t, ctx)
+	stackLog := func() string { return log.Tail(60) }
 	target := loadgen.Target{
 		BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(),
 		Secrets: loadgen.Secrets{
