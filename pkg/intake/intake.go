@@ -263,10 +263,11 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 		return res, nil
 	}
 	if res.PayloadMismatch {
-		if ident.Attributes[attrVia] != ev.Attributes[attrVia] {
-			// The same fact through the other path: EventBridge re-serializes
-			// the JSON, so the bytes differ by design.
-			evLog.Info("duplicate through the other delivery path; the first payload is kept", "payload_hash", ev.PayloadHash)
+		if ident.Attributes[attrVia] != ev.Attributes[attrVia] || ident.Attributes["format"] != ev.Attributes["format"] {
+			// The same fact through the other path (EventBridge re-serializes
+			// the JSON) or in the other form (a Stripe thin twin of a
+			// snapshot event): the bytes differ by design.
+			evLog.Info("duplicate through the other delivery path or form; the first payload is kept", "payload_hash", ev.PayloadHash)
 		} else {
 			evLog.Warn("duplicate event id with different bytes; the first payload is kept", "payload_hash", ev.PayloadHash)
 		}
