@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -41,7 +42,18 @@ type Intent struct {
 	// intent's reason needs (field → value, compared as text): a refund
 	// for a cancellation needs {"status": "cancelled"}.
 	Condition map[string]string
+	// Compensation, for PolicyWhileCurrent, is the intent kind that undoes
+	// or corrects this one when a newer revision contradicts it after it
+	// was performed ("" : none, the intent becomes CONTRADICTED, an
+	// attention item for the recovery owner). The compensation intent is
+	// written in the same transaction as that revision, keyed
+	// CompensationID(OperationID), policy once.
+	Compensation string
 }
+
+// CompensationID is the operation id of the compensation of intent op:
+// stable, so a retried commit never creates two.
+func CompensationID(op string) string { return op + "-c" }
 
 // Policy is an intent kind's dispatch policy, declared by the projection
 // that emits it.
@@ -75,6 +87,40 @@ type Projection struct {
 	State       map[string]any `dynamodbav:"state"`
 	UpdatedAt   int64          `dynamodbav:"updated_at"`
 	LastEvent   string         `dynamodbav:"last_event"`
+	// Latest names, per kind family of its latest intents ("entitlement"
+	// for entitlement.grant/revoke), the newest intent that carries the
+	// current state: what the downstream should end at. The reconciler's
+	// drift check compares the downstream's version with it.
+	Latest map[string]LatestIntent `dynamodbav:"latest,omitempty"`
+	// Watch lists the while_current intents whose reason a later revision
+	// could remove; the commit of every revision checks them (see Commit).
+	Watch []WatchEntry `dynamodbav:"watch,omitempty"`
+}
+
+// LatestIntent is the newest latest-policy intent of one kind family.
+type LatestIntent struct {
+	OperationID string `dynamodbav:"op"`
+	Kind        string `dynamodbav:"kind"`
+	Subject     string `dynamodbav:"subject"`
+	Version     int64  `dynamodbav:"version"`
+}
+
+// WatchEntry is one while_current intent a projection subject watches.
+type WatchEntry struct {
+	OperationID  string            `dynamodbav:"op"`
+	Kind         string            `dynamodbav:"kind"`
+	Version      int64             `dynamodbav:"version"`
+	Condition    map[string]string `dynamodbav:"cond"`
+	Compensation string            `dynamodbav:"comp,omitempty"`
+}
+
+// Family is the kind family of an intent kind: the part before the first
+// dot ("entitlement" for "entitlement.grant"), or the kind itself.
+func Family(kind string) string {
+	if i := strings.IndexByte(kind, '.'); i > 0 {
+		return kind[:i]
+	}
+	return kind
 }
 
 // StoredIntent is an outbox intent as stored.

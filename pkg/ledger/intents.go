@@ -20,6 +20,9 @@ import (
 //	PENDING ──claim──> DISPATCHING(lease_owner, lease_token, lease_expires_at, attempts+1)
 //	DISPATCHING ──record──> SUCCEEDED | FAILED | QUARANTINED   (terminal: no due keys)
 //	DISPATCHING ──record──> OBSOLETE | SUPERSEDED  (terminal, no call: the truth moved on; see Policy)
+//	SUCCEEDED ──commit of a contradicting revision──> CONTRADICTED  (attention: performed, then its reason was removed)
+//	DISPATCHING, UNCERTAIN marked contradicted ──record as performed──> CONTRADICTED
+//	CONTRADICTED ──operator resolve──> SUCCEEDED  (acknowledged by the recovery owner)
 //	DISPATCHING ──record──> RETRY_WAIT(next_attempt_at) | UNCERTAIN(next_check_at)  (due_at = that time)
 //	RETRY_WAIT, UNCERTAIN when due ──claim──> DISPATCHING
 //	DISPATCHING, lease expired ──claim by another dispatcher──> DISPATCHING (new token)
@@ -40,12 +43,18 @@ const (
 	// IntentStatusSuperseded: a latest intent whose state a newer one
 	// carries; no call was made.
 	IntentStatusSuperseded IntentStatus = "SUPERSEDED"
+	// IntentStatusContradicted: a while_current intent that was performed
+	// (the downstream applied it) and that a newer revision contradicted
+	// afterwards, with no compensation declared for its kind. It waits on
+	// the attention shards for the recovery owner (DESIGN.md §5 I7): the
+	// effect cannot be taken back by us; a human contains and records it.
+	IntentStatusContradicted IntentStatus = "CONTRADICTED"
 )
 
 // Terminal reports whether no dispatcher will pick the intent up again.
 func (s IntentStatus) Terminal() bool {
 	switch s {
-	case IntentStatusSucceeded, IntentStatusFailed, IntentStatusQuarantined, IntentStatusObsolete, IntentStatusSuperseded:
+	case IntentStatusSucceeded, IntentStatusFailed, IntentStatusQuarantined, IntentStatusObsolete, IntentStatusSuperseded, IntentStatusContradicted:
 		return true
 	}
 	return false
@@ -71,6 +80,14 @@ type IntentState struct {
 	Fingerprint       string
 	Policy            Policy // "" means PolicyOnce
 	Condition         map[string]string
+
+	// ContradictedBy is the projection version of the newer revision that
+	// removed a while_current intent's reason while the intent was
+	// performed or in flight (0: never). CompensatedBy is the operation id
+	// of the compensation intent the commit of that revision created, when
+	// the projection declares one for the kind.
+	ContradictedBy int64
+	CompensatedBy  string
 
 	Attempts       int
 	FirstAttemptAt time.Time // first claim: when the downstream may first have seen the key
@@ -100,6 +117,8 @@ type intentItem struct {
 	Fingerprint    string            `dynamodbav:"fingerprint"`
 	Policy         Policy            `dynamodbav:"policy"`
 	Condition      map[string]string `dynamodbav:"condition"`
+	ContradictedBy int64             `dynamodbav:"contradicted_by"`
+	CompensatedBy  string            `dynamodbav:"compensated_by"`
 	Attempts       int               `dynamodbav:"attempts"`
 	FirstAttemptAt int64             `dynamodbav:"first_attempt_at"`
 	LeaseOwner     string            `dynamodbav:"lease_owner"`
@@ -126,7 +145,7 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 		OperationID: it.OperationID, Kind: it.Kind, Subject: it.Subject, Status: it.Status,
 		Causation: it.Causation, CreatedAt: fromMS(it.CreatedAt),
 		Projection: it.Projection, ProjectionSubject: it.ProjSubject, Version: it.Version, Fingerprint: it.Fingerprint,
-		Policy: it.Policy, Condition: it.Condition,
+		Policy: it.Policy, Condition: it.Condition, ContradictedBy: it.ContradictedBy, CompensatedBy: it.CompensatedBy,
 		Attempts: it.Attempts, FirstAttemptAt: fromMS(it.FirstAttemptAt),
 		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
 		NextAttemptAt: fromMS(it.NextAttemptAt), NextCheckAt: fromMS(it.NextCheckAt),
