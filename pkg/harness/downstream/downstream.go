@@ -2,15 +2,22 @@
 // stack: it deduplicates by Idempotency-Key within a window like a real
 // payment or messaging API, counts effective calls per key, answers
 // scripted failures (500, 429 and 503 with Retry-After, 400, hangs before
-// or after applying), and lists the scripts no call used yet. It is a
-// harness: no function links it (functions/layout_test.go).
+// or after applying), and lists the scripts no call used yet. Per subject
+// it keeps the versions and states it applied, in order (a Book), so a test
+// can assert the downstream's final view and that it never went back to an
+// older version (DESIGN.md §5 I7), and it can refuse older versions like a
+// guarding downstream. It is a harness: no function links it
+// (functions/layout_test.go).
 package downstream
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +50,10 @@ type Call struct {
 	Body     []byte
 	Replayed bool // answered from the idempotency store
 	Mode     Mode
+	// Version is the subject version the call carried ("" : none).
+	Version string
+	// Refused: RefuseOlder turned the call away (409, nothing applied).
+	Refused bool
 }
 
 type entry struct {
@@ -67,6 +78,14 @@ type Fake struct {
 	Conflict bool
 	// HangLimit bounds a hang when the client never disconnects. Default 30s.
 	HangLimit time.Duration
+	// RefuseOlder makes the fake guard like a careful downstream: a call
+	// whose subject version is lower than the last one it applied for that
+	// subject is answered 409 without the Idempotency-Key echo (a
+	// permanent refusal) and recorded as refused, not applied.
+	RefuseOlder bool
+	// Book holds the per-subject view; fakes standing for one service
+	// share one. Nil: the fake keeps its own.
+	Book *Book
 
 	mu        sync.Mutex
 	script    []Behavior
@@ -74,6 +93,7 @@ type Fake struct {
 	effective map[string]int
 	calls     []Call
 	applied   int
+	own       Book
 }
 
 var _ http.Handler = (*Fake)(nil)
@@ -143,6 +163,21 @@ func (f *Fake) Lookup(key string) (applied, known bool) {
 	return ok, true
 }
 
+func (f *Fake) book() *Book {
+	if f.Book != nil {
+		return f.Book
+	}
+	return &f.own
+}
+
+// Subjects returns what the fake applied per subject, for every subject a
+// call carrying a subject version reached. Only effective applies count:
+// not replays, not failures.
+func (f *Fake) Subjects() map[string]SubjectView { return f.book().Subjects() }
+
+// Subject returns what the fake applied for subject s.
+func (f *Fake) Subject(s string) (SubjectView, bool) { return f.book().Subject(s) }
+
 func (f *Fake) now() time.Time {
 	if f.Now != nil {
 		return f.Now()
@@ -158,7 +193,13 @@ func (f *Fake) expired(e entry) bool {
 //
 // A GET with ?key=<operation id> is the status endpoint HTTPEffect.StatusURL
 // expects: {"key":…, "applied":bool, "known":bool}; a key past Window is not
-// known.
+// known. A GET with ?subject=<s> answers the version last applied for the
+// subject: {"subject":…, "version":"<exact decimal>", "known":bool,
+// "kind":…} (known false, 200, for a subject never reached).
+//
+// A POST carries its subject version in X-Subject-Version, or else in the
+// body's subject_version; one that is not a decimal integer is answered
+// 400 without applying.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -169,9 +210,14 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet {
-		key := r.URL.Query().Get("key")
+		q := r.URL.Query()
+		if q.Has("subject") {
+			f.serveSubject(w, q.Get("subject"))
+			return
+		}
+		key := q.Get("key")
 		if key == "" {
-			http.Error(w, "missing key", http.StatusBadRequest)
+			http.Error(w, "missing key or subject", http.StatusBadRequest)
 			return
 		}
 		applied, known := f.Lookup(key)
@@ -189,13 +235,18 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
+	wc, err := parseCall(body, r.Header.Get("X-Subject-Version"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 
 	f.mu.Lock()
 	b := Behavior{Mode: Apply}
 	if len(f.script) > 0 {
 		b, f.script = f.script[0], f.script[1:]
 	}
-	call := Call{Key: key, Body: body, Mode: b.Mode}
+	call := Call{Key: key, Body: body, Mode: b.Mode, Version: wc.version}
 	switch b.Mode {
 	case Fail500, Throttle429, Unavailable503, Reject400, HangBeforeApply:
 		f.calls = append(f.calls, call)
@@ -208,9 +259,17 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.effective = map[string]int{}
 	}
 	e, seen := f.keys[key]
-	if seen && !f.expired(e) {
+	switch {
+	case seen && !f.expired(e):
 		call.Replayed = true
-	} else {
+	case wc.version != "" && wc.Subject != "" &&
+		!f.book().apply(wc.Subject, Applied{Version: wc.version, Kind: wc.Kind, Key: key, State: stateOf(wc.Payload), At: f.now()}, f.RefuseOlder):
+		call.Refused = true
+		f.calls = append(f.calls, call)
+		f.mu.Unlock()
+		http.Error(w, "an older version of subject "+wc.Subject+" than the one applied", http.StatusConflict)
+		return
+	default:
 		f.applied++
 		f.effective[key]++
 		resp, _ := json.Marshal(map[string]any{"applied": true, "key": key, "effect_id": f.applied})
@@ -268,4 +327,52 @@ func (f *Fake) hang(r *http.Request) {
 	case <-r.Context().Done():
 	case <-t.C:
 	}
+}
+
+// serveSubject answers the subject status endpoint.
+func (f *Fake) serveSubject(w http.ResponseWriter, subject string) {
+	if subject == "" {
+		http.Error(w, "missing subject", http.StatusBadRequest)
+		return
+	}
+	a := outbox.SubjectAnswer{Subject: subject}
+	if sv, ok := f.Subject(subject); ok && sv.Last != "" {
+		a.Version, a.Known, a.Kind = sv.Last, true, sv.LastKind
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// wireCall is what the fake reads of a POST body (outbox.HTTPEffect's).
+type wireCall struct {
+	Kind    string          `json:"kind"`
+	Subject string          `json:"subject"`
+	Payload map[string]any  `json:"payload"`
+	Version json.RawMessage `json:"subject_version"`
+
+	version string // the exact decimal the call carries, "" for none
+}
+
+// parseCall reads the subject, kind, payload and version of a call. A body
+// that is not a JSON object carries no subject (the call is still applied);
+// a version that is not a decimal integer, in the header or the body, is
+// an error. The header wins over the body.
+func parseCall(body []byte, header string) (wireCall, error) {
+	var wc wireCall
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&wc); err != nil {
+		wc = wireCall{}
+	}
+	v := header
+	if v == "" && len(wc.Version) > 0 && string(wc.Version) != "null" {
+		v = strings.Trim(string(wc.Version), `"`)
+	}
+	if v != "" {
+		if _, err := parseVersion(v); err != nil {
+			return wireCall{}, fmt.Errorf("subject version %q: %w", v, err)
+		}
+	}
+	wc.version = v
+	return wc, nil
 }
