@@ -29,7 +29,10 @@ import (
 // uncertain, before it was written retryable.
 //
 // With StatusURL set it is also a StatusLookup: GET StatusURL?key=<key>
-// answering {"applied":bool,"known":bool} (404 means not known).
+// answering {"applied":bool,"known":bool} (404 means not known); and a
+// SubjectStatus: GET StatusURL?subject=<subject> answering
+// {"subject":…,"version":"<exact decimal>","known":bool,"kind":…} (404
+// means not known).
 type HTTPEffect struct {
 	Name   string // the intent kind it performs
 	URL    string
@@ -52,6 +55,15 @@ type HTTPEffect struct {
 var _ Effect = (*HTTPEffect)(nil)
 
 var _ StatusLookup = (*HTTPEffect)(nil)
+
+var _ SubjectStatus = (*HTTPEffect)(nil)
+
+// ErrNoSubjectStatus: the effect has no status endpoint to ask for a
+// subject's version (HTTPEffect without StatusURL). The caller cannot tell
+// drift from agreement and should skip the subject, as for an effect that
+// is no SubjectStatus. It lives here rather than in outbox.go's error
+// block because only HTTPEffect returns it.
+var ErrNoSubjectStatus = errors.New("outbox: no subject status endpoint")
 
 // StatusAnswer is the status endpoint's JSON answer.
 type StatusAnswer struct {
@@ -85,6 +97,26 @@ func (e *HTTPEffect) authorize(ctx context.Context, req *http.Request) error {
 	return nil
 }
 
+// statusGet sends GET StatusURL?<param>=<value> with the effect's
+// authorization. The caller closes the body.
+func (e *HTTPEffect) statusGet(ctx context.Context, param, value string) (*http.Response, error) {
+	u, err := url.Parse(e.StatusURL)
+	if err != nil {
+		return nil, fmt.Errorf("status url: %w", err)
+	}
+	q := u.Query()
+	q.Set(param, value)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.authorize(ctx, req); err != nil {
+		return nil, err
+	}
+	return e.client().Do(req)
+}
+
 // Lookup asks the status endpoint whether key was applied. Without a
 // StatusURL the answer is "not known", so the dispatcher falls back to a
 // retry with the same key inside the idempotency window.
@@ -92,21 +124,7 @@ func (e *HTTPEffect) Lookup(ctx context.Context, key string) (applied, known boo
 	if e.StatusURL == "" {
 		return false, false, nil
 	}
-	u, err := url.Parse(e.StatusURL)
-	if err != nil {
-		return false, false, fmt.Errorf("status url: %w", err)
-	}
-	q := u.Query()
-	q.Set("key", key)
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return false, false, err
-	}
-	if err := e.authorize(ctx, req); err != nil {
-		return false, false, err
-	}
-	resp, err := e.client().Do(req)
+	resp, err := e.statusGet(ctx, "key", key)
 	if err != nil {
 		return false, false, fmt.Errorf("status lookup %s: %w", key, err)
 	}
@@ -114,7 +132,7 @@ func (e *HTTPEffect) Lookup(ctx context.Context, key string) (applied, known boo
 	switch resp.StatusCode {
 	case http.StatusOK:
 		var a StatusAnswer
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&a); err != nil {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusAnswer)).Decode(&a); err != nil {
 			return false, false, fmt.Errorf("status lookup %s: bad answer: %w", key, err)
 		}
 		return a.Applied, a.Known, nil
@@ -123,6 +141,85 @@ func (e *HTTPEffect) Lookup(ctx context.Context, key string) (applied, known boo
 	default:
 		return false, false, fmt.Errorf("status lookup %s: HTTP %d", key, resp.StatusCode)
 	}
+}
+
+// SubjectAnswer is the status endpoint's JSON answer about a subject.
+// Version is the exact decimal of the last version applied; a JSON number
+// is accepted too and kept as written (never through float64).
+type SubjectAnswer struct {
+	Subject string `json:"subject"`
+	Version string `json:"version"`
+	Known   bool   `json:"known"`
+	Kind    string `json:"kind,omitempty"`
+}
+
+// maxStatusAnswer bounds the status endpoint's answer read.
+const maxStatusAnswer = 4096
+
+// SubjectVersion asks the status endpoint which version of subject the
+// downstream last applied. A 404, or an answer with known false, is not
+// known. Without a StatusURL it returns ErrNoSubjectStatus. The version is
+// kept as the exact decimal the downstream wrote.
+func (e *HTTPEffect) SubjectVersion(ctx context.Context, subject string) (version string, known bool, err error) {
+	if e.StatusURL == "" {
+		return "", false, fmt.Errorf("%s: %w", e.Name, ErrNoSubjectStatus)
+	}
+	resp, err := e.statusGet(ctx, "subject", subject)
+	if err != nil {
+		return "", false, fmt.Errorf("subject status %s: %w", subject, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return "", false, nil
+	default:
+		return "", false, fmt.Errorf("subject status %s: HTTP %d", subject, resp.StatusCode)
+	}
+	var raw struct {
+		Subject string          `json:"subject"`
+		Version json.RawMessage `json:"version"`
+		Known   bool            `json:"known"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusAnswer)).Decode(&raw); err != nil {
+		return "", false, fmt.Errorf("subject status %s: bad answer: %w", subject, err)
+	}
+	if raw.Subject != "" && raw.Subject != subject {
+		return "", false, fmt.Errorf("subject status %s: the answer is about subject %q", subject, raw.Subject)
+	}
+	if !raw.Known {
+		return "", false, nil
+	}
+	v := strings.TrimSpace(string(raw.Version))
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	if !isDecimal(v) {
+		return "", false, fmt.Errorf("subject status %s: version %q is not a decimal integer", subject, truncate(v, 40))
+	}
+	return v, true, nil
+}
+
+// isDecimal reports whether s is a decimal integer: an optional minus sign
+// and 1 to 40 digits.
+func isDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return strings.ToValidUTF8(s, "")
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // MaxDetail bounds the response text kept in errors and results.

@@ -373,3 +373,10 @@ func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bo
 	}
 	return o, nil
 }
+
+// SubjectStatus is implemented by effects whose downstream can say which
+// version of a subject it last applied (for latest-policy effects: the
+// reconciler's drift check, DESIGN.md §5 I7).
+type SubjectStatus interface {
+	SubjectVersion(ctx context.Context, subject string) (version string, known bool, err error)
+}
