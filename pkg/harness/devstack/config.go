@@ -27,8 +27,9 @@
 // GET /_dev/crash (what each kill held, the batches a crash passed over,
 // and the timings recovery takes) and DELETE /_dev/crash (withdraw a crash
 // that has not landed), GET /_dev/downstream
-// (the fake downstream's requests, effective calls per idempotency key and
-// scripted answers still pending), POST /_dev/downstream/script (script the
+// (the fake downstream's requests, effective calls per idempotency key,
+// scripted answers still pending, and per kind family and subject the
+// versions it applied, in order), POST /_dev/downstream/script (script the
 // next answers of one effect kind: hang after applying, 429 with
 // Retry-After, …), DELETE /_dev/downstream/script[?kind=] (drop the
 // scripted answers no call used) and

@@ -14,19 +14,25 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
+	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 )
 
 // Downstream is the local stack's fake downstream: one downstream.Fake
 // per effect kind, served on one address under the routes the effects
 // document names (POST url performs the effect, GET status_url?key= answers
-// whether a key was applied). Each fake deduplicates by Idempotency-Key
+// whether a key was applied, GET status_url?subject= the version last
+// applied for a subject). Each fake deduplicates by Idempotency-Key
 // within the effect's idempotency window, counts effective calls per key,
-// requires the effect's bearer token, and can be scripted per kind.
+// requires the effect's bearer token, and can be scripted per kind. The
+// fakes of one kind family (entitlement.grant and entitlement.revoke) share
+// one per-subject view, as one service would: the order of the versions
+// they apply is checked across them.
 type Downstream struct {
 	addr    string
 	effects []outbox.EffectConfig // URLs point at addr
 	fakes   map[string]*downstream.Fake
+	books   map[string]*downstream.Book // by kind family
 	srv     *http.Server
 
 	mu       sync.Mutex
@@ -44,7 +50,7 @@ func NewDownstream(addr string, cfgs []outbox.EffectConfig, secret func(ref stri
 	if err != nil {
 		return nil, fmt.Errorf("%w on %s: %v (set DEV_DOWNSTREAM_ADDR)", ErrDownstream, addr, err)
 	}
-	d := &Downstream{addr: l.Addr().String(), fakes: map[string]*downstream.Fake{}, scripted: map[string]int{}}
+	d := &Downstream{addr: l.Addr().String(), fakes: map[string]*downstream.Fake{}, books: map[string]*downstream.Book{}, scripted: map[string]int{}}
 	mux := http.NewServeMux()
 	routes := map[string]string{}
 	route := func(pattern, kind string, h http.Handler) error {
@@ -57,7 +63,11 @@ func NewDownstream(addr string, cfgs []outbox.EffectConfig, secret func(ref stri
 	}
 	for _, c := range cfgs {
 		c.URL, c.StatusURL = d.rebase(c.URL), d.rebase(c.StatusURL)
-		f := &downstream.Fake{Window: c.Window(), Secret: secret(c.Secret), HangLimit: 2 * c.Timeout()}
+		fam := ledger.Family(c.Kind)
+		if d.books[fam] == nil {
+			d.books[fam] = &downstream.Book{}
+		}
+		f := &downstream.Fake{Window: c.Window(), Secret: secret(c.Secret), HangLimit: 2 * c.Timeout(), Book: d.books[fam]}
 		if u, err := url.Parse(c.URL); err == nil && u.Host == d.addr {
 			if err := route("POST "+u.Path, c.Kind, f); err != nil {
 				_ = l.Close()
@@ -236,12 +246,18 @@ type DownstreamState struct {
 	// Pending counts the scripted answers no request has used yet
 	// (DELETE /_dev/downstream/script clears them).
 	Pending int `json:"pending_script"`
+	// Subjects is the downstream's own view, per kind family and subject:
+	// the versions and states it applied, in order, the last one, and how
+	// many applies went back to an older version (must be 0). Only calls
+	// carrying a subject version appear.
+	Subjects map[string]map[string]downstream.SubjectView `json:"subjects"`
 }
 
-// State reports every fake's requests and effective calls per key; with
-// key set, only that key's (and only the kinds that saw it).
+// State reports every fake's requests and effective calls per key, and
+// the per-subject view; with key set, only that key's (only the kinds that
+// saw it, and only the subjects it reached, with their whole history).
 func (d *Downstream) State(key string) DownstreamState {
-	st := DownstreamState{Addr: d.addr, Effects: []DownstreamEffect{}}
+	st := DownstreamState{Addr: d.addr, Effects: []DownstreamEffect{}, Subjects: d.subjects(key)}
 	d.mu.Lock()
 	scripted := maps.Clone(d.scripted)
 	d.mu.Unlock()
@@ -275,4 +291,33 @@ func (d *Downstream) State(key string) DownstreamState {
 		st.Effects = append(st.Effects, e)
 	}
 	return st
+}
+
+// subjects is every family's per-subject view; with key set, only the
+// subjects a call with that key reached (applied or refused).
+func (d *Downstream) subjects(key string) map[string]map[string]downstream.SubjectView {
+	out := map[string]map[string]downstream.SubjectView{}
+	for fam, b := range d.books {
+		for subj, sv := range b.Subjects() {
+			if key != "" && !reached(sv, key) {
+				continue
+			}
+			if out[fam] == nil {
+				out[fam] = map[string]downstream.SubjectView{}
+			}
+			out[fam][subj] = sv
+		}
+	}
+	return out
+}
+
+func reached(sv downstream.SubjectView, key string) bool {
+	for _, as := range [][]downstream.Applied{sv.History, sv.Refused} {
+		for _, a := range as {
+			if a.Key == key {
+				return true
+			}
+		}
+	}
+	return false
 }

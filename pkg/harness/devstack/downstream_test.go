@@ -99,3 +99,60 @@ func TestDownstreamScriptedTimeoutAfterApply(t *testing.T) {
 		}
 	}
 }
+
+// The fakes of one kind family share a per-subject view: the status route
+// of either answers the version last applied by any of them, and
+// GET /_dev/downstream's subjects shows the order, across kinds.
+func TestDownstreamSubjectsPerFamily(t *testing.T) {
+	cfgs, err := outbox.ParseEffects([]byte(`{"effects":[
+		{"kind":"entitlement.grant","url":"http://127.0.0.1:3002/entitlements/grant","status_url":"http://127.0.0.1:3002/entitlements/status","secret":"env:TOKEN"},
+		{"kind":"entitlement.revoke","url":"http://127.0.0.1:3002/entitlements/revoke","secret":"env:TOKEN"},
+		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","secret":"env:TOKEN"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "local_FAKE_downstream_test_token"
+	d, err := devstack.NewDownstream("127.0.0.1:0", cfgs, func(string) string { return token })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var doc struct{ Effects []outbox.EffectConfig }
+	if err := json.Unmarshal(d.Effects(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	eff := map[string]*outbox.HTTPEffect{}
+	for _, c := range doc.Effects {
+		eff[c.Kind] = &outbox.HTTPEffect{Name: c.Kind, URL: c.URL, StatusURL: c.StatusURL, Secret: token}
+	}
+	ctx := context.Background()
+	for _, c := range []outbox.Call{
+		{Key: "op-5", Kind: "entitlement.grant", Subject: "acct_1", Version: "5", Payload: map[string]any{"entitled": true}},
+		{Key: "op-9", Kind: "entitlement.revoke", Subject: "acct_1", Version: "1152921511791461867", Payload: map[string]any{"entitled": false}},
+		{Key: "op-r", Kind: "refund", Subject: "acct_1", Version: "2"}, // another family: its own view
+	} {
+		if _, err := eff[c.Kind].Do(ctx, c); err != nil {
+			t.Fatalf("%s: %v", c.Key, err)
+		}
+	}
+	if v, known, err := eff["entitlement.grant"].SubjectVersion(ctx, "acct_1"); err != nil || !known || v != "1152921511791461867" {
+		t.Fatalf("grant's status route: %q %v %v (the revoke applied last)", v, known, err)
+	}
+	st := d.State("")
+	ent := st.Subjects["entitlement"]["acct_1"]
+	if ent.Last != "1152921511791461867" || ent.LastKind != "entitlement.revoke" || len(ent.History) != 2 || ent.Regressions != 0 ||
+		ent.History[0].State["entitled"] != true {
+		t.Fatalf("entitlement view %+v", ent)
+	}
+	if r := st.Subjects["refund"]["acct_1"]; r.Last != "2" || len(r.History) != 1 {
+		t.Fatalf("refund view %+v", r)
+	}
+	if only := d.State("op-r").Subjects; len(only) != 1 || len(only["refund"]) != 1 {
+		t.Fatalf("?key=op-r subjects %+v", only)
+	}
+	// The JSON keeps the version exact.
+	b, _ := json.Marshal(st)
+	if !strings.Contains(string(b), `"last":"1152921511791461867"`) {
+		t.Fatalf("json %s", b)
+	}
+}

@@ -29,8 +29,8 @@ const maxRequestBytes = 10 << 20
 // POST /webhooks/{source} → intake (payload format 2.0), plus dev-only
 // endpoints: GET /_dev/health, POST /_dev/crash (kill a processor runtime
 // during its next batch, for the demo), GET /_dev/downstream[?key=] (the
-// fake downstream's requests, effective calls per key and pending scripted
-// answers), POST /_dev/downstream/script (its next answers for one effect
+// fake downstream's requests, effective calls per key, pending scripted
+// answers and its per-subject view of the versions applied), POST /_dev/downstream/script (its next answers for one effect
 // kind), DELETE /_dev/downstream/script[?kind=] (drop the scripted answers
 // no request used) and POST /_dev/eventbridge/{source} (an event from the source's partner event
 // source to the bridge), and the fake Stripe API's /_dev/stripe/…
