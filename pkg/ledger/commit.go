@@ -91,7 +91,7 @@ type Projection struct {
 	// for entitlement.grant/revoke), the newest intent that carries the
 	// current state: what the downstream should end at. The reconciler's
 	// drift check compares the downstream's version with it.
-	Latest map[string]LatestIntent `dynamodbav:"latest,omitempty"`
+	Latest map[string]LatestIntent `dynamodbav:"-"`
 	// Watch lists the while_current intents whose reason a later revision
 	// could remove; the commit of every revision checks them (see Commit).
 	Watch []WatchEntry `dynamodbav:"watch,omitempty"`
@@ -149,6 +149,10 @@ type Committed struct {
 	// business intent) is not among them. The caller announces these to the
 	// dispatcher; the reconciler finds any whose announcement was lost.
 	Intents []string
+	// Contradicted are the watched intents this revision contradicted
+	// (see watch.go): marked, made CONTRADICTED, or compensated (the
+	// compensation intents are among Intents).
+	Contradicted []string
 }
 
 func projectionKey(name, subject string) map[string]types.AttributeValue {
@@ -176,22 +180,35 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 	if err := validID("projection subject", write.Subject, MaxIDLength); err != nil {
 		return Committed{}, err
 	}
-	for attempt := 0; attempt < 3; attempt++ {
+	// prev is the projection as read when the first attempt learned that
+	// it watches intents (see watch.go): nil until then, and never read on
+	// the common path.
+	var prev *Projection
+	for attempt := 0; attempt < 5; attempt++ {
 		res := Result{Outcome: OutcomeApplied, Projection: write.Name, Subject: write.Subject, Version: write.Version, Intents: len(intents)}
 		for _, in := range intents {
 			res.Operations = append(res.Operations, Operation{ID: in.OperationID, Kind: in.Kind})
 		}
-		items, err := l.commitItems(c, write, intents, res)
+		plan, err := l.planWatch(ctx, write, intents, prev)
+		if err != nil {
+			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, err)
+		}
+		items, comps, err := l.commitItems(c, write, intents, res, prev, plan)
 		if err != nil {
 			return Committed{}, err
 		}
 		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
-			ops := make([]string, 0, len(intents))
+			ops := make([]string, 0, len(intents)+len(comps))
 			for _, in := range intents {
 				ops = append(ops, in.OperationID)
 			}
-			return Committed{Result: res, Intents: ops}, nil
+			ops = append(ops, comps...)
+			done := Committed{Result: res, Intents: ops}
+			for _, k := range plan.contra {
+				done.Contradicted = append(done.Contradicted, k.intent.OperationID)
+			}
+			return done, nil
 		}
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {
@@ -205,7 +222,18 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 			return Committed{}, fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
 		}
 		if old, ok := failed[1]; ok {
-			return l.resolveGuard(ctx, c, write, old)
+			cur, err := l.projectionAt(ctx, write, old)
+			if err != nil {
+				return Committed{}, err
+			}
+			if cur.Version < write.Version && !cur.Terminal && cur.Fingerprint != write.Fingerprint {
+				// The write is allowed; what the guard assumed about the
+				// item (no watch list, or the version read) was not so.
+				// Plan again knowing it.
+				prev = &cur
+				continue
+			}
+			return l.resolveGuard(ctx, c, write, cur)
 		}
 		// An intent with the same operation id exists: another event already
 		// carried this business intent. Keep the one effect; drop ours.
@@ -215,6 +243,9 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 				kept = append(kept, in)
 			}
 		}
+		// A failure among the contradiction items (after the intents) means
+		// a dispatcher moved a watched intent since it was read: the next
+		// attempt reads it again.
 		intents = kept
 	}
 	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, ErrConflict)
@@ -232,15 +263,26 @@ func conditionFailures(tce *types.TransactionCanceledException) map[int]map[stri
 	return out
 }
 
-func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res Result) ([]types.TransactWriteItem, error) {
+func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res Result, prev *Projection, plan watchPlan) ([]types.TransactWriteItem, []string, error) {
 	now := l.now()
-	eventUpdate, err := l.finishUpdate(c, res, withNote("outcome "+string(res.Outcome), w.Note))
+	note := w.Note
+	if len(plan.contra) > 0 {
+		ops := make([]string, 0, len(plan.contra))
+		for _, k := range plan.contra {
+			ops = append(ops, k.intent.Kind+" "+k.intent.OperationID+" ("+string(k.intent.Status)+")")
+		}
+		note = withNote(note, "contradicts "+strings.Join(ops, ", "))
+	}
+	if plan.dropped > 0 {
+		note = withNote(note, fmt.Sprintf("watch list full: the %d oldest watched intents are no longer checked", plan.dropped))
+	}
+	eventUpdate, err := l.finishUpdate(c, res, withNote("outcome "+string(res.Outcome), note))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	state, err := attributevalue.MarshalMap(w.State)
 	if err != nil {
-		return nil, fmt.Errorf("%w: projection state: %v", ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: projection state: %v", ErrInvalid, err)
 	}
 	pitem := projectionKey(w.Name, w.Subject)
 	pitem["item"] = sv("projection")
@@ -252,78 +294,132 @@ func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res 
 	pitem["state"] = &types.AttributeValueMemberM{Value: state}
 	pitem["updated_at"] = nv(ms(now))
 	pitem["last_event"] = sv(c.Event.Source + "/" + c.Event.EventID)
-
+	if len(plan.keep) > 0 {
+		wl, err := attributevalue.Marshal(plan.keep)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: watch list: %v", ErrInvalid, err)
+		}
+		pitem[attrWatch] = wl
+		pitem[attrWatchN] = nv(int64(len(plan.keep)))
+	}
+	// The newest latest intent per kind family: this revision's, and, when
+	// the item was read (prev), the families it does not touch. A
+	// projection with several latest families emits one intent of each in
+	// every revision that changes state (the built-in ones have one).
+	latest := map[string]LatestIntent{}
+	if prev != nil {
+		for f, li := range prev.Latest {
+			latest[f] = li
+		}
+	}
+	for _, in := range intents {
+		if in.Policy == PolicyLatest {
+			latest[Family(in.Kind)] = LatestIntent{OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Version: w.Version}
+		}
+	}
+	for f, li := range latest {
+		v, err := attributevalue.Marshal(li)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: latest intent: %v", ErrInvalid, err)
+		}
+		pitem[attrLatestPref+f] = v
+	}
+	// The guard: a newer version with another state, on an item whose
+	// watch list the plan knows (none, or the one read at prev's version).
+	cond := "attribute_not_exists(pk) OR (version < :v AND terminal = :f AND fingerprint <> :fp AND attribute_not_exists(" + attrWatchN + "))"
+	vals := map[string]types.AttributeValue{":v": nv(w.Version), ":f": &types.AttributeValueMemberBOOL{Value: false}, ":fp": sv(w.Fingerprint)}
+	if prev != nil {
+		cond = "version = :pv AND fingerprint = :pfp AND terminal = :f"
+		vals = map[string]types.AttributeValue{":pv": nv(prev.Version), ":pfp": sv(prev.Fingerprint), ":f": &types.AttributeValueMemberBOOL{Value: false}}
+	}
 	items := []types.TransactWriteItem{
 		{Update: eventUpdate},
 		{Put: &types.Put{
 			TableName:                           aws.String(l.opts.Table),
 			Item:                                pitem,
-			ConditionExpression:                 aws.String("attribute_not_exists(pk) OR (version < :v AND terminal = :f AND fingerprint <> :fp)"),
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":v": nv(w.Version), ":f": &types.AttributeValueMemberBOOL{Value: false}, ":fp": sv(w.Fingerprint)},
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeValues:           vals,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}},
 	}
 	for _, in := range intents {
 		if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := validID("intent kind", in.Kind, MaxTypeLength); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		payload, err := attributevalue.MarshalMap(in.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("%w: intent payload: %v", ErrInvalid, err)
+			return nil, nil, fmt.Errorf("%w: intent payload: %v", ErrInvalid, err)
 		}
-		it := intentKey(in.OperationID)
-		it["item"] = sv("intent")
-		it["operation_id"] = sv(in.OperationID)
-		it["kind"] = sv(in.Kind)
-		it["subject"] = sv(in.Subject)
-		it["status"] = sv(IntentPending)
+		it := l.intentItem(c, w, in)
 		it["payload"] = &types.AttributeValueMemberM{Value: payload}
-		it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
-		it["created_at"] = nv(ms(now))
-		// The truth the intent came from: the dispatcher compares it with
-		// the projection when it claims the intent (issue 12).
-		it["projection"] = sv(w.Name)
-		it["proj_subject"] = sv(w.Subject)
-		it["version"] = nv(w.Version)
-		it["fingerprint"] = sv(w.Fingerprint)
-		if in.Policy != "" && in.Policy != PolicyOnce {
-			it["policy"] = sv(string(in.Policy))
-		}
 		if len(in.Condition) > 0 {
 			cond, err := attributevalue.MarshalMap(in.Condition)
 			if err != nil {
-				return nil, fmt.Errorf("%w: intent condition: %v", ErrInvalid, err)
+				return nil, nil, fmt.Errorf("%w: intent condition: %v", ErrInvalid, err)
 			}
 			it["condition"] = &types.AttributeValueMemberM{Value: cond}
 		}
-		it[attrDueShard] = sv(l.dueShard("OP", in.OperationID))
-		it[attrDueAt] = nv(ms(now))
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:           aws.String(l.opts.Table),
 			Item:                it,
 			ConditionExpression: aws.String("attribute_not_exists(pk)"),
 		}})
 	}
-	return items, nil
+	contra, comps, err := l.contradictionItems(c, w, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(items, contra...), comps, nil
+}
+
+// intentItem is a new PENDING intent as commit writes it, without its
+// payload and condition.
+func (l *Ledger) intentItem(c Claim, w *ProjectionWrite, in Intent) map[string]types.AttributeValue {
+	now := l.now()
+	it := intentKey(in.OperationID)
+	it["item"] = sv("intent")
+	it["operation_id"] = sv(in.OperationID)
+	it["kind"] = sv(in.Kind)
+	it["subject"] = sv(in.Subject)
+	it["status"] = sv(IntentPending)
+	it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
+	it["created_at"] = nv(ms(now))
+	// The truth the intent came from: the dispatcher compares it with the
+	// projection when it claims the intent (DESIGN.md §6).
+	it["projection"] = sv(w.Name)
+	it["proj_subject"] = sv(w.Subject)
+	it["version"] = nv(w.Version)
+	it["fingerprint"] = sv(w.Fingerprint)
+	if in.Policy != "" && in.Policy != PolicyOnce {
+		it["policy"] = sv(string(in.Policy))
+	}
+	it[attrDueShard] = sv(l.dueShard("OP", in.OperationID))
+	it[attrDueAt] = nv(ms(now))
+	return it
+}
+
+// projectionAt decodes the projection item a failed guard returned, or
+// reads it when the store did not return it.
+func (l *Ledger) projectionAt(ctx context.Context, w *ProjectionWrite, item map[string]types.AttributeValue) (Projection, error) {
+	if len(item) == 0 {
+		out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: projectionKey(w.Name, w.Subject), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return Projection{}, fmt.Errorf("read projection %s/%s: %w", w.Name, w.Subject, translate(err))
+		}
+		item = out.Item
+	}
+	p, err := decodeProjection(item)
+	if err != nil {
+		return Projection{}, fmt.Errorf("projection %s/%s: %w", w.Name, w.Subject, err)
+	}
+	return p, nil
 }
 
 // resolveGuard records what a failed version guard means (DESIGN.md §6).
-func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, oldItem map[string]types.AttributeValue) (Committed, error) {
-	if len(oldItem) == 0 {
-		// The store did not return the old item: read it.
-		out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: projectionKey(w.Name, w.Subject), ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return Committed{}, fmt.Errorf("read projection %s/%s: %w", w.Name, w.Subject, translate(err))
-		}
-		oldItem = out.Item
-	}
-	var old Projection
-	if err := attributevalue.UnmarshalMap(oldItem, &old); err != nil {
-		return Committed{}, fmt.Errorf("decode projection %s/%s: %w", w.Name, w.Subject, err)
-	}
+func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, old Projection) (Committed, error) {
 	res := Result{Projection: w.Name, Subject: w.Subject, Version: w.Version}
 	switch {
 	case old.Terminal || old.Version > w.Version:
@@ -435,9 +531,9 @@ func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Proje
 	if err != nil {
 		return Projection{}, err
 	}
-	var p Projection
-	if err := attributevalue.UnmarshalMap(it, &p); err != nil {
-		return Projection{}, fmt.Errorf("decode projection %s/%s: %w", name, subject, err)
+	p, err := decodeProjection(it)
+	if err != nil {
+		return Projection{}, fmt.Errorf("projection %s/%s: %w", name, subject, err)
 	}
 	return p, nil
 }

@@ -315,7 +315,9 @@ func (l *Ledger) claimIntentFrom(ctx context.Context, op string, from IntentStat
 // IntentOutcome is what one dispatch attempt learned.
 type IntentOutcome struct {
 	// Status is where the intent goes: SUCCEEDED, FAILED, QUARANTINED,
-	// RETRY_WAIT or UNCERTAIN.
+	// OBSOLETE, SUPERSEDED, CONTRADICTED, RETRY_WAIT or UNCERTAIN. A
+	// SUCCEEDED outcome for an intent a newer revision marked contradicted
+	// is recorded as CONTRADICTED.
 	Status IntentStatus
 	// Next is when a waiting intent (RETRY_WAIT, UNCERTAIN) is due again.
 	Next time.Time
@@ -350,7 +352,7 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 		vals[":now"] = nv(ms(now))
 		vals[":ttl"] = nv(now.Add(l.opts.Retention).Unix())
 		remove += ", due_shard, due_at, next_attempt_at, next_check_at"
-	case IntentStatusQuarantined:
+	case IntentStatusQuarantined, IntentStatusContradicted:
 		// Kept, on the attention shards of the due index, until an operator
 		// resolves it, like a quarantined event.
 		set += ", finished_at = :now, due_shard = :ashard, due_at = :now"
@@ -371,19 +373,34 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 	default:
 		return fmt.Errorf("%w: cannot record intent status %q", ErrInvalid, out.Status)
 	}
+	cond := "#status = :disp AND lease_token = :tok"
+	if out.Status == IntentStatusSucceeded {
+		// A newer revision that removed the reason of this intent while it
+		// was in flight marked it (contradicted_by, see Commit): performed
+		// now means CONTRADICTED, never a silent success.
+		cond += " AND attribute_not_exists(contradicted_by)"
+	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.opts.Table),
-		Key:                       intentKey(op),
-		UpdateExpression:          aws.String(set + remove),
-		ConditionExpression:       aws.String("#status = :disp AND lease_token = :tok"),
-		ExpressionAttributeNames:  map[string]string{"#status": "status"},
-		ExpressionAttributeValues: vals,
+		TableName:                           aws.String(l.opts.Table),
+		Key:                                 intentKey(op),
+		UpdateExpression:                    aws.String(set + remove),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#status": "status"},
+		ExpressionAttributeValues:           vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		return nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if out.Status == IntentStatusSucceeded {
+			if cur, derr := decodeIntent(ccf.Item); derr == nil && cur.Status == IntentStatusDispatching && cur.LeaseToken == c.Token && cur.ContradictedBy != 0 {
+				return l.RecordIntent(ctx, c, IntentOutcome{Status: IntentStatusContradicted, Code: "contradicted",
+					Detail: truncate(fmt.Sprintf("performed (%s) while version %d of %s/%s removed its reason; the recovery owner must decide what to do",
+						out.Code, cur.ContradictedBy, cur.Projection, cur.ProjectionSubject), MaxErrorMessageLen)})
+			}
+		}
 		return fmt.Errorf("record intent %s by %s: %w", op, c.Owner, ErrLeaseLost)
 	}
 	return fmt.Errorf("record intent %s: %w", op, translate(err))

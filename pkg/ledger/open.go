@@ -9,7 +9,8 @@ import (
 )
 
 // attentionPrefix marks the due-index shards of items that wait for an
-// operator (DEAD and QUARANTINED events, QUARANTINED intents). They share the
+// operator (DEAD and QUARANTINED events, QUARANTINED and CONTRADICTED
+// intents). They share the
 // index with the work shards but never appear in ListDue or ListDueIntents,
 // so the reconciler's hot path does not read them.
 const attentionPrefix = "A"
@@ -34,7 +35,7 @@ type OpenItem struct {
 // OpenStatuses are the states ListOpen can return.
 var (
 	OpenEventStatuses  = []Status{StatusReceived, StatusProcessing, StatusRetryWait, StatusDead, StatusQuarantined}
-	OpenIntentStatuses = []Status{Status(IntentStatusPending), Status(IntentStatusDispatching), Status(IntentStatusRetryWait), Status(IntentStatusUncertain), Status(IntentStatusQuarantined)}
+	OpenIntentStatuses = []Status{Status(IntentStatusPending), Status(IntentStatusDispatching), Status(IntentStatusRetryWait), Status(IntentStatusUncertain), Status(IntentStatusQuarantined), Status(IntentStatusContradicted)}
 )
 
 // ListOpen returns up to limit open items of kind ("event" or "intent") in
@@ -54,7 +55,7 @@ func (l *Ledger) ListOpen(ctx context.Context, kind string, limit int, statuses 
 	var work, attention []Status
 	for _, st := range statuses {
 		switch st {
-		case StatusDead, StatusQuarantined: // IntentStatusQuarantined has the same value
+		case StatusDead, StatusQuarantined, Status(IntentStatusContradicted): // IntentStatusQuarantined has the same value as StatusQuarantined
 			attention = append(attention, st)
 		default:
 			work = append(work, st)

@@ -107,7 +107,8 @@ func (l *Ledger) Hold(ctx context.Context, source, eventID, actor, reason string
 
 // ResolveIntent records an outcome an operator verified with the downstream
 // (SUCCEEDED or FAILED) for an intent the dispatcher could not settle:
-// UNCERTAIN, RETRY_WAIT, QUARANTINED, or DISPATCHING whose lease expired.
+// UNCERTAIN, RETRY_WAIT, QUARANTINED, or DISPATCHING whose lease expired;
+// or closes a CONTRADICTED one the recovery owner has handled.
 // The audit entry has the action "resolve" with the operator and reason; the
 // intent leaves the due index and gets the retention TTL RecordIntent gives
 // a finished intent. It reads the intent first and conditions the write on
@@ -134,6 +135,9 @@ func (l *Ledger) ResolveIntent(ctx context.Context, op string, to IntentStatus, 
 	cond := "#item = :item AND #status = :from"
 	switch cur.Status {
 	case IntentStatusUncertain, IntentStatusRetryWait, IntentStatusQuarantined:
+	case IntentStatusContradicted:
+		// The recovery owner contained it (reversed the refund, told the
+		// customer) and says how: it leaves the attention shards.
 	case IntentStatusDispatching:
 		if !cur.LeaseExpires.Before(now) {
 			return refuse("leased by " + cur.LeaseOwner + " until " + cur.LeaseExpires.Format(time.RFC3339) + "; a dispatcher is working on it")

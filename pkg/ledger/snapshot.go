@@ -45,9 +45,9 @@ func TakeSnapshot(ctx context.Context, db Scanner, table string) (Snapshot, erro
 				}
 				snap.Events = append(snap.Events, ev)
 			case sk.Value == skProjection:
-				var p Projection
-				if err := attributevalue.UnmarshalMap(it, &p); err != nil {
-					return snap, fmt.Errorf("decode projection: %w", err)
+				p, err := decodeProjection(it)
+				if err != nil {
+					return snap, err
 				}
 				snap.Projections = append(snap.Projections, p)
 			case sk.Value == skIntent:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strconv"
 	"time"
 
@@ -114,6 +113,7 @@ type Ledger interface {
 	ClaimIntent(ctx context.Context, op string, o ledger.ClaimOptions) (ledger.IntentClaim, error)
 	RecordIntent(ctx context.Context, c ledger.IntentClaim, out ledger.IntentOutcome) error
 	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
+	LockSubject(ctx context.Context, c ledger.IntentClaim) error
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -239,6 +239,23 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 			return d.notCurrent(ctx, c, eff, call.Key, why)
 		}
 	}
+	// A state sync is serialized per subject: never an older state after a
+	// newer one at the downstream.
+	if err := d.Ledger.LockSubject(ctx, c); err != nil {
+		var busy *ledger.SubjectBusyError
+		switch {
+		case errors.As(err, &busy) && busy.Newer:
+			return d.notCurrent(ctx, c, eff, call.Key, busy.Error())
+		case errors.As(err, &busy):
+			// Not an attempt at the downstream: wait for the holder's lease
+			// at most (it is usually done sooner; the next claim finds out).
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "subject_busy",
+				Detail: busy.Error(), Next: busy.Cursor.HolderUntil})
+		default:
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "cursor_unavailable",
+				Detail: err.Error(), Next: d.now().Add(d.Backoff(in.Attempts, 0))})
+		}
+	}
 
 	if c.MaybeSent() {
 		lookedUp := false
@@ -323,15 +340,8 @@ func (d *Dispatcher) stillCurrent(ctx context.Context, in ledger.IntentState) (w
 		}
 		return "", true, nil
 	}
-	keys := make([]string, 0, len(in.Condition))
-	for k := range in.Condition {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if got := fmt.Sprint(p.State[k]); got != in.Condition[k] {
-			return fmt.Sprintf("%s says %s=%s, the intent needs %s=%s", at, k, got, k, in.Condition[k]), false, nil
-		}
+	if ok, why := ledger.ConditionHolds(in.Condition, p.State); !ok {
+		return at + " says " + why, false, nil
 	}
 	return "", true, nil
 }
@@ -339,9 +349,10 @@ func (d *Dispatcher) stillCurrent(ctx context.Context, in ledger.IntentState) (w
 // notCurrent ends an intent the truth no longer justifies, without a call:
 // OBSOLETE (while_current) or SUPERSEDED (latest). If an earlier attempt
 // may have reached the downstream, that is never silent: the status
-// lookup decides (applied: SUCCEEDED, recorded as performed before the
-// truth changed; not applied: the same terminal state), and without an
-// answer the intent is QUARANTINED for its owner.
+// lookup decides (applied: a state sync SUCCEEDED, a newer intent carries
+// the newer state; an action CONTRADICTED, performed and then its reason
+// removed, for the recovery owner; not applied: the same terminal state),
+// and without an answer the intent is QUARANTINED for its owner.
 func (d *Dispatcher) notCurrent(ctx context.Context, c ledger.IntentClaim, eff Effect, key, why string) (Outcome, error) {
 	status, code := ledger.IntentStatusObsolete, "obsolete"
 	if c.Intent.Policy == ledger.PolicyLatest {
@@ -358,6 +369,9 @@ func (d *Dispatcher) notCurrent(ctx context.Context, c ledger.IntentClaim, eff E
 		case err != nil || !known:
 			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: code + "_maybe_performed",
 				Detail: why + "; an earlier attempt may have reached the downstream and its status is unknown: the recovery owner must check"})
+		case applied && c.Intent.Policy == ledger.PolicyWhileCurrent:
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusContradicted, Code: "performed_then_" + code,
+				Detail: "the downstream applied it and the truth moved on: " + why + "; the recovery owner must decide what to do"})
 		case applied:
 			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "performed_before_" + code,
 				Detail: "the downstream applied it before the truth moved on: " + why})

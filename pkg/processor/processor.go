@@ -249,6 +249,10 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		return "quarantined", true
 	case err == nil:
 		*written = append(*written, done.Intents...)
+		if len(done.Contradicted) > 0 {
+			// Never silent (I7): the intents say what became of each.
+			log.Warn("newer revision contradicts watched effects", "subject", done.Result.Subject, "version", done.Result.Version, "operations", done.Contradicted)
+		}
 		return string(done.Result.Outcome), true
 	case errors.Is(err, ledger.ErrLeaseLost):
 		// Another worker owns the event now; it will finish it. Retry the

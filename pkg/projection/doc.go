@@ -33,4 +33,33 @@
 //
 // Return Permanent errors for input no retry can fix (the event is
 // quarantined); any other error is retried.
+//
+// # Effects and their dispatch policy
+//
+// An effect is an intent in the Result, keyed by a stable operation id
+// (the downstream's idempotency key). The projection declares, per kind,
+// what the dispatcher must check against the current truth before it
+// performs it (DESIGN.md §6), and says so in its doc comment:
+//
+//	// A state sync: only the newest state per subject reaches the
+//	// downstream, in version order; an older one ends SUPERSEDED.
+//	ledger.Intent{OperationID: OperationID(sub, "grant", v), Kind: "entitlement.grant", Subject: sub,
+//		Policy: ledger.PolicyLatest, Payload: ...}
+//
+//	// An action justified by a state: performed only while the state
+//	// still holds; OBSOLETE otherwise. Performed and contradicted later:
+//	// the compensation intent is written with the contradicting revision
+//	// (without one, the intent becomes CONTRADICTED for its owner).
+//	ledger.Intent{OperationID: OperationID(order, "notify_cancellation", rev), Kind: "notify_cancellation", Subject: order,
+//		Policy: ledger.PolicyWhileCurrent, Condition: map[string]string{"status": "cancelled"},
+//		Compensation: "notify_reinstatement", Payload: ...}
+//
+//	// A fact that must be acted on whatever happens later.
+//	ledger.Intent{OperationID: OperationID(addr, "suppress", v), Kind: "suppression.add", Subject: addr,
+//		Policy: ledger.PolicyOnce, Payload: ...}
+//
+// A Condition compares projection state fields as text
+// (ledger.ConditionHolds). Every kind needs an effect in the dispatcher's
+// EFFECTS document, compensation kinds included; an intent of a kind
+// without one is QUARANTINED (no_effect), never dropped.
 package projection

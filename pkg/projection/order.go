@@ -87,6 +87,14 @@ type OrderOptions struct {
 // status=cancelled: a refund still waiting when a newer revision
 // un-cancels the order (an operator's order.confirmed) ends OBSOLETE,
 // and no call is made.
+//
+// When the newer revision arrives after the effect was performed, the
+// commit of that revision records it (ledger.Commit, DESIGN.md §5 I7): a
+// refund has no compensation we could perform safely (money; the recovery
+// owner decides), so it becomes CONTRADICTED, an attention item; a
+// cancellation notice is compensated by a "notify_reinstatement" intent
+// (ledger.CompensationID of the notice, policy once) telling the customer
+// the order stands after all.
 type Orders struct {
 	budget int64
 }
@@ -192,9 +200,9 @@ func (p *Orders) Project(ev Event) (Result, error) {
 		return res, nil
 	}
 	rev := strconv.FormatInt(revision, 10)
-	for _, in := range []struct{ kind, transition string }{
-		{"refund", "refund_due_to_cancellation"},
-		{"notify_cancellation", "notify_cancellation"},
+	for _, in := range []struct{ kind, transition, compensation string }{
+		{"refund", "refund_due_to_cancellation", ""},
+		{"notify_cancellation", "notify_cancellation", "notify_reinstatement"},
 	} {
 		payload := map[string]any{
 			"order_id": id, "revision": revision, "version": revision, "status": status,
@@ -212,8 +220,9 @@ func (p *Orders) Project(ev Event) (Result, error) {
 			Payload:     payload,
 			// A refund and its notice are justified by the cancellation:
 			// performed only while the order is still cancelled.
-			Policy:    ledger.PolicyWhileCurrent,
-			Condition: map[string]string{"status": "cancelled"},
+			Policy:       ledger.PolicyWhileCurrent,
+			Condition:    map[string]string{"status": "cancelled"},
+			Compensation: in.compensation,
 		})
 	}
 	return res, nil

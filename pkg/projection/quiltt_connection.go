@@ -57,6 +57,9 @@ const QuilttConnectionProjection = "quiltt_connection"
 //
 // connection.alert is while_current with the condition health=unhealthy:
 // an alert still waiting when the connection has recovered ends OBSOLETE.
+// An alert already sent when the connection recovers is compensated by a
+// "connection.alert_cleared" intent (ledger.CompensationID of the alert,
+// policy once), so whoever was alerted hears that it is over.
 type QuilttConnections struct{}
 
 var _ Projection = (*QuilttConnections)(nil)
@@ -167,8 +170,9 @@ func (*QuilttConnections) Project(ev Event) (Result, error) {
 			Subject:     conn,
 			// An alert about an unhealthy connection is moot once it has
 			// recovered: sent only while the connection is still unhealthy.
-			Policy:    ledger.PolicyWhileCurrent,
-			Condition: map[string]string{"health": HealthUnhealthy},
+			Policy:       ledger.PolicyWhileCurrent,
+			Condition:    map[string]string{"health": HealthUnhealthy},
+			Compensation: "connection.alert_cleared",
 			Payload: map[string]any{
 				"connection_id": conn, "profile_id": profile, "event_type": typ, "error_kind": kind,
 				"connection_status": e.Record.Status, "provider": e.Record.Source,

@@ -102,7 +102,8 @@ func TestCostPerMillionArithmetic(t *testing.T) {
 // handlers: a new event stored inline costs intake 2 requests (UpdateItem,
 // SendMessage) and processing 2 DynamoDB requests (claim, transaction) plus
 // the effects announcement; a duplicate of a processed event costs 1; an
-// effect checked against its projection (latest, while_current) costs 3.
+// effect checked against its projection costs 3 (while_current) or 4
+// (latest: its subject cursor too).
 func TestRequestBudget(t *testing.T) {
 	rows, err := capacity.MeasurePipeline(context.Background(), []int{0, 4 << 10}, capacity.Realistic)
 	if err != nil {
@@ -125,9 +126,10 @@ func TestRequestBudget(t *testing.T) {
 		t.Fatalf("4 KB event (one chunk): intake %+v, processing %+v", big.IntakeCalls, big.ProcessCalls)
 	}
 	// The effect (an entitlement, policy latest) costs its claim and its
-	// record, plus one consistent read of its projection (issue 12's
-	// budget: at most one extra read per checked dispatch).
-	if small.EffectCalls.Detail != "DynamoDB.GetItem=1 DynamoDB.UpdateItem=2" {
+	// record, plus one consistent read of its projection and one write of
+	// its subject cursor (issue 12's budget: at most one extra read per
+	// checked dispatch, one extra write per latest dispatch).
+	if small.EffectCalls.Detail != "DynamoDB.GetItem=1 DynamoDB.UpdateItem=3" {
 		t.Fatalf("effect: %+v", small.EffectCalls)
 	}
 }
