@@ -75,8 +75,8 @@ type Outbox struct {
 	receipts map[string]string // receipt handle -> operation id
 }
 
-// The intent kinds of the seed 003 order projection.
-var orderEffectKinds = []string{"refund", "notify_cancellation"}
+// The intent kinds of the seed 003 order projection, compensation included.
+var orderEffectKinds = []string{"refund", "notify_cancellation", "notify_reinstatement"}
 
 // EnableOutbox adds the effects stage. Processor workers started after it
 // announce committed intents on the effects queue. At cleanup the test's
