@@ -332,6 +332,14 @@ type IntentOutcome struct {
 // token: if another dispatcher took the intent over, it returns ErrLeaseLost
 // and writes nothing.
 func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutcome) error {
+	_, err := l.RecordIntentAs(ctx, c, out)
+	return err
+}
+
+// RecordIntentAs is RecordIntent, and says which status it recorded:
+// out.Status, or CONTRADICTED for a success a newer revision contradicted
+// while the call was in flight.
+func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOutcome) (IntentStatus, error) {
 	now := l.now()
 	op := c.Intent.OperationID
 	vals := map[string]types.AttributeValue{
@@ -361,7 +369,7 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 		remove += ", next_attempt_at, next_check_at"
 	case IntentStatusRetryWait, IntentStatusUncertain:
 		if out.Next.IsZero() {
-			return fmt.Errorf("%w: %s needs a next time", ErrInvalid, out.Status)
+			return "", fmt.Errorf("%w: %s needs a next time", ErrInvalid, out.Status)
 		}
 		attr, other := "next_attempt_at", "next_check_at"
 		if out.Status == IntentStatusUncertain {
@@ -371,7 +379,7 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 		vals[":next"] = nv(ms(out.Next))
 		remove += ", " + other
 	default:
-		return fmt.Errorf("%w: cannot record intent status %q", ErrInvalid, out.Status)
+		return "", fmt.Errorf("%w: cannot record intent status %q", ErrInvalid, out.Status)
 	}
 	cond := "#status = :disp AND lease_token = :tok"
 	if out.Status == IntentStatusSucceeded {
@@ -390,20 +398,20 @@ func (l *Ledger) RecordIntent(ctx context.Context, c IntentClaim, out IntentOutc
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return nil
+		return out.Status, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		if out.Status == IntentStatusSucceeded {
 			if cur, derr := decodeIntent(ccf.Item); derr == nil && cur.Status == IntentStatusDispatching && cur.LeaseToken == c.Token && cur.ContradictedBy != 0 {
-				return l.RecordIntent(ctx, c, IntentOutcome{Status: IntentStatusContradicted, Code: "contradicted",
+				return l.RecordIntentAs(ctx, c, IntentOutcome{Status: IntentStatusContradicted, Code: "contradicted",
 					Detail: truncate(fmt.Sprintf("performed (%s) while version %d of %s/%s removed its reason; the recovery owner must decide what to do",
 						out.Code, cur.ContradictedBy, cur.Projection, cur.ProjectionSubject), MaxErrorMessageLen)})
 			}
 		}
-		return fmt.Errorf("record intent %s by %s: %w", op, c.Owner, ErrLeaseLost)
+		return "", fmt.Errorf("record intent %s by %s: %w", op, c.Owner, ErrLeaseLost)
 	}
-	return fmt.Errorf("record intent %s: %w", op, translate(err))
+	return "", fmt.Errorf("record intent %s: %w", op, translate(err))
 }
 
 // GetIntentState reads an intent with its dispatch bookkeeping and audit

@@ -111,7 +111,7 @@ type Windowed interface {
 // Ledger is the part of the ledger the dispatcher uses.
 type Ledger interface {
 	ClaimIntent(ctx context.Context, op string, o ledger.ClaimOptions) (ledger.IntentClaim, error)
-	RecordIntent(ctx context.Context, c ledger.IntentClaim, out ledger.IntentOutcome) error
+	RecordIntentAs(ctx context.Context, c ledger.IntentClaim, out ledger.IntentOutcome) (ledger.IntentStatus, error)
 	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
 	LockSubject(ctx context.Context, c ledger.IntentClaim) error
 }
@@ -382,9 +382,11 @@ func (d *Dispatcher) notCurrent(ctx context.Context, c ledger.IntentClaim, eff E
 
 func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bool, out ledger.IntentOutcome) (Outcome, error) {
 	o := Outcome{Status: out.Status, Next: out.Next, Attempts: c.Intent.Attempts, Called: called}
-	if err := d.Ledger.RecordIntent(ctx, c, out); err != nil {
+	st, err := d.Ledger.RecordIntentAs(ctx, c, out)
+	if err != nil {
 		return o, fmt.Errorf("dispatch %s: %w", c.Intent.OperationID, err)
 	}
+	o.Status = st
 	return o, nil
 }
 

@@ -45,7 +45,9 @@ type Consumer struct {
 	// Metrics receives one EMF record per dispatch that recorded an
 	// outcome: EffectsSucceeded, EffectsFailed, EffectsUncertain,
 	// EffectsRetryWait, EffectsQuarantined, EffectsSuperseded,
-	// EffectsObsolete (ended without a call: the truth moved on) and
+	// EffectsObsolete (ended without a call: the truth moved on),
+	// EffectsContradicted (performed while a newer revision removed its
+	// reason: an attention item) and
 	// DispatchLatencyMs.
 	Metrics *metrics.Emitter
 }
@@ -143,6 +145,7 @@ func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 		metrics.N("EffectsUncertain", is(ledger.IntentStatusUncertain)), metrics.N("EffectsRetryWait", is(ledger.IntentStatusRetryWait)),
 		metrics.N("EffectsQuarantined", is(ledger.IntentStatusQuarantined)),
 		metrics.N("EffectsSuperseded", is(ledger.IntentStatusSuperseded)), metrics.N("EffectsObsolete", is(ledger.IntentStatusObsolete)),
+		metrics.N("EffectsContradicted", is(ledger.IntentStatusContradicted)),
 		metrics.Latency("DispatchLatencyMs", took))
 	if o.Err != nil {
 		attrs = append(attrs, "err", o.Err)

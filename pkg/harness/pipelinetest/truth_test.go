@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -99,7 +101,7 @@ func TestGrantRetriedAfterRevokeIsSuperseded(t *testing.T) {
 
 	revoke := onlyIntent(t, h, "entitlement.revoke")
 	if in := h.Outbox.Intent(revoke); in.Status != ledger.IntentStatusSucceeded || h.Outbox.Down.Effective(revoke) != 1 {
-		t.Fatalf("revoke %s, effective %d", in.Status, h.Outbox.Down.Effective(revoke))
+		t.Fatalf("revoke %s (%s: %s), effective %d", in.Status, in.ErrorCode, in.Detail, h.Outbox.Down.Effective(revoke))
 	}
 	in := h.Outbox.Intent(grant)
 	if in.Status != ledger.IntentStatusSuperseded || h.Outbox.Down.Effective(grant) != 0 {
@@ -140,4 +142,217 @@ func onlyIntent(t *testing.T, h *pt.Harness, kind string) string {
 		t.Fatalf("%d %s intents, want 1", len(ops), kind)
 	}
 	return ops[0]
+}
+
+// The same override after the refund and notice were performed: nothing
+// can un-send them, and that is never silent. The commit of revision 13
+// makes the refund CONTRADICTED (an attention item the operator lists,
+// with both versions) and compensates the notice with one
+// notify_reinstatement; the refund was called once, the notice once.
+// The operator then records how the refund was handled.
+func TestOverrideAfterRefundPerformedIsAttention(t *testing.T) {
+	h, o, w, d := orderPipeline(t, pt.OutboxOptions{})
+	ctx := context.Background()
+	settle(t, h, w, d, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""))
+	for _, op := range []string{refund12, notify12} {
+		if in := o.Intent(op); in.Status != ledger.IntentStatusSucceeded || o.Down.Effective(op) != 1 {
+			t.Fatalf("%s before the override: %s, effective %d", op, in.Status, o.Down.Effective(op))
+		}
+	}
+	settle(t, h, w, d, "msg_o42_13", pt.OrderEvent("order.confirmed", o42, 13, "confirmed", ""))
+	requireOrder(t, h, "confirmed", 13)
+
+	refund := o.Intent(refund12)
+	if refund.Status != ledger.IntentStatusContradicted || refund.ContradictedBy != 13 || refund.ErrorCode != "contradicted" ||
+		!strings.Contains(refund.Detail, "status=confirmed") || o.Down.Effective(refund12) != 1 {
+		t.Fatalf("refund %s by %d (%s: %s), effective %d; want CONTRADICTED by 13, performed once", refund.Status, refund.ContradictedBy, refund.ErrorCode, refund.Detail, o.Down.Effective(refund12))
+	}
+	last := refund.Audit[len(refund.Audit)-1]
+	if last.From != ledger.Status(ledger.IntentStatusSucceeded) || last.To != ledger.Status(ledger.IntentStatusContradicted) || last.Action != "contradict" || !strings.Contains(last.Reason, "version 13") {
+		t.Fatalf("refund audit %+v", last)
+	}
+	open, err := h.Ledger.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentStatusContradicted))
+	if err != nil || len(open) != 1 || open[0].OperationID != refund12 {
+		t.Fatalf("attention list %+v %v; want the refund", open, err)
+	}
+
+	notify := o.Intent(notify12)
+	comp := ledger.CompensationID(notify12)
+	if notify.Status != ledger.IntentStatusSucceeded || notify.ContradictedBy != 13 || notify.CompensatedBy != comp || o.Down.Effective(notify12) != 1 {
+		t.Fatalf("notice %s by %d compensated by %q, effective %d", notify.Status, notify.ContradictedBy, notify.CompensatedBy, o.Down.Effective(notify12))
+	}
+	c := o.Intent(comp)
+	if c.Status != ledger.IntentStatusSucceeded || c.Kind != "notify_reinstatement" || c.Version != 13 || fmt.Sprint(c.Payload["compensates"]) != notify12 || o.Down.Effective(comp) != 1 {
+		t.Fatalf("compensation %s %s v%d payload %v, effective %d", c.Status, c.Kind, c.Version, c.Payload, o.Down.Effective(comp))
+	}
+	ev, err := h.Ledger.Get(ctx, "orders", "msg_o42_13")
+	if err != nil || !strings.Contains(ev.Audit[len(ev.Audit)-1].Reason, "contradicts refund "+refund12) {
+		t.Fatalf("r13's completion audit does not name the contradicted refund: %+v %v", ev.Audit, err)
+	}
+
+	// The recovery owner reverses the refund by hand and says so.
+	if _, err := h.Ledger.ResolveIntent(ctx, refund12, ledger.IntentStatusSucceeded, "ops@example.test", "refund reversed by hand, ticket 81"); err != nil {
+		t.Fatal(err)
+	}
+	if open, _ := h.Ledger.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentStatusContradicted)); len(open) != 0 {
+		t.Fatalf("still listed after the resolve: %+v", open)
+	}
+}
+
+// A dispatcher crashes between the downstream's answer and recording it:
+// the refund was applied, the intent is still DISPATCHING. The operator's
+// r13 arrives meanwhile: its commit marks the in-flight intent. When the
+// lease ends, the next dispatcher finds the truth moved, asks the
+// downstream (applied) and records CONTRADICTED, not SUCCEEDED and not
+// OBSOLETE; the other, never-sent intent ends OBSOLETE with no call.
+func TestDispatcherCrashAfterAnswerThenOverride(t *testing.T) {
+	h, o, w, d1 := orderPipeline(t, pt.OutboxOptions{Lookup: true})
+	ctx := context.Background()
+	deliver(t, h, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""), 202)
+	w.PollOnce(ctx)
+	d1.Batch = 1
+	// Claim, read the projection, call, then crash before the record.
+	d1.Rec.Arm(awstrace.Crash{Op: "DynamoDB.UpdateItem", Nth: 2, When: awstrace.Before})
+	d1.PollOnce(ctx)
+	if !d1.Rec.Crashed() {
+		t.Fatal("the dispatcher did not crash")
+	}
+	var sent, unsent string
+	for _, op := range []string{refund12, notify12} {
+		if o.Down.Effective(op) == 1 {
+			sent = op
+		} else {
+			unsent = op
+		}
+	}
+	if sent == "" || o.Intent(sent).Status != ledger.IntentStatusDispatching {
+		t.Fatalf("want one intent applied and still DISPATCHING; refund %d, notice %d", o.Down.Effective(refund12), o.Down.Effective(notify12))
+	}
+	settleWith(t, h, w, h.Outbox.NewDispatcher("disp-2"), "msg_o42_13", pt.OrderEvent("order.confirmed", o42, 13, "confirmed", ""))
+	requireOrder(t, h, "confirmed", 13)
+
+	in := o.Intent(sent)
+	if in.Status != ledger.IntentStatusContradicted || in.ContradictedBy != 13 || o.Down.Effective(sent) != 1 {
+		t.Fatalf("the applied intent ended %s (%s: %s) by %d, effective %d; want CONTRADICTED by 13, once", in.Status, in.ErrorCode, in.Detail, in.ContradictedBy, o.Down.Effective(sent))
+	}
+	if acts := strings.Join(pt.IntentActions(in), ","); !strings.Contains(acts, "contradict") || !strings.Contains(acts, "takeover") {
+		t.Fatalf("audit actions %s; want the commit's mark and the takeover", acts)
+	}
+	if u := o.Intent(unsent); u.Status != ledger.IntentStatusObsolete || o.Down.Effective(unsent) != 0 {
+		t.Fatalf("the unsent intent ended %s, effective %d; want OBSOLETE, never applied", u.Status, o.Down.Effective(unsent))
+	}
+}
+
+// settleWith delivers one order event and drains with the given stages.
+func settleWith(t *testing.T, h *pt.Harness, w *pt.Worker, d *pt.Dispatcher, msgID string, body []byte) {
+	t.Helper()
+	deliver(t, h, msgID, body, 202)
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+}
+
+// Two dispatchers, two versions of one subscription: the grant of v5 is
+// in flight (the downstream applies it, then hangs) when the revoke of v9
+// is committed and a second dispatcher claims it. The revoke waits for the
+// subject's cursor (subject_busy, no call); the grant's outcome is then
+// looked up (applied: SUCCEEDED, a newer intent carries the newer state),
+// and the revoke is performed after it. The downstream applied v5 then
+// v9: never an older state after a newer one, and it ends revoked.
+func TestTwoDispatchersSerializeOneSubject(t *testing.T) {
+	h := pt.NewChaos(t, pt.Options{}, pt.OutboxOptions{Lookup: true})
+	w := h.NewWorker("proc-1")
+	d1, d2 := h.Outbox.NewDispatcher("disp-1"), h.Outbox.NewDispatcher("disp-2")
+	ctx := context.Background()
+	const subID, acct = "sub_truth_2", "acct_truth_2"
+	send := func(id, typ, status string, at int64) {
+		t.Helper()
+		b := pt.SubscriptionEvent(id, typ, subID, status, at, acct)
+		if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
+			t.Fatalf("%s: %d", id, r.Status)
+		}
+		w.PollOnce(ctx)
+	}
+	send("evt_grant_v5", "customer.subscription.created", "active", created)
+	grant := onlyIntent(t, h, "entitlement.grant")
+	h.Outbox.Down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
+	done := make(chan struct{})
+	go func() { defer close(done); d1.PollOnce(ctx) }()
+	waitFor(t, func() bool { return h.Outbox.Down.Effective(grant) == 1 })
+
+	send("evt_revoke_v9", "customer.subscription.updated", "unpaid", created+1)
+	revoke := onlyIntent(t, h, "entitlement.revoke")
+	d2.PollOnce(ctx)
+	if in := h.Outbox.Intent(revoke); in.Status != ledger.IntentStatusRetryWait || in.ErrorCode != "subject_busy" || h.Outbox.Down.Effective(revoke) != 0 {
+		t.Fatalf("revoke while the grant is in flight: %s (%s: %s), effective %d; want RETRY_WAIT subject_busy, no call", in.Status, in.ErrorCode, in.Detail, h.Outbox.Down.Effective(revoke))
+	}
+	<-done // the grant's call timed out after it was applied: UNCERTAIN
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d1, d2)
+
+	if in := h.Outbox.Intent(grant); in.Status != ledger.IntentStatusSucceeded || in.ErrorCode != "performed_before_superseded" {
+		t.Fatalf("grant ended %s (%s: %s)", in.Status, in.ErrorCode, in.Detail)
+	}
+	if in := h.Outbox.Intent(revoke); in.Status != ledger.IntentStatusSucceeded || h.Outbox.Down.Effective(revoke) != 1 {
+		t.Fatalf("revoke ended %s (%s), effective %d", in.Status, in.Detail, h.Outbox.Down.Effective(revoke))
+	}
+	view, ok := h.Outbox.Down.Subject(acct)
+	p, err := h.Ledger.GetProjection(ctx, projection.StripeSubscriptionProjection, subID)
+	if !ok || err != nil || view.Regressions != 0 || len(view.History) != 2 || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) {
+		t.Fatalf("downstream view %+v (projection v%d, %v); want grant then revoke, ending at the projection's version", view, p.Version, err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The window no local transaction closes: the dispatcher checked the
+// order (cancelled) and is calling the refund when the operator's r13 is
+// committed. The commit marks the in-flight intent, so the dispatcher's
+// success is recorded as CONTRADICTED (an attention item), never as a
+// plain success; the notice, not yet claimed, ends OBSOLETE.
+func TestOverrideWhileRefundInFlightIsContradicted(t *testing.T) {
+	h, o, w, d := orderPipeline(t, pt.OutboxOptions{})
+	ctx := context.Background()
+	deliver(t, h, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""), 202)
+	w.PollOnce(ctx)
+	inFlight := &outbox.Dispatcher{Ledger: h.Ledger, Clock: h.Clock, Owner: "disp-inflight", Lease: 30 * time.Second,
+		Effects: map[string]outbox.Effect{"refund": duringCall{Effect: o.Effects["refund"], then: func() {
+			deliver(t, h, "msg_o42_13", pt.OrderEvent("order.confirmed", o42, 13, "confirmed", ""), 202)
+			w.PollOnce(ctx)
+		}}}}
+	out, err := inFlight.Dispatch(ctx, refund12)
+	if err != nil || !out.Called || out.Status != ledger.IntentStatusContradicted {
+		t.Fatalf("dispatch: %+v %v; want a call recorded as CONTRADICTED", out, err)
+	}
+	requireOrder(t, h, "confirmed", 13)
+	in := o.Intent(refund12)
+	if in.ContradictedBy != 13 || in.ErrorCode != "contradicted" || o.Down.Effective(refund12) != 1 {
+		t.Fatalf("refund by %d (%s: %s), effective %d", in.ContradictedBy, in.ErrorCode, in.Detail, o.Down.Effective(refund12))
+	}
+	if open, err := h.Ledger.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentStatusContradicted)); err != nil || len(open) != 1 {
+		t.Fatalf("attention list %+v %v", open, err)
+	}
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+	if n := o.Intent(notify12); n.Status != ledger.IntentStatusObsolete || o.Down.Effective(notify12) != 0 {
+		t.Fatalf("notice %s, effective %d; want OBSOLETE, never applied", n.Status, o.Down.Effective(notify12))
+	}
+}
+
+// duringCall performs the effect, then runs then before answering: the
+// world moves on while the dispatcher waits for the downstream.
+type duringCall struct {
+	outbox.Effect
+	then func()
+}
+
+func (e duringCall) Do(ctx context.Context, c outbox.Call) (outbox.Result, error) {
+	res, err := e.Effect.Do(ctx, c)
+	e.then()
+	return res, err
 }
