@@ -355,6 +355,11 @@ func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res 
 		}
 		it := l.intentItem(c, w, in)
 		it["payload"] = &types.AttributeValueMemberM{Value: payload}
+		if len(payload) == 0 {
+			// NULL, not an empty map (minidyn cannot rewrite an item that
+			// holds one; DynamoDB can).
+			it["payload"] = &types.AttributeValueMemberNULL{Value: true}
+		}
 		if len(in.Condition) > 0 {
 			cond, err := attributevalue.MarshalMap(in.Condition)
 			if err != nil {

@@ -440,7 +440,7 @@ func commands() []command {
 					return a.Release(ctx, args[0], args[1], *reason)
 				}
 			}},
-		{name: "intents list", about: "List open outbox intents (PENDING, DISPATCHING, RETRY_WAIT, UNCERTAIN, QUARANTINED) from the due\nindex, oldest first.",
+		{name: "intents list", about: "List open outbox intents (PENDING, DISPATCHING, RETRY_WAIT, UNCERTAIN) and those waiting for\ntheir owner (QUARANTINED; CONTRADICTED: performed, then a newer revision removed its reason)\nfrom the due index, oldest first.",
 			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
 				status := fs.String("status", "", "comma-separated statuses (default: every open status)")
 				limit := fs.Int("limit", 50, "most intents to list")

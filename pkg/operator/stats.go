@@ -138,8 +138,13 @@ func (a *App) printStats(s Stats) {
 	}
 	fmt.Fprintln(w, "outbox intents")
 	for _, st := range ledger.OpenIntentStatuses {
+		if st == ledger.Status(ledger.IntentStatusContradicted) {
+			continue
+		}
 		fmt.Fprintf(w, "  %-13s %s\n", st, s.Intents[string(st)])
 	}
+	fmt.Fprintln(w, "effects performed, then contradicted by a newer revision (the recovery owner's)")
+	fmt.Fprintf(w, "  %-13s %s\n", ledger.IntentStatusContradicted, s.Intents[string(ledger.IntentStatusContradicted)])
 	fmt.Fprintln(w, "dead-letter queues (visible + in flight)")
 	for _, d := range s.DLQ {
 		if d.Error != "" {

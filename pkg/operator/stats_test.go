@@ -48,6 +48,8 @@ outbox intents
   RETRY_WAIT    0
   UNCERTAIN     1
   QUARANTINED   0
+effects performed, then contradicted by a newer revision (the recovery owner's)
+  CONTRADICTED  0
 dead-letter queues (visible + in flight)
   events        2
   effects       0
@@ -162,5 +164,48 @@ OLDEST is the age of the oldest of the sampled messages (up to 10 per queue), no
 	}
 	if len(fake.visibilities) != 6 || fake.visibilities[0] != 0 || fake.visibilities[5] != 0 {
 		t.Fatalf("messages not made visible again: %v", fake.visibilities)
+	}
+}
+
+// A performed effect that a newer revision contradicted is an attention
+// item: stats counts it, intents list --status CONTRADICTED names it, and
+// the recovery owner closes it with a reason.
+func TestContradictedEffectIsVisibleUntilResolved(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.accept("stripe", "evt_c", "order.cancelled", `{}`)
+	w := &ledger.ProjectionWrite{Name: "orders", Subject: "O-c", Version: 1, Fingerprint: "c", State: map[string]any{"status": "cancelled"}}
+	in := ledger.Intent{OperationID: "op-refund-c", Kind: "refund", Subject: "O-c", Policy: ledger.PolicyWhileCurrent, Condition: map[string]string{"status": "cancelled"}}
+	if _, err := f.L.Commit(ctx, f.claim("stripe", "evt_c"), w, []ledger.Intent{in}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.L.ClaimIntent(ctx, "op-refund-c", ledger.ClaimOptions{Owner: "dispatcher-1", Lease: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.L.RecordIntent(ctx, c, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "ok_200"}); err != nil {
+		t.Fatal(err)
+	}
+	// The customer kept the order: revision 2 contradicts the refund.
+	f.accept("stripe", "evt_k", "order.confirmed", `{}`)
+	w2 := &ledger.ProjectionWrite{Name: "orders", Subject: "O-c", Version: 2, Fingerprint: "k", State: map[string]any{"status": "confirmed"}}
+	done, err := f.L.Commit(ctx, f.claim("stripe", "evt_k"), w2, nil)
+	if err != nil || len(done.Contradicted) != 1 {
+		t.Fatalf("commit r2: %+v %v", done, err)
+	}
+	var s operator.Stats
+	if err := json.Unmarshal([]byte(f.mustRun("--json", "stats")), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Intents["CONTRADICTED"].N != 1 {
+		t.Fatalf("stats intents %+v; want one CONTRADICTED", s.Intents)
+	}
+	if out := f.mustRun("intents", "list", "--status", "CONTRADICTED"); !strings.Contains(out, "op-refund-c") || !strings.Contains(out, "CONTRADICTED") {
+		t.Fatalf("intents list:\n%s", out)
+	}
+	f.mustRun("intents", "resolve", "op-refund-c", "--outcome", "succeeded", "--reason", "refund reversed by hand, ticket 81")
+	if out := f.mustRun("intents", "list", "--status", "CONTRADICTED"); strings.Contains(out, "op-refund-c") {
+		t.Fatalf("still listed after the resolve:\n%s", out)
 	}
 }
