@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/effectively-once/webhooks/pkg/harness/capacity"
+	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
 func TestItemSizeRules(t *testing.T) {
@@ -153,5 +154,50 @@ func TestThinEventCost(t *testing.T) {
 	}
 	if thin.WriteUnits > snap.WriteUnits {
 		t.Fatalf("a thin event costs %d write units, a snapshot event %d", thin.WriteUnits, snap.WriteUnits)
+	}
+}
+
+// Issue 12's budget: a once intent costs its claim and record; a
+// while_current one whose subject has not moved one consistent read more;
+// a latest one a read and one write (its subject cursor) more. A later
+// revision costs nothing extra unless it contradicts a performed
+// while_current intent.
+func TestPolicyBudget(t *testing.T) {
+	rows, err := capacity.MeasurePolicies(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	capacity.WritePolicyTable(&buf, rows)
+	t.Log("\n" + buf.String())
+	want := map[ledger.Policy]string{
+		ledger.PolicyOnce:         "DynamoDB.UpdateItem=2",
+		ledger.PolicyWhileCurrent: "DynamoDB.GetItem=1 DynamoDB.UpdateItem=2",
+		ledger.PolicyLatest:       "DynamoDB.GetItem=1 DynamoDB.UpdateItem=3",
+	}
+	for _, r := range rows {
+		if r.Calls.Detail != want[r.Policy] {
+			t.Errorf("%s dispatch: %s, want %s", r.Policy, r.Calls.Detail, want[r.Policy])
+		}
+		// A subject that watches an intent pays, at every revision, to
+		// learn its list: a cancelled transaction (and, on minidyn, a read
+		// of the item DynamoDB would have returned with it).
+		wantRev := "DynamoDB.TransactWriteItems=1"
+		if r.Policy == ledger.PolicyWhileCurrent {
+			wantRev = "DynamoDB.GetItem=1 DynamoDB.TransactWriteItems=2"
+		}
+		if r.RevisionCalls.Detail != wantRev {
+			t.Errorf("%s: the next revision costs %s, want %s", r.Policy, r.RevisionCalls.Detail, wantRev)
+		}
+	}
+	once, wc := rows[0], rows[1]
+	if once.ContradictingCalls.Total != 1 || once.Contradicting.Units() != once.Revision.Units() {
+		t.Errorf("a once subject pays for a watch list: %s, %d WU", once.ContradictingCalls.Detail, once.Contradicting.Units())
+	}
+	// Learning the list (a cancelled transaction, then reading the item
+	// minidyn does not return with it), reading the watched intent, then
+	// the transaction that contradicts it.
+	if wc.ContradictingCalls.Detail != "DynamoDB.GetItem=2 DynamoDB.TransactWriteItems=2" {
+		t.Errorf("contradicting revision: %s", wc.ContradictingCalls.Detail)
 	}
 }
