@@ -14,10 +14,10 @@ import (
 var (
 	IntakeMetrics     = []string{"Received", "Accepted", "Duplicates", "Rejected", "IntakeLatencyMs"}
 	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "ProcessLatencyMs"}
-	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "DispatchLatencyMs"}
+	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted", "DispatchLatencyMs"}
 	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
 		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth",
-		"BridgeRedelivered", "BridgeDLQDepth", "ReconcileRunMs"}
+		"BridgeRedelivered", "BridgeDLQDepth", "ReconcileRunMs", "CompensationsDue", "DownstreamDrift"}
 )
 
 // Alarm thresholds.
@@ -108,10 +108,13 @@ func (s *Stack) functionNames() []string {
 	return names
 }
 
-// dashboard leads with what the business asks (is every accepted event
-// reconciled, how old is the oldest that is not, what effects are pending or
-// uncertain, duplicates, stale, quarantined, DLQ age) and puts run metrics
-// below. It returns the dashboard's name.
+// dashboard leads with what the business asks, first whether the
+// downstream follows the truth (effects performed and then contradicted,
+// waiting for the recovery owner; subjects whose downstream is not at the
+// canonical version), then is every accepted event reconciled, how old is
+// the oldest that is not, what effects are pending or uncertain,
+// duplicates, stale, quarantined, DLQ age; run metrics go below. It
+// returns the dashboard's name.
 func (s *Stack) dashboard() *string {
 	name := s.Config.Prefix() + "overview"
 	m := s.metric
@@ -135,6 +138,9 @@ func (s *Stack) dashboard() *string {
 	}
 	single := func(title string, ms *[]awscloudwatch.IMetric) awscloudwatch.IWidget {
 		return awscloudwatch.NewSingleValueWidget(&awscloudwatch.SingleValueWidgetProps{Title: jsii.String(title), Metrics: ms, Width: jsii.Number(6), Height: jsii.Number(4), Sparkline: jsii.Bool(true)})
+	}
+	singleWide := func(title string, ms *[]awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewSingleValueWidget(&awscloudwatch.SingleValueWidgetProps{Title: jsii.String(title), Metrics: ms, Width: jsii.Number(12), Height: jsii.Number(4), Sparkline: jsii.Bool(true)})
 	}
 	graph := func(title string, ms *[]awscloudwatch.IMetric, width float64) awscloudwatch.IWidget {
 		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: ms, Width: jsii.Number(width), Height: jsii.Number(6)})
@@ -167,7 +173,11 @@ func (s *Stack) dashboard() *string {
 		s.API.MetricCount(nil), s.API.MetricClientError(nil), s.API.MetricServerError(nil),
 	}
 	rows := [][]awscloudwatch.IWidget{
-		{text("## Business outcome: is every accepted fact applied once, and every effect known?")},
+		{text("## Business outcome: does the downstream follow the truth, is every accepted fact applied once, and every effect known?")},
+		{
+			singleWide("Compensations due (effects performed, then contradicted: the recovery owner acts)", maxOf("CompensationsDue")),
+			singleWide("Downstream drift (subjects not at the canonical version, per reconciler run)", maxOf("DownstreamDrift")),
+		},
 		{
 			single("Accepted but not reconciled (unfinished events)", maxOf("UnfinishedEvents")),
 			single("Oldest unreconciled (seconds)", maxOf("OldestUnfinishedAgeSeconds")),
@@ -177,7 +187,7 @@ func (s *Stack) dashboard() *string {
 		{
 			graph("Deliveries: received, accepted, duplicates, rejected", sum("Received", "Accepted", "Duplicates", "Rejected"), 8),
 			graph("Outcomes: applied, noop, stale, ignored, quarantined, dead", sum("Applied", "Noop", "Stale", "Ignored", "Quarantined", "Dead"), 8),
-			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined, superseded, obsolete", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete"), 8),
+			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined, superseded, obsolete, contradicted", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted"), 8),
 		},
 		{
 			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked", "BridgeRedelivered"), 12),

@@ -728,6 +728,15 @@ func TestDashboardLeadsWithBusinessMetricsAndShowsEveryEmittedMetric(t *testing.
 			}
 		}
 	}
+	// AND it leads with whether the downstream follows the truth: above
+	// every other metric
+	for _, lead := range []string{"CompensationsDue", "DownstreamDrift"} {
+		for name, y := range firstRow {
+			if name != "CompensationsDue" && name != "DownstreamDrift" && firstRow[lead] >= y {
+				t.Errorf("%s (y=%v) is not above %s (y=%v)", lead, firstRow[lead], name, y)
+			}
+		}
+	}
 	// AND the business questions sit above every run metric
 	business := []string{"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "Duplicates", "Stale", "Quarantined", "ApproximateAgeOfOldestMessage"}
 	run := []string{"Errors", "Throttles", "Duration", "IntakeLatencyMs", "ProcessLatencyMs", "Processed"}
