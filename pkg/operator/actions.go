@@ -141,8 +141,12 @@ type intentDetail struct {
 	Subject     string `json:"subject"`
 	Causation   string `json:"causation"`
 	// The truth it came from and its dispatch policy (issue 12).
-	Truth          string         `json:"truth,omitempty"` // projection/subject@version
-	Policy         string         `json:"policy,omitempty"`
+	Truth  string `json:"truth,omitempty"` // projection/subject@version
+	Policy string `json:"policy,omitempty"`
+	// A newer revision that removed its reason, and the compensation it
+	// created, if any.
+	ContradictedBy int64          `json:"contradicted_by,omitempty"`
+	CompensatedBy  string         `json:"compensated_by,omitempty"`
 	Status         string         `json:"status"`
 	Attempts       int            `json:"attempts"`
 	CreatedAt      time.Time      `json:"created_at"`
@@ -171,6 +175,7 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Causation: in.Causation, Status: string(in.Status), Attempts: in.Attempts,
 		CreatedAt: in.CreatedAt.UTC(), FirstAttemptAt: optTime(in.FirstAttemptAt), ErrorCode: in.ErrorCode, Detail: in.Detail,
 		FinishedAt: optTime(in.FinishedAt), ExpiresAt: optTime(in.ExpiresAt), PayloadKeys: []string{}, Audit: auditOf(in.Audit),
+		ContradictedBy: in.ContradictedBy, CompensatedBy: in.CompensatedBy,
 	}
 	if in.Projection != "" {
 		d.Truth = fmt.Sprintf("%s/%s@%d", in.Projection, in.ProjectionSubject, in.Version)
@@ -188,6 +193,8 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		d.NextAttemptAt = optTime(in.NextAttemptAt)
 	case ledger.IntentStatusUncertain:
 		d.NextCheckAt = optTime(in.NextCheckAt)
+	case ledger.IntentStatusContradicted:
+		d.ExpiresAt = nil // an attention item does not expire
 	}
 	for k := range in.Payload {
 		d.PayloadKeys = append(d.PayloadKeys, k)
@@ -207,10 +214,18 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		{"from", orDash(d.Truth)},
 		{"policy", orDash(d.Policy)},
 		{"status", d.Status},
+	}
+	if d.ContradictedBy != 0 {
+		lines = append(lines, []string{"contradicted", fmt.Sprintf("by version %d", d.ContradictedBy)})
+	}
+	if d.CompensatedBy != "" {
+		lines = append(lines, []string{"compensated", "by " + d.CompensatedBy})
+	}
+	lines = append(lines, [][]string{
 		{"attempts", strconv.Itoa(d.Attempts)},
 		{"created", stamp(in.CreatedAt)},
 		{"first attempt", stamp(in.FirstAttemptAt)},
-	}
+	}...)
 	if d.LeaseOwner != "" {
 		lines = append(lines, []string{"lease", d.LeaseOwner + " until " + stamp(in.LeaseExpires)})
 	}
@@ -224,7 +239,10 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		lines = append(lines, []string{"last outcome", d.ErrorCode + ": " + d.Detail})
 	}
 	if d.FinishedAt != nil {
-		lines = append(lines, []string{"finished", stamp(in.FinishedAt)}, []string{"expires", stamp(in.ExpiresAt)})
+		lines = append(lines, []string{"finished", stamp(in.FinishedAt)})
+		if d.ExpiresAt != nil {
+			lines = append(lines, []string{"expires", stamp(*d.ExpiresAt)})
+		}
 	}
 	payload := "keys " + strings.Join(d.PayloadKeys, ", ") + " (values not shown: --payload)"
 	if withPayload {

@@ -454,7 +454,8 @@ func commands() []command {
 				return func(ctx context.Context, a *App, args []string) error { return a.IntentsShow(ctx, args[0], *body) }
 			}},
 		{name: "intents resolve", args: "OPERATION_ID", nargs: 1, about: "Record the outcome you verified with the downstream for an intent the dispatcher could not settle\n" +
-			"(UNCERTAIN, RETRY_WAIT, QUARANTINED, or DISPATCHING with an expired lease): SUCCEEDED or FAILED,\n" +
+			"(UNCERTAIN, RETRY_WAIT, QUARANTINED, or DISPATCHING with an expired lease): SUCCEEDED or FAILED;\n" +
+			"or close a CONTRADICTED one (performed, then contradicted) once you have contained it,\n" +
 			"audited as \"resolve\" with you and your reason. Finished, PENDING and live-leased intents are refused.",
 			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
 				outcome := fs.String("outcome", "", "succeeded or failed (required)")

@@ -204,6 +204,9 @@ func TestContradictedEffectIsVisibleUntilResolved(t *testing.T) {
 	if out := f.mustRun("intents", "list", "--status", "CONTRADICTED"); !strings.Contains(out, "op-refund-c") || !strings.Contains(out, "CONTRADICTED") {
 		t.Fatalf("intents list:\n%s", out)
 	}
+	if out := f.mustRun("intents", "show", "op-refund-c"); !strings.Contains(out, "contradicted  by version 2") {
+		t.Fatalf("intents show:\n%s", out)
+	}
 	f.mustRun("intents", "resolve", "op-refund-c", "--outcome", "succeeded", "--reason", "refund reversed by hand, ticket 81")
 	if out := f.mustRun("intents", "list", "--status", "CONTRADICTED"); strings.Contains(out, "op-refund-c") {
 		t.Fatalf("still listed after the resolve:\n%s", out)
