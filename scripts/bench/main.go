@@ -57,7 +57,7 @@ func run() error {
 	flag.StringVar(&rates, "rates", "5,10,20,30,40", "offered rates of the load sweep (deliveries/s); the local stack on 2 CPUs saturates near 40/s")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "send phase of each load run")
 	flag.IntVar(&o.chaosN, "chaos", 300, "chaos schedules per design")
-	flag.StringVar(&skip, "skip", "", "comma-separated sections to skip: gobench,capacity,thin,coldstart,load,chaos")
+	flag.StringVar(&skip, "skip", "", "comma-separated sections to skip: gobench,capacity,policies,thin,coldstart,load,chaos")
 	flag.Parse()
 	for _, f := range strings.Split(rates, ",") {
 		var r float64
@@ -90,6 +90,7 @@ func run() error {
 	}{
 		{"gobench", goBench},
 		{"capacity", capacitySection},
+		{"policies", policySection},
 		{"thin", thinSection},
 		{"coldstart", coldStart},
 		{"load", load},
@@ -246,7 +247,7 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 		"A duplicate of a processed event is one UpdateItem that records the delivery on the event (its count and a bounded history of recent deliveries, shown by `webhookctl events show`) and changes nothing else: "+
 		"for a realistic 4 KB event **%d WU** the first time (%s: the event item, and its entry on a \"done\" shard of the due index that no query reads) and **%d WU** for each later one (%s).\n",
 		r4.Duplicate.Units(), r4.Duplicate, r4.DuplicateAgain.Units(), r4.DuplicateAgain)
-	fmt.Fprintf(w, "\nTarget: at most 12 write units per processed 4 KB event. Measured for a realistic 4 KB event: **%d** from delivery to processed, of which %d are its one outbox intent (a transactional put, 2, and its entry on the due index, 1): the same event without an effect costs %d (read off the breakdown above, not measured separately). The intent's write units are the price of writing the effect atomically with the state it follows from, which is what makes the effect happen once; dispatching it costs %d more (claim and record, each with its index entry).\n", r4.ProcessedUnits(), 3, r4.ProcessedUnits()-3, r4.Effect.Units())
+	fmt.Fprintf(w, "\nTarget: at most 12 write units per processed 4 KB event. Measured for a realistic 4 KB event: **%d** from delivery to processed, of which %d are its one outbox intent (a transactional put, 2, and its entry on the due index, 1): the same event without an effect costs %d (read off the breakdown above, not measured separately). The intent's write units are the price of writing the effect atomically with the state it follows from, which is what makes the effect happen once; dispatching it costs %d more (claim and record, each with its index entry, and for this `latest` entitlement its subject cursor with its entry on the sync shards of the due index).\n", r4.ProcessedUnits(), 3, r4.ProcessedUnits()-3, r4.Effect.Units())
 	var x, yr, yw []float64
 	for i, r := range real {
 		x = append(x, float64(sizes[i])/1024)
@@ -268,6 +269,21 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/harness/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
 	capacity.WriteCostTable(w, lines)
 	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
+	return nil
+}
+
+// policySection measures what each dispatch policy costs (issue 12).
+func policySection(ctx context.Context, w io.Writer, _ options) error {
+	rows, err := capacity.MeasurePolicies(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n## What following the truth costs, per dispatch policy\n\n"+
+		"One intent of each policy committed through the ledger on its own subject, dispatched against the fake downstream, then two more revisions of the subject: one that keeps the intent's reason, one that removes it after the intent was performed (`pkg/harness/capacity/policy.go`; test: `go test -run TestPolicyBudget -v ./pkg/harness/capacity`). "+
+		"Requests are counted by SDK middleware; write units by DynamoDB's rules from the items written. A cancelled transaction is counted as a request but not in the write units: AWS's documentation does not say how it bills one, so read the while_current rows' WU as a lower bound, by up to one transaction's worth (about 5 WU) per revision of a subject that watches intents.\n\n")
+	capacity.WritePolicyTable(w, rows)
+	fmt.Fprintf(w, "\nBudget (issue 12): a `once` intent costs nothing extra; `while_current` one consistent read per dispatch; `latest` that read and one write (the subject cursor). "+
+		"Subjects that never watch an intent (every `once` and `latest` one) pay nothing at commit. A subject that watches one (an order after its cancellation) pays at each later revision one cancelled transaction to learn its list (and, on minidyn only, a read of the item DynamoDB returns with the cancellation), and when the revision contradicts a performed intent, one read of that intent and one write that records the contradiction (or the compensation intent).\n")
 	return nil
 }
 
