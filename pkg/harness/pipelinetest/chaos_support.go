@@ -7,6 +7,7 @@ package pipelinetest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"testing"
@@ -43,13 +44,14 @@ type Gate struct {
 	release  chan struct{}
 	fired    bool
 	released bool
+	aborted  bool
 }
 
 // Arm pauses the nth call (1-based, counted from the gate's creation) of op.
 func (g *Gate) Arm(op string, nth int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.op, g.nth, g.fired, g.released = op, nth, false, false
+	g.op, g.nth, g.fired, g.released, g.aborted = op, nth, false, false, false
 	g.paused, g.release = make(chan struct{}), make(chan struct{})
 }
 
@@ -77,28 +79,62 @@ func (g *Gate) Release() {
 	}
 }
 
+// Abort lets a paused (or not yet reached) call go as a dead instance's:
+// an AWS call goes on to the instance's crash recorder (arm it first), a
+// gated downstream call returns ErrAborted without being sent. The chaos
+// executor aborts a dispatcher paused past its lease, which a Lambda
+// whose timeout is below the lease cannot outlive.
+func (g *Gate) Abort() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.release != nil && !g.released {
+		g.aborted = true
+		close(g.release)
+		g.released = true
+	}
+}
+
+// ErrAborted is what a gated downstream call returns after Abort.
+var ErrAborted = errors.New("pipelinetest: the instance was stopped before its downstream call")
+
 // APIOption installs the gate on a client.
 func (g *Gate) APIOption(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("chaosgate",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			op := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
-			g.mu.Lock()
-			if g.counts == nil {
-				g.counts = map[string]int{}
-			}
-			g.counts[op]++
-			var wait chan struct{}
-			if g.paused != nil && !g.fired && op == g.op && g.counts[op] == g.nth {
-				g.fired = true
-				close(g.paused)
-				wait = g.release
-			}
-			g.mu.Unlock()
-			if wait != nil {
-				<-wait
-			}
+			g.Wait(awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx))
 			return next.HandleInitialize(ctx, in)
 		}), middleware.Before)
+}
+
+// EffectCall is the gate's name for a dispatcher's call to the downstream
+// (an Effect's Do), which is no AWS call: a dispatcher paused there has
+// checked its intent against the truth and not yet called.
+const EffectCall = "Effect.Call"
+
+// Wait counts one call of op and, when it is the armed one, blocks until
+// Release or Abort; aborted reports the latter. The middleware calls it
+// for every AWS call; gated effects (ChaosDispatcherOptions.Gate) for
+// every downstream call (EffectCall).
+func (g *Gate) Wait(op string) (aborted bool) {
+	g.mu.Lock()
+	if g.counts == nil {
+		g.counts = map[string]int{}
+	}
+	g.counts[op]++
+	var wait chan struct{}
+	if g.paused != nil && !g.fired && op == g.op && g.counts[op] == g.nth {
+		g.fired = true
+		close(g.paused)
+		wait = g.release
+	}
+	g.mu.Unlock()
+	if wait == nil {
+		return false
+	}
+	<-wait
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.aborted
 }
 
 // Virtual makes redelivery follow the manual clock. Every message is
@@ -263,16 +299,80 @@ func (h *Harness) NewChaosWorker(name string, extra ...APIOption) *Worker {
 // intent's message is recorded in v (its ChangeMessageVisibility still
 // goes through the dispatcher's clients, so a crash can hit it).
 func (o *Outbox) NewChaosDispatcher(name string, v *Virtual, extra ...APIOption) *Dispatcher {
+	return o.NewChaosDispatcherWith(name, v, ChaosDispatcherOptions{Extra: extra})
+}
+
+// ChaosDispatcherOptions are what a chaos dispatcher adds to NewDispatcher.
+// The zero value adds nothing.
+type ChaosDispatcherOptions struct {
+	// Extra is SDK middleware on the dispatcher's clients, after its recorder.
+	Extra []APIOption
+	// Gate, when set, is on the dispatcher's clients and in front of each
+	// of its downstream calls (EffectCall), so the dispatcher can be paused
+	// between its check of the truth and its call.
+	Gate *Gate
+	// Ledger, when set, wraps the dispatcher's ledger: a naive design
+	// changes what the dispatcher is told (see pkg/harness/chaos/naive).
+	Ledger func(outbox.Ledger) outbox.Ledger
+}
+
+// NewChaosDispatcherWith is NewChaosDispatcher with options.
+func (o *Outbox) NewChaosDispatcherWith(name string, v *Virtual, co ChaosDispatcherOptions) *Dispatcher {
 	h := o.h
 	rec := &awstrace.Recorder{}
-	opts := append([]APIOption{rec.APIOption}, extra...)
+	opts := append([]APIOption{rec.APIOption}, co.Extra...)
+	effects := o.Effects
+	if co.Gate != nil {
+		opts = append(opts, co.Gate.APIOption)
+		effects = make(map[string]outbox.Effect, len(o.Effects))
+		for k, e := range o.Effects {
+			effects[k] = gatedEffect{Effect: e, g: co.Gate}
+		}
+	}
+	var l outbox.Ledger = h.newLedger(h.Dynamo.Client(opts...), name)
+	if co.Ledger != nil {
+		l = co.Ledger(l)
+	}
 	d := &outbox.Dispatcher{
-		Ledger: h.newLedger(h.Dynamo.Client(opts...), name), Effects: o.Effects, Clock: h.Clock,
+		Ledger: l, Effects: effects, Clock: h.Clock,
 		Rand: func() float64 { return 0.5 }, Owner: name, Lease: o.opts.Lease, MaxAttempts: 8,
 		Base: time.Second, Cap: time.Minute,
 	}
 	c := &outbox.Consumer{Dispatcher: d, SQS: virtualHold{v: v, next: h.sqsSrv.Client(opts...)}, QueueURL: o.Queues.Queue, Log: quietLog()}
 	return &Dispatcher{o: o, Name: name, Rec: rec, C: c, Batch: 1}
+}
+
+// gatedEffect passes each downstream call through a Gate first; the
+// status lookup and the idempotency window are the wrapped effect's.
+type gatedEffect struct {
+	outbox.Effect
+	g *Gate
+}
+
+var (
+	_ outbox.StatusLookup = gatedEffect{}
+	_ outbox.Windowed     = gatedEffect{}
+)
+
+func (e gatedEffect) Do(ctx context.Context, c outbox.Call) (outbox.Result, error) {
+	if e.g.Wait(EffectCall) {
+		return outbox.Result{}, &outbox.RetryableError{Err: ErrAborted}
+	}
+	return e.Effect.Do(ctx, c)
+}
+
+func (e gatedEffect) Lookup(ctx context.Context, key string) (applied, known bool, err error) {
+	if lk, ok := e.Effect.(outbox.StatusLookup); ok {
+		return lk.Lookup(ctx, key)
+	}
+	return false, false, nil
+}
+
+func (e gatedEffect) IdempotencyWindow() time.Duration {
+	if w, ok := e.Effect.(outbox.Windowed); ok {
+		return w.IdempotencyWindow()
+	}
+	return 0
 }
 
 // virtualHold records a dispatcher's hold on the manual clock and keeps the

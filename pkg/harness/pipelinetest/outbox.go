@@ -1,12 +1,17 @@
 package pipelinetest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,6 +53,23 @@ type Arrival struct {
 	Key    string
 	At     time.Time
 	Status int // 0 when the client gave up before an answer
+	// Seq orders the arrival among everything else that took a number
+	// from Outbox.Tick (the chaos executor's projection samples): taken
+	// when the request arrives, before the downstream handles it.
+	Seq int64
+	// Kind is the effect endpoint's last path segment (the intent kind).
+	Kind string
+	// Subject is the body's "subject"; Version the X-Subject-Version
+	// header as sent; BodyVersion the body's "subject_version" as sent
+	// (raw JSON: a string when the dispatcher sent one, never parsed).
+	Subject     string
+	Version     string
+	BodyVersion json.RawMessage
+	// Applied: the downstream applied this call (an effective call, not a
+	// replay of a remembered key), whether or not the client saw the
+	// answer. Exact when calls with one key do not overlap (the chaos
+	// executor dispatches one message at a time).
+	Applied bool
 }
 
 // Hold is one ChangeMessageVisibility a dispatcher asked for: the message
@@ -69,6 +91,7 @@ type Outbox struct {
 	Effects map[string]outbox.Effect
 	opts    OutboxOptions
 
+	seq      atomic.Int64
 	mu       sync.Mutex
 	arrivals []Arrival
 	holds    []Hold
@@ -123,19 +146,45 @@ func (h *Harness) EnableOutbox(o OutboxOptions) *Outbox {
 // DownstreamToken is the fake downstream's bearer token (visibly fake).
 const DownstreamToken = "tok_test_FAKE_downstream_0000"
 
-// record wraps the downstream to note every request with its status.
+// Tick returns the next number of the run's shared sequence: downstream
+// arrivals take one each, and so can other observations (the chaos
+// executor's projection samples), so "before" and "after" compare across
+// them.
+func (o *Outbox) Tick() int64 { return o.seq.Add(1) }
+
+// record wraps the downstream to note every request with its status, its
+// place in the shared sequence, what it carried and whether it applied.
 func (o *Outbox) record(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := Arrival{Method: r.Method, Key: r.Header.Get("Idempotency-Key"), At: o.h.Clock.Now()}
+		a := Arrival{Method: r.Method, Key: r.Header.Get("Idempotency-Key"), At: o.h.Clock.Now(), Seq: o.Tick()}
+		before := 0
 		if r.Method == http.MethodGet {
 			a.Key = r.URL.Query().Get("key")
-		} else if o.opts.Latency > 0 {
-			time.Sleep(o.opts.Latency)
+		} else {
+			a.Kind = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+			a.Version = r.Header.Get("X-Subject-Version")
+			if body, err := io.ReadAll(r.Body); err == nil {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				var wire struct {
+					Subject string          `json:"subject"`
+					Version json.RawMessage `json:"subject_version"`
+				}
+				if json.Unmarshal(body, &wire) == nil {
+					a.Subject, a.BodyVersion = wire.Subject, wire.Version
+				}
+			}
+			before = o.Down.Effective(a.Key)
+			if o.opts.Latency > 0 {
+				time.Sleep(o.opts.Latency)
+			}
 		}
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if r.Context().Err() == nil {
 			a.Status = sw.status()
+		}
+		if r.Method == http.MethodPost {
+			a.Applied = o.Down.Effective(a.Key) > before
 		}
 		o.mu.Lock()
 		o.arrivals = append(o.arrivals, a)
