@@ -185,8 +185,9 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 }
 
 // ListSyncDue returns up to limit subject cursors due for a drift check at
-// or before `before`, oldest first (the sync shards of the due index;
-// eventually consistent).
+// or before `before`, oldest first: the sync shards of the due index
+// (eventually consistent), then one consistent GetItem per cursor, since
+// the index does not project the cursor's attributes.
 func (l *Ledger) ListSyncDue(ctx context.Context, before time.Time, limit int) ([]SubjectCursor, error) {
 	if limit <= 0 {
 		limit = 1
@@ -211,7 +212,16 @@ func (l *Ledger) ListSyncDue(ctx context.Context, before time.Time, limit int) (
 				return nil, fmt.Errorf("list sync cursors, shard %d: %w", shard, translate(err))
 			}
 			for _, it := range res.Items {
-				c, _, err := decodeCursor(it)
+				// The index projects only the attributes the work queries
+				// need (DueIndexAttributes): read the cursor itself.
+				full, err := l.getItem(ctx, map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK]}, "cursor")
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				c, _, err := decodeCursor(full)
 				if err != nil {
 					return nil, err
 				}
