@@ -30,13 +30,32 @@
 //     into the ledger under the provider's event id (or a content-derived
 //     id) and enqueued — never written into a projection directly. The
 //     version guard then decides, exactly as for a webhook.
-//  5. Gauges: open events by status, the oldest unfinished age, intents by
-//     status, DLQ depths.
+//  5. Check that the downstream follows the truth (DESIGN.md §5 I7), for
+//     latest-policy effects: each subject cursor due on the sync shards
+//     (ledger.ListSyncDue; a dispatch puts its cursor there) is compared
+//     with its projection's newest intent of the kind family
+//     (Projection.Latest). The effect of that intent's kind, when it is an
+//     outbox.SubjectStatus, says which version of the subject the
+//     downstream last applied. Equal (exact decimals): the cursor is
+//     parked until the next dispatch. Different (behind, ahead, or
+//     unknown): DownstreamDrift counts it; an unfinished newest intent
+//     (PENDING, RETRY_WAIT, UNCERTAIN, or DISPATCHING with an expired
+//     lease) is announced again to the effects queue; a finished one
+//     (SUCCEEDED while the downstream holds an older version, or ended
+//     without a call) is logged as a warning with the operation id, both
+//     versions and a reason, for an operator; either way the subject is
+//     checked again StuckAfter later. Effects that cannot report a
+//     version are skipped and the cursor parked. At most DriftChecks
+//     subjects per run.
+//  6. Gauges: open events by status, the oldest unfinished age, intents by
+//     status, CONTRADICTED intents waiting for the recovery owner
+//     (CompensationsDue), DLQ depths.
 //
 // Everything is emitted as one EMF record. Two runs at once are safe: every
 // action is idempotent (duplicate pointers are harmless, a reconciliation
 // event has a deterministic id so the second Accept is a duplicate, DLQ
-// sweeps and give-ups are conditional). No step scans the table: steps 1,
-// 2 and 5 read the sparse, write-sharded due index, step 4 reads single
-// projection items.
+// sweeps and give-ups are conditional, a drift check's mark is conditioned
+// on the cursor's holder). No step scans the table: steps 1, 2, 5 and 6
+// read the sparse, write-sharded due index, steps 4 and 5 read single
+// projection and intent items.
 package reconciler

@@ -31,6 +31,8 @@ type Ledger interface {
 	Accept(ctx context.Context, d ledger.Delivery) (ledger.Accepted, error)
 	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
 	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
+	ListSyncDue(ctx context.Context, before time.Time, limit int) ([]ledger.SubjectCursor, error)
+	MarkSynced(ctx context.Context, c ledger.SubjectCursor, next time.Time) error
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -69,6 +71,9 @@ type Options struct {
 	// Budget bounds one run's time (the function's timeout must exceed it).
 	// Default 90 s.
 	Budget time.Duration
+	// DriftChecks bounds the subjects whose downstream one run asks for
+	// their version (one status request each). Default DefaultDriftChecks.
+	DriftChecks int
 	// Actor names the reconciler in audit entries. Default "reconciler".
 	Actor string
 	Now   func() time.Time
@@ -88,7 +93,11 @@ type Reconciler struct {
 	Truths map[string]SourceOfTruth
 	// Bridge sweeps Queues.BridgeDLQ (both set, or the step is skipped).
 	Bridge BridgeSweeper
-	Opts   Options
+	// Effects are the dispatcher's effects by intent kind; those that are
+	// an outbox.SubjectStatus let the drift check ask the downstream which
+	// version of a subject it holds. None: every subject is skipped.
+	Effects map[string]outbox.Effect
+	Opts    Options
 }
 
 // Report is what one run did and saw.
@@ -108,6 +117,12 @@ type Report struct {
 	EventsDLQDepth     int                    `json:"events_dlq_depth"`
 	EffectsDLQDepth    int                    `json:"effects_dlq_depth"`
 	BridgeDLQDepth     int                    `json:"bridge_dlq_depth"`
+	// Downstream is the downstream drift check (DownstreamDrift is its
+	// Drifting).
+	Downstream DriftReport `json:"downstream"`
+	// CompensationsDue counts the CONTRADICTED intents that wait for the
+	// recovery owner.
+	CompensationsDue int `json:"compensations_due"`
 	// Capped says a count hit MaxItems: there is more than it shows.
 	Capped bool          `json:"capped"`
 	Errors []string      `json:"errors,omitempty"`
@@ -127,6 +142,9 @@ func (r *Reconciler) opts() Options {
 	}
 	if o.Actor == "" {
 		o.Actor = "reconciler"
+	}
+	if o.DriftChecks <= 0 {
+		o.DriftChecks = DefaultDriftChecks
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -158,7 +176,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	cutoff := start.Add(-o.StuckAfter)
 	step("reenqueue", func() error { return r.reenqueue(ctx, o, cutoff, &rep) })
 	step("intents", func() error {
-		n, err := outbox.AnnounceDue(ctx, r.Ledger, queue.Sender{Client: r.SQS, URL: r.Queues.Effects}, cutoff, o.MaxItems, "reconcile")
+		n, err := outbox.AnnounceDue(ctx, r.Ledger, r.effectsQueue(), cutoff, o.MaxItems, "reconcile")
 		rep.IntentsReannounced = n
 		return err
 	})
@@ -184,6 +202,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		})
 	}
 	step("truth", func() error { return r.compare(ctx, o, &rep) })
+	step("downstream", func() error { return r.drift(ctx, o, start, &rep) })
 	step("gauges", func() error { return r.gauges(ctx, o, start, &rep) })
 	rep.Took = o.Now().Sub(start)
 	for _, e := range errs {
@@ -197,8 +216,14 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	}
 	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
-		"bridge_redelivered", rep.BridgeDLQ.Accepted, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
+		"bridge_redelivered", rep.BridgeDLQ.Accepted, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired,
+		"downstream_drift", rep.Downstream.Drifting, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
+}
+
+// effectsQueue announces intents to the dispatcher.
+func (r *Reconciler) effectsQueue() queue.Sender {
+	return queue.Sender{Client: r.SQS, URL: r.Queues.Effects}
 }
 
 func (r *Reconciler) reenqueue(ctx context.Context, o Options, cutoff time.Time, rep *Report) error {
@@ -335,6 +360,9 @@ func (r *Reconciler) gauges(ctx context.Context, o Options, now time.Time, rep *
 		rep.IntentsByStatus[in.Status]++
 	}
 	rep.Capped = len(evs) >= o.MaxItems || len(ins) >= o.MaxItems
+	if err := r.compensationsDue(ctx, o, rep); err != nil {
+		errs = append(errs, err)
+	}
 	for _, q := range []struct {
 		url string
 		n   *int
@@ -370,6 +398,8 @@ func depth(ctx context.Context, c SQS, url string) (int, error) {
 func (r *Reconciler) emit(o Options, rep Report) {
 	unfinished := rep.EventsByStatus[string(ledger.StatusReceived)] + rep.EventsByStatus[string(ledger.StatusProcessing)] + rep.EventsByStatus[string(ledger.StatusRetryWait)]
 	o.Metrics.Emit(map[string]any{"function": "reconciler", "capped": rep.Capped, "errors": len(rep.Errors)},
+		metrics.N("CompensationsDue", rep.CompensationsDue),
+		metrics.N("DownstreamDrift", rep.Downstream.Drifting),
 		metrics.N("Reenqueued", rep.Reenqueued),
 		metrics.N("StuckLeases", rep.StuckLeases),
 		metrics.N("IntentsReannounced", rep.IntentsReannounced),
