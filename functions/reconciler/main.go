@@ -13,6 +13,7 @@ import (
 
 	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/intake"
+	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
@@ -42,6 +43,16 @@ func run() error {
 		Sources: cfg.Sources, Registry: projection.Default(projection.StripeOptions{}),
 		Truths: reconciler.BuildTruths(cfg.Sources, rt.Secrets),
 		Opts:   reconciler.Options{StuckAfter: cfg.StuckAfter, MaxItems: cfg.MaxItems, Budget: cfg.Budget, Log: rt.Log, Metrics: rt.Metrics},
+	}
+	// The downstream drift check asks the effects' status endpoints which
+	// version of a subject they hold. EFFECTS (or EFFECTS_FILE) is the
+	// dispatcher's document; without it every subject is skipped.
+	if os.Getenv("EFFECTS") != "" || os.Getenv("EFFECTS_FILE") != "" {
+		effects, err := outbox.LoadEffects(os.Getenv)
+		if err != nil {
+			return fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
+		}
+		r.Effects = outbox.Build(effects, rt.Secrets)
 	}
 	if cfg.BridgeDLQURL != "" {
 		// The bridge's dead letters go through the bridge's own accept path.

@@ -434,9 +434,13 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 		"LOG_LEVEL=info",
 		"RECONCILE_STUCK_SECONDS=" + strconv.Itoa(int(s.cfg.ReconcileStuck.Seconds())),
 	}
-	if fn == "dispatcher" {
+	switch fn {
+	case "dispatcher":
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),
 			"DISPATCH_LEASE_SECONDS="+strconv.Itoa(int(s.cfg.DispatchLease.Seconds())))
+	case "reconciler":
+		// Its downstream drift check asks the effects' status routes.
+		env = append(env, "EFFECTS="+string(s.Downstream.Effects()))
 	}
 	for k, v := range s.file.Secrets {
 		env = append(env, k+"="+v)
