@@ -81,14 +81,7 @@ func TestGrantRetriedAfterRevokeIsSuperseded(t *testing.T) {
 	w, d := h.NewWorker("proc-1"), h.Outbox.NewDispatcher("disp-1")
 	ctx := context.Background()
 	const subID, acct = "sub_truth_1", "acct_truth_1"
-	send := func(id, typ, status string, at int64) {
-		t.Helper()
-		b := pt.SubscriptionEvent(id, typ, subID, status, at, acct)
-		if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
-			t.Fatalf("%s: %d", id, r.Status)
-		}
-		w.PollOnce(ctx)
-	}
+	send := subscriptionSender(t, h, w, subID, acct)
 	h.Outbox.Down.Then(downstream.Behavior{Mode: downstream.Unavailable503, RetryAfter: 20 * time.Second})
 	send("evt_grant_v5", "customer.subscription.created", "active", created)
 	d.PollOnce(ctx)
@@ -263,14 +256,7 @@ func TestTwoDispatchersSerializeOneSubject(t *testing.T) {
 	d1, d2 := h.Outbox.NewDispatcher("disp-1"), h.Outbox.NewDispatcher("disp-2")
 	ctx := context.Background()
 	const subID, acct = "sub_truth_2", "acct_truth_2"
-	send := func(id, typ, status string, at int64) {
-		t.Helper()
-		b := pt.SubscriptionEvent(id, typ, subID, status, at, acct)
-		if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
-			t.Fatalf("%s: %d", id, r.Status)
-		}
-		w.PollOnce(ctx)
-	}
+	send := subscriptionSender(t, h, w, subID, acct)
 	send("evt_grant_v5", "customer.subscription.created", "active", created)
 	grant := onlyIntent(t, h, "entitlement.grant")
 	h.Outbox.Down.Then(downstream.Behavior{Mode: downstream.HangAfterApply})
@@ -355,4 +341,17 @@ func (e duringCall) Do(ctx context.Context, c outbox.Call) (outbox.Result, error
 	res, err := e.Effect.Do(ctx, c)
 	e.then()
 	return res, err
+}
+
+// subscriptionSender returns a function that delivers one signed event of
+// subscription subID (account acct) and lets w process it.
+func subscriptionSender(t *testing.T, h *pt.Harness, w *pt.Worker, subID, acct string) func(id, typ, status string, at int64) {
+	return func(id, typ, status string, at int64) {
+		t.Helper()
+		b := pt.SubscriptionEvent(id, typ, subID, status, at, acct)
+		if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
+			t.Fatalf("%s: %d", id, r.Status)
+		}
+		w.PollOnce(context.Background())
+	}
 }
