@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -397,6 +398,9 @@ func (l *Ledger) intentItem(c Claim, w *ProjectionWrite, in Intent) map[string]t
 	it["projection"] = sv(w.Name)
 	it["proj_subject"] = sv(w.Subject)
 	it["version"] = nv(w.Version)
+	// The same version as text: exact whatever rewrites the item (minidyn
+	// turns every number of an item it updates into a float64).
+	it["version_s"] = sv(strconv.FormatInt(w.Version, 10))
 	it["fingerprint"] = sv(w.Fingerprint)
 	if in.Policy != "" && in.Policy != PolicyOnce {
 		it["policy"] = sv(string(in.Policy))

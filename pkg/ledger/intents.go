@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -114,6 +115,7 @@ type intentItem struct {
 	Projection     string            `dynamodbav:"projection"`
 	ProjSubject    string            `dynamodbav:"proj_subject"`
 	Version        int64             `dynamodbav:"version"`
+	VersionText    string            `dynamodbav:"version_s"`
 	Fingerprint    string            `dynamodbav:"fingerprint"`
 	Policy         Policy            `dynamodbav:"policy"`
 	Condition      map[string]string `dynamodbav:"condition"`
@@ -153,6 +155,9 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 	}
 	if it.ExpiresAt > 0 {
 		in.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
+	}
+	if v, err := strconv.ParseInt(it.VersionText, 10, 64); err == nil {
+		in.Version = v // exact, where the number may have been rounded by an emulator
 	}
 	if p, ok := it.Payload.(map[string]any); ok {
 		in.Payload = exactNumbers(p).(map[string]any)

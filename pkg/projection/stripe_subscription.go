@@ -190,7 +190,9 @@ func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
 		Subject: account,
 		Payload: map[string]any{
 			"account_id": account, "subscription_id": sub.ID, "entitled": entitled,
-			"price_ids": sortedCopy(prices), "until": periodEnd, "version": version,
+			// A string: a deletion's version is above 2^53, where a
+			// downstream that reads JSON numbers as doubles would round it.
+			"price_ids": sortedCopy(prices), "until": periodEnd, "version": strconv.FormatInt(version, 10),
 		},
 	}
 	return Result{

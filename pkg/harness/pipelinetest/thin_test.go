@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -284,6 +285,12 @@ func intentVersion(t *testing.T, i ledger.StoredIntent) int64 {
 		return -1
 	}
 	switch v := i.Payload["version"].(type) {
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("intent version %q: %v", v, err)
+		}
+		return n
 	case json.Number:
 		n, _ := v.Int64()
 		return n

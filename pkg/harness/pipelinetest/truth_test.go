@@ -2,8 +2,10 @@ package pipelinetest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -353,5 +355,35 @@ func subscriptionSender(t *testing.T, h *pt.Harness, w *pt.Worker, subID, acct s
 			t.Fatalf("%s: %d", id, r.Status)
 		}
 		w.PollOnce(context.Background())
+	}
+}
+
+// A deletion's version is above 2^53. It reaches the downstream exact in
+// the header, the body and the payload, on an emulator that rounds every
+// number of an item it updates (the intent is claimed and recorded: two
+// updates before and after the call).
+func TestDeletionVersionReachesTheDownstreamExact(t *testing.T) {
+	h := pt.NewChaos(t, pt.Options{}, pt.OutboxOptions{})
+	w, d := h.NewWorker("proc-1"), h.Outbox.NewDispatcher("disp-1")
+	send := subscriptionSender(t, h, w, "sub_truth_3", "acct_truth_3")
+	send("evt_del", "customer.subscription.deleted", "canceled", created)
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+	want := strconv.FormatInt(projection.DeletedVersionBase+created*4+3, 10)
+	revoke := onlyIntent(t, h, "entitlement.revoke")
+	calls := h.Outbox.Arrivals(revoke)
+	if len(calls) != 1 || calls[0].Version != want || string(calls[0].BodyVersion) != `"`+want+`"` {
+		t.Fatalf("arrivals %+v; want X-Subject-Version and subject_version %s", calls, want)
+	}
+	var body struct {
+		Payload struct {
+			Version string `json:"version"`
+		} `json:"payload"`
+	}
+	for _, c := range h.Outbox.Down.Calls() {
+		if c.Key == revoke {
+			if err := json.Unmarshal(c.Body, &body); err != nil || body.Payload.Version != want {
+				t.Fatalf("payload version %q (%v), want %s", body.Payload.Version, err, want)
+			}
+		}
 	}
 }
