@@ -450,6 +450,16 @@ func (s *Stack) functions(sourcesDoc, effectsDoc *string) error {
 			},
 		},
 	}
+	if len(s.Config.Effects) > 0 {
+		// The reconciler's drift check asks each latest effect's status
+		// endpoint which version a subject holds: it reads the same
+		// document (and never performs an effect).
+		for i := range specs {
+			if specs[i].Name == Reconciler {
+				specs[i].Env["EFFECTS"] = effectsDoc
+			}
+		}
+	}
 	for _, p := range specs {
 		f, err := NewFunction(s.Stack, s.Config, p)
 		if err != nil {
@@ -555,6 +565,9 @@ func (s *Stack) grants() {
 	}
 	if len(effectArns) > 0 {
 		di.grantOn([]string{getSecret}, effectArns...)
+		// The drift check calls the same status endpoints with the same
+		// tokens (read only: it never performs an effect).
+		re.grantOn([]string{getSecret}, effectArns...)
 	}
 }
 

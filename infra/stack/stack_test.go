@@ -192,6 +192,12 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 				t.Fatalf("processor config %+v", pr)
 			}
 			denv := s.env(t, stack.Dispatcher)
+			// The reconciler's drift check reads the dispatcher's EFFECTS,
+			// and only when there are effects (an empty document is refused).
+			if renv := s.env(t, stack.Reconciler); renv["EFFECTS"] != denv["EFFECTS"] && len(s.stack.Config.Effects) > 0 ||
+				renv["EFFECTS"] != "" && len(s.stack.Config.Effects) == 0 {
+				t.Fatalf("reconciler EFFECTS %q, dispatcher's %q", renv["EFFECTS"], denv["EFFECTS"])
+			}
 			if len(s.stack.Config.Effects) == 0 {
 				// No effects: the document is empty and the dispatcher would refuse
 				// to start, which is why its mapping is disabled (tested below).
@@ -491,7 +497,9 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 	slices.Sort(sources)
 	slices.Sort(effects)
 	for fn, want := range map[string][]string{
-		stack.Intake: sources, stack.Reconciler: {created("webhooks/dev/truth/stripe")}, stack.Dispatcher: effects,
+		// The reconciler reads the truth's secret and, for its drift
+		// check, the effects' tokens (status endpoints only).
+		stack.Intake: sources, stack.Reconciler: sortedCopy(append([]string{created("webhooks/dev/truth/stripe")}, effects...)), stack.Dispatcher: effects,
 		stack.Processor: {created("webhooks/dev/api/stripe")},
 	} {
 		got := s.roleActions(t, s.roleOf(t, fn))["secretsmanager:GetSecretValue"]
@@ -781,4 +789,10 @@ func TestOutputsNameTheURLsTableQueuesAndDashboard(t *testing.T) {
 	if got := val("SourceSecretArnShop"); got != "arn:aws:secretsmanager:eu-west-1:123456789012:secret:shop-hmac-AbCdEf" {
 		t.Errorf("shop secret %s", got)
 	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
