@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/reconciler"
 )
 
 // Effects follow the current truth (DESIGN.md I7, issue 12): an intent is
@@ -385,5 +387,58 @@ func TestDeletionVersionReachesTheDownstreamExact(t *testing.T) {
 				t.Fatalf("payload version %q (%v), want %s", body.Payload.Version, err, want)
 			}
 		}
+	}
+}
+
+// The reconciler repairs downstream drift: the grant of v5 reached the
+// downstream; the revoke of v9 was committed by a processor that died
+// right after its transaction, so it was never announced (the redelivered
+// pointer finds the event processed). Long before the stuck-intent sweep
+// would find it, the drift check sees the downstream at v5 while the
+// truth is v9, re-announces the revoke, and the downstream ends revoked
+// at v9; the next run finds the subject in sync.
+func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
+	h := pt.NewChaos(t, pt.Options{}, pt.OutboxOptions{Lookup: true})
+	ctx := context.Background()
+	w, d := h.NewWorker("proc-1"), h.Outbox.NewDispatcher("disp-1")
+	const subID, acct = "sub_truth_4", "acct_truth_4"
+	send := subscriptionSender(t, h, w, subID, acct)
+	send("evt_grant_v5", "customer.subscription.created", "active", created)
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+
+	dying := h.NewWorker("proc-dying")
+	dying.Rec.Arm(awstrace.Crash{Op: "DynamoDB.TransactWriteItems", Nth: 1, When: awstrace.After})
+	b := pt.SubscriptionEvent("evt_revoke_v9", "customer.subscription.updated", subID, "unpaid", created+1, acct)
+	if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
+		t.Fatalf("revoke: %d", r.Status)
+	}
+	dying.PollOnce(ctx)
+	if !dying.Rec.Crashed() {
+		t.Fatal("the processor did not crash")
+	}
+	revoke := onlyIntent(t, h, "entitlement.revoke")
+	h.Clock.Advance(time.Minute) // past the grant's cursor lease: due for a drift check, not yet stuck
+	h.DrainAll(drainTimeout, 0, []*pt.Worker{h.NewWorker("proc-2")})
+	if in := h.Outbox.Intent(revoke); in.Status != ledger.IntentStatusPending || h.Outbox.Down.Effective(revoke) != 0 {
+		t.Fatalf("revoke %s, effective %d; want PENDING and never announced", in.Status, h.Outbox.Down.Effective(revoke))
+	}
+
+	rc := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Sources: h.Sources, Effects: h.Outbox.Effects,
+		Queues:   reconciler.Queues{Events: h.Queues.Queue, EventsDLQ: h.Queues.DLQ, Effects: h.Outbox.Queues.Queue, EffectsDLQ: h.Outbox.Queues.DLQ},
+		Registry: projection.Default(projection.StripeOptions{}),
+		Opts:     reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100}}
+	rep, err := rc.Run(ctx)
+	if err != nil || rep.Downstream.Drifting != 1 || rep.Downstream.Reannounced != 1 || rep.IntentsReannounced != 0 {
+		t.Fatalf("reconciler: %+v %v; want one drifting subject, its revoke re-announced by the drift check", rep, err)
+	}
+	h.DrainAll(drainTimeout, idle, nil, d)
+	p, err := h.Ledger.GetProjection(ctx, projection.StripeSubscriptionProjection, subID)
+	view, _ := h.Outbox.Down.Subject(acct)
+	if err != nil || h.Outbox.Intent(revoke).Status != ledger.IntentStatusSucceeded || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) || view.Regressions != 0 {
+		t.Fatalf("after the repair: revoke %s, downstream %+v, projection v%d (%v)", h.Outbox.Intent(revoke).Status, view, p.Version, err)
+	}
+	h.Clock.Advance(time.Minute)
+	if rep, err := rc.Run(ctx); err != nil || rep.Downstream.Drifting != 0 {
+		t.Fatalf("second run: %+v %v; want in sync", rep.Downstream, err)
 	}
 }
