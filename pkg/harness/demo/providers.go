@@ -64,23 +64,11 @@ func otherStory(run string) []otherDelivery {
 		svix   bool
 	}{{"msg_o42_12_" + run, 12, "cancelled", false}, {"msg_o42_10_" + run, 10, "created", false}, {"msg_o42_11_" + run, 11, "confirmed", true}, {"msg_o42_12_" + run, 12, "cancelled", true}} {
 		body := fmt.Appendf(nil, `{"type":"order.updated","timestamp":"2026-11-30T12:00:%02dZ","data":{"id":"O-42-%s","revision":%d,"status":%q}}`, rev.rev, run, rev.rev, rev.status)
-		id, svix := rev.id, rev.svix
-		m := meant{event: id, kind: "order (seed 003)", projection: "order", subject: "O-42-" + run, version: int64(rev.rev), state: map[string]string{"status": rev.status}}
+		m := meant{event: rev.id, kind: "order (seed 003)", projection: "order", subject: "O-42-" + run, version: int64(rev.rev), state: map[string]string{"status": rev.status}}
 		if rev.status == "cancelled" {
 			m.intents = []string{"notify_cancellation", "refund"} // seed 003: a cancellation refunds and notifies
 		}
-		out = append(out, otherDelivery{source: "orders", events: []string{id}, body: body, means: []meant{m}, headers: func(secret string, now time.Time) map[string]string {
-			wh, err := standardwebhooks.NewWebhook(secret)
-			if err != nil {
-				return nil
-			}
-			sig, _ := wh.Sign(id, now, body)
-			prefix := "webhook-"
-			if svix {
-				prefix = "svix-"
-			}
-			return map[string]string{prefix + "id": id, prefix + "timestamp": strconv.FormatInt(now.Unix(), 10), prefix + "signature": sig, "content-type": "application/json"}
-		}})
+		out = append(out, orderDelivery(rev.id, body, rev.svix, m))
 	}
 	// Shopify: one orders/updated event delivered twice under two webhook ids.
 	const shopUpdatedAt = "2026-11-30T12:00:00-05:00" // Shopify's version of the order: updated_at
@@ -134,6 +122,23 @@ func otherStory(run string) []otherDelivery {
 		}})
 	}
 	return out
+}
+
+// orderDelivery is one Standard Webhooks delivery of the orders source,
+// with webhook-* headers (svix-* when svix is set).
+func orderDelivery(id string, body []byte, svix bool, m meant) otherDelivery {
+	return otherDelivery{source: "orders", events: []string{id}, body: body, means: []meant{m}, headers: func(secret string, now time.Time) map[string]string {
+		wh, err := standardwebhooks.NewWebhook(secret)
+		if err != nil {
+			return nil
+		}
+		sig, _ := wh.Sign(id, now, body)
+		prefix := "webhook-"
+		if svix {
+			prefix = "svix-"
+		}
+		return map[string]string{prefix + "id": id, prefix + "timestamp": strconv.FormatInt(now.Unix(), 10), prefix + "signature": sig, "content-type": "application/json"}
+	}}
 }
 
 func b64HMAC(secret string, body []byte) string {
