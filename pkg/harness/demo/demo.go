@@ -334,7 +334,8 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 }
 
 // effects reads the run's intents with their audit trails and the fake
-// downstream's record, and checks them.
+// downstream's record, and checks them: per intent, and per subject
+// against the truth.
 func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, causes map[string]bool, scripted bool) error {
 	l, err := ledger.New(t.DB, ledger.Options{Table: t.Table})
 	if err != nil {
@@ -353,6 +354,7 @@ func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, ca
 		return err
 	}
 	r.checkEffects(states, down, scripted)
+	r.checkTruth(states, snap.Projections, down)
 	return nil
 }
 

@@ -139,8 +139,11 @@ func newerState(intents []ledger.IntentState, in ledger.IntentState) bool {
 
 // checkEffects compares the run's intents with the downstream (DESIGN.md
 // §5 I2, I7): every intent SUCCEEDED and applied exactly once, except a
-// state sync superseded by a newer state of its subject (never applied), and the
-// O-42 story's uncertain refund resolved without a second refund.
+// state sync superseded by a newer state of its subject and an action
+// made obsolete by a newer revision (never applied), and an action
+// performed and then contradicted (applied once, CONTRADICTED); and the
+// O-42 story's uncertain refund resolved without a second refund. Whether
+// an overtaken intent was right is checkTruth's, with the projections.
 func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.DownstreamState, scripted bool) {
 	type seen struct {
 		effective int
@@ -171,7 +174,7 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 			o.Effective, o.Requests = s.effective, s.requests
 		}
 		for _, a := range in.Audit {
-			line := fmt.Sprintf("%s → %s (%s by %s)", orDash(string(a.From)), a.To, a.Action, a.Actor)
+			line := fmt.Sprintf("%s  %s → %s (%s by %s)", clock(a.At), orDash(string(a.From)), a.To, a.Action, a.Actor)
 			if a.Reason != "" {
 				line += ": " + a.Reason
 			}
@@ -180,7 +183,8 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 		o.Story = scripted && (in.Kind == "refund" || in.Kind == "notify_cancellation")
 		r.EffectsByStatus[in.Status]++
 		r.MaxEffective = max(r.MaxEffective, o.Effective)
-		if in.Status == ledger.IntentStatusSuperseded {
+		switch in.Status {
+		case ledger.IntentStatusSuperseded:
 			// A state sync whose state a newer intent of the same subject
 			// carries (policy latest): no call is due, and none may have
 			// taken effect.
@@ -190,17 +194,26 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 			if o.Effective != 0 {
 				r.violate("I7", "the downstream applied the superseded %s (%s) %d times, want 0", in.OperationID, in.Kind, o.Effective)
 			}
-			if o.Story {
-				r.checkStory(o, in)
+		case ledger.IntentStatusObsolete:
+			// An action whose reason a newer revision removed before it
+			// was performed (policy while_current): no call may have taken
+			// effect.
+			if o.Effective != 0 {
+				r.violate("I7", "the downstream applied the obsolete %s (%s) %d times, want 0", in.OperationID, in.Kind, o.Effective)
 			}
-			r.Effects = append(r.Effects, o)
-			continue
-		}
-		if in.Status != ledger.IntentStatusSucceeded {
-			r.violate("I2", "intent %s (%s) ended %s (%s), want SUCCEEDED", in.OperationID, in.Kind, in.Status, in.ErrorCode)
-		}
-		if o.Effective != 1 {
-			r.violate("I2", "the downstream applied %s (%s) %d times, want exactly 1", in.OperationID, in.Kind, o.Effective)
+		case ledger.IntentStatusContradicted:
+			// Performed, then contradicted: an attention item (checkTruth
+			// lists it); it was performed once.
+			if o.Effective != 1 {
+				r.violate("I2", "the downstream applied the contradicted %s (%s) %d times, want exactly 1", in.OperationID, in.Kind, o.Effective)
+			}
+		default:
+			if in.Status != ledger.IntentStatusSucceeded {
+				r.violate("I2", "intent %s (%s) ended %s (%s), want SUCCEEDED", in.OperationID, in.Kind, in.Status, in.ErrorCode)
+			}
+			if o.Effective != 1 {
+				r.violate("I2", "the downstream applied %s (%s) %d times, want exactly 1", in.OperationID, in.Kind, o.Effective)
+			}
 		}
 		if o.Story {
 			r.checkStory(o, in)
@@ -268,8 +281,8 @@ func (r Report) printEffects(w io.Writer) {
 			fmt.Fprintf(w, "      %s\n", t)
 		}
 	}
-	fmt.Fprintf(w, "  %-34s %-20s %-10s %-16s %8s %9s\n", "OPERATION ID", "KIND", "STATUS", "CODE", "REQUESTS", "EFFECTIVE")
+	fmt.Fprintf(w, "  %-34s %-20s %-12s %-16s %8s %9s\n", "OPERATION ID", "KIND", "STATUS", "CODE", "REQUESTS", "EFFECTIVE")
 	for _, e := range r.Effects {
-		fmt.Fprintf(w, "  %-34s %-20s %-10s %-16s %8d %9d\n", e.OperationID, e.Kind, e.Status, e.Code, len(e.Requests), e.Effective)
+		fmt.Fprintf(w, "  %-34s %-20s %-12s %-16s %8d %9d\n", e.OperationID, e.Kind, e.Status, e.Code, len(e.Requests), e.Effective)
 	}
 }

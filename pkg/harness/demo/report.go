@@ -52,6 +52,13 @@ type Report struct {
 	MaxEffective    int // most effective downstream calls for one operation id (must be 1)
 	Announced       int // PENDING intents the demo announced in the reconciler's stead
 
+	// Truth is, per subject the run's effects concern, the canonical
+	// projection next to the downstream's own view, with the intents the
+	// truth overtook and the compensations (truth.go).
+	Truth         []SubjectTruth
+	Overtaken     []Overtaken
+	Compensations []Compensation
+
 	// Thin are the run's Stripe thin events and what they became (see
 	// thin.go); StripeAPI is the fake Stripe API's address.
 	Thin      []ThinOutcome
@@ -404,8 +411,9 @@ func (r Report) Print(w io.Writer) {
 	list("\nQuarantined, this run", r.Quarantined)
 	list("Dead, this run", r.Dead)
 	r.printEffects(w)
+	r.printTruth(w)
 	if r.OK() {
-		fmt.Fprintf(w, "\nNo violation: invariants I1–I6, every subject as the senders meant, the crash's interrupted work recovered.\n")
+		fmt.Fprintf(w, "\nNo violation: invariants I1–I7, every subject as the senders meant, the downstream in step with the truth, the crash's interrupted work recovered.\n")
 		return
 	}
 	list("\nVIOLATIONS", r.Violations)
