@@ -6,7 +6,11 @@
 // downstream; it says first how long that takes with the stack's timings),
 // prints the business-outcome report and exits 1 if an invariant of
 // DESIGN.md §5 was violated, a subject differs from what the senders meant,
-// or the processor crash did not interrupt and recover claimed work.
+// the downstream's view of a subject differs from the truth (I7: a state
+// sync not at the newest version carrying the canonical state, a
+// regression, an obsolete or superseded intent applied, a refund for an
+// order no longer cancelled with no CONTRADICTED record), or the processor
+// crash did not interrupt and recover claimed work.
 package main
 
 import (

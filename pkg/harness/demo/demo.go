@@ -31,6 +31,23 @@
 // Retry-After, then applied and left hanging, and a retry with the same key
 // is replayed. Neither happens twice.
 //
+// Once the main story is quiet, the truth moves on while effects wait
+// (movedon.go, DESIGN.md §5 I7): in the override story (seed 003) order
+// O-43 is cancelled at r12, its refund and notice meet a 503 with
+// Retry-After, and the operator's r13 (order.confirmed) is processed while
+// they wait, so their retries end OBSOLETE without a call; in the
+// grant/revoke race a subscription's grant meets a 503, its deletion's
+// revoke is performed meanwhile, and the grant's retry ends SUPERSEDED.
+// The stories script the downstream only after everything else is done,
+// and drop scripted answers no call used before and after, so each 503
+// answers its story's call. The report then compares, per subject the
+// run's effects concern, the canonical state and version in the ledger's
+// projection with the downstream's own view of what it applied (truth.go),
+// lists every SUPERSEDED, OBSOLETE and CONTRADICTED intent and every
+// compensation, and fails the run when the downstream is not where the
+// truth says, went back to an older version, or performed an action the
+// truth no longer justifies without a record of it.
+//
 // Stripe thin events are mixed into the story (see thin.go): before
 // sending, the demo sets each subscription's current state in the stack's
 // fake Stripe API (PUT /_dev/stripe/objects/…), then sends thin events on
@@ -253,13 +270,20 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			others = append(others, d)
 		}
 	}
-	scripted := false
+	stories := map[string]string{} // source/event_id → the scripted story its effects play in
 	if _, ok := t.Others["orders"]; ok && t.EffectsQueueURL != "" {
+		// An answer scripted earlier and never used (an earlier run cut
+		// short) would answer these calls instead.
+		if cleared, err := clearScripts(ctx, t.BaseURL); err != nil {
+			return rep, err
+		} else if len(cleared) > 0 {
+			progress(o.Progress, "dropped scripted downstream answers no call had used (%v)", cleared)
+		}
 		progress(o.Progress, "scripting the fake downstream: the O-42 refund is applied and then the downstream hangs; the notice is throttled (429), then applied and left hanging")
-		if err := scriptDownstream(ctx, t.BaseURL); err != nil {
+		if err := scriptDownstream(ctx, t.BaseURL, downstreamScripts); err != nil {
 			return rep, err
 		}
-		scripted = true
+		stories["orders/msg_o42_12_"+story.run] = StoryTimeout
 	}
 	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
 	if len(others) > 0 {
@@ -300,7 +324,22 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			progress(o.Progress, "the requested crash never landed on claimed work; withdrawn")
 		}
 	}
-	// 5. Late duplicates of processed events: 200 with the stored result.
+	// 5. The truth moves on while effects wait (movedon.go): the override
+	// story and the grant/revoke race, played now that nothing else of the
+	// run calls the downstream.
+	var moved *movedOn
+	if quiet && t.EffectsQueueURL != "" {
+		_, orders := t.Others["orders"]
+		moved = newMovedOn(story.run, start.Unix(), orders)
+		for e, name := range moved.stories() {
+			causes[e] = true
+			stories[e] = name
+		}
+		if err := moved.play(ctx, t, o, &rep); err != nil {
+			return rep, err
+		}
+	}
+	// 6. Late duplicates of processed events: 200 with the stored result.
 	for _, ev := range story.events[:3] {
 		rep.record(ev.ID, send(ctx, t.BaseURL, delivery{ev: ev, secret: t.Secret}))
 	}
@@ -325,7 +364,7 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 		rep.checkThin(story, snap, reqs)
 	}
 	if t.EffectsQueueURL != "" {
-		if err := rep.effects(ctx, t, snap, causes, scripted); err != nil {
+		if err := rep.effects(ctx, t, snap, causes, stories, moved, rows); err != nil {
 			return rep, err
 		}
 	}
@@ -334,9 +373,10 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 }
 
 // effects reads the run's intents with their audit trails and the fake
-// downstream's record, and checks them: per intent, and per subject
-// against the truth.
-func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, causes map[string]bool, scripted bool) error {
+// downstream's record, and checks them: per intent, per subject against
+// the truth, and the stories of the truth moving on (when they were
+// played: moved set).
+func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, causes map[string]bool, stories map[string]string, moved *movedOn, rows map[string]ledger.Event) error {
 	l, err := ledger.New(t.DB, ledger.Options{Table: t.Table})
 	if err != nil {
 		return err
@@ -353,8 +393,11 @@ func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, ca
 	if err != nil {
 		return err
 	}
-	r.checkEffects(states, down, scripted)
+	r.checkEffects(states, down, stories)
 	r.checkTruth(states, snap.Projections, down)
+	if moved != nil {
+		r.checkMoved(moved, rows, snap.Projections, states, down)
+	}
 	return nil
 }
 

@@ -61,23 +61,28 @@ func TestDemoEndToEnd(t *testing.T) {
 		}
 		others += o.Processed
 	}
-	if len(rep.Others) != 4 || rep.Others["quiltt"].Rows != 3 || rep.Others["orders"].Rows != 3 || rep.Others["shopify"].Rows != 1 || rep.Others["github"].Rows != 1 {
+	// Orders: O-42's three events, and O-43's r12 and r13 (the override).
+	if len(rep.Others) != 4 || rep.Others["quiltt"].Rows != 3 || rep.Others["orders"].Rows != 5 || rep.Others["shopify"].Rows != 1 || rep.Others["github"].Rows != 1 {
 		t.Fatalf("other providers: %d sources", len(rep.Others))
 	}
-	if rep.ByStatus[ledger.StatusQuarantined] != 1 || rep.ByStatus[ledger.StatusProcessed] != rep.Events-1+others || rep.MaxPerOp != 1 {
+	// The race's two Stripe events are processed besides the main story's.
+	if rep.ByStatus[ledger.StatusQuarantined] != 1 || rep.ByStatus[ledger.StatusProcessed] != rep.Events-1+others+2 || rep.MaxPerOp != 1 {
 		t.Fatalf("ledger %v, max intents per op %d", rep.ByStatus, rep.MaxPerOp)
 	}
-	// Each applied subscription change sets one entitlement; the O-42
-	// cancellation (revision 12, delivered twice) adds one refund and one
-	// notification; nothing else here creates an effect.
-	stripeApplied := 0
+	// Each applied subscription change sets one entitlement (the race's
+	// grant and revoke included); the O-42 cancellation (revision 12,
+	// delivered twice) and the O-43 cancellation each add one refund and
+	// one notification; the operator's r13 adds none (nothing was
+	// performed, so nothing is to compensate); nothing else creates an
+	// effect.
+	stripeApplied := 2
 	for _, s := range rep.Subjects {
 		stripeApplied += s.Applied
 	}
-	if rep.Others["orders"].Intents != 2 || rep.Others["shopify"].Intents+rep.Others["quiltt"].Intents+rep.Others["github"].Intents != 0 {
+	if rep.Others["orders"].Intents != 4 || rep.Others["shopify"].Intents+rep.Others["quiltt"].Intents+rep.Others["github"].Intents != 0 {
 		t.Fatalf("other providers' intents: orders %d", rep.Others["orders"].Intents)
 	}
-	if rep.Intents != stripeApplied+2 || rep.ByOutcome[ledger.OutcomeStale] == 0 {
+	if rep.Intents != stripeApplied+4 || rep.ByOutcome[ledger.OutcomeStale] == 0 {
 		t.Fatalf("intents %d, stripe applied %d, outcomes %v", rep.Intents, stripeApplied, rep.ByOutcome)
 	}
 	for _, s := range rep.Subjects {
@@ -118,20 +123,27 @@ func TestDemoEndToEnd(t *testing.T) {
 	// fake downstream: SUCCEEDED, and applied exactly once per operation id,
 	// including the O-42 refund whose downstream timed out after applying it;
 	// except an entitlement whose state a newer one carried before it was
-	// dispatched (policy latest): SUPERSEDED, never applied.
-	done := rep.EffectsByStatus[ledger.IntentStatusSucceeded] + rep.EffectsByStatus[ledger.IntentStatusSuperseded]
-	if len(rep.Effects) != rep.Intents || done != rep.Intents || rep.MaxEffective != 1 {
+	// dispatched (policy latest): SUPERSEDED, never applied; and the O-43
+	// refund and notice, made obsolete by the operator's r13 while they
+	// waited: OBSOLETE, never applied.
+	done := rep.EffectsByStatus[ledger.IntentStatusSucceeded] + rep.EffectsByStatus[ledger.IntentStatusSuperseded] + rep.EffectsByStatus[ledger.IntentStatusObsolete]
+	if len(rep.Effects) != rep.Intents || done != rep.Intents || rep.MaxEffective != 1 || rep.EffectsByStatus[ledger.IntentStatusObsolete] != 2 {
 		t.Fatalf("effects %d of %d intents, by status %v, max effective calls per key %d", len(rep.Effects), rep.Intents, rep.EffectsByStatus, rep.MaxEffective)
 	}
 	story := map[string]demo.EffectOutcome{}
+	moved := map[string]demo.EffectOutcome{} // the override's and the race's, by kind
 	for _, e := range rep.Effects {
+		if e.Story == demo.StoryOverride || e.Story == demo.StoryRace {
+			moved[e.Kind] = e
+			continue
+		}
 		if e.Status == ledger.IntentStatusSuperseded && e.Effective == 0 && strings.HasPrefix(e.Kind, "entitlement.") {
 			continue
 		}
 		if e.Status != ledger.IntentStatusSucceeded || e.Effective != 1 {
 			t.Fatalf("effect %+v: want SUCCEEDED with exactly one effective call", e)
 		}
-		if e.Story {
+		if e.Story == demo.StoryTimeout {
 			story[e.Kind] = e
 		}
 	}
@@ -141,6 +153,66 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if strings.Join(notify.Requests, ",") != "throttle_429,hang_after_apply,apply (replayed)" || notify.Attempts != 3 {
 		t.Fatalf("O-42 notice: want 429, applied and hung, then replayed under the same key; got %+v", notify)
+	}
+	// The truth moved on while effects waited. Override: the O-43 refund
+	// and notice each met one 503, and their retries found the order
+	// confirmed: OBSOLETE, no call; the downstream never refunded O-43.
+	// Race: the grant met one 503 and its retry found the subscription
+	// deleted: SUPERSEDED; the revoke was applied once; the downstream ends
+	// revoked at the projection's version, never having gone back.
+	for _, kind := range []string{"refund", "notify_cancellation"} {
+		if e := moved[kind]; e.Story != demo.StoryOverride || e.Status != ledger.IntentStatusObsolete || e.Effective != 0 || strings.Join(e.Requests, ",") != "unavailable_503" {
+			t.Fatalf("override %s: want one 503, then OBSOLETE without a call; got %+v", kind, e)
+		}
+	}
+	if e := moved["entitlement.grant"]; e.Status != ledger.IntentStatusSuperseded || e.Effective != 0 || strings.Join(e.Requests, ",") != "unavailable_503" {
+		t.Fatalf("race grant: want one 503, then SUPERSEDED without a call; got %+v", e)
+	}
+	if e := moved["entitlement.revoke"]; e.Status != ledger.IntentStatusSucceeded || e.Effective != 1 {
+		t.Fatalf("race revoke: want SUCCEEDED once; got %+v", e)
+	}
+	m := rep.Moved
+	if m == nil || !m.Override || !m.Waited || len(m.Leftover) != 0 {
+		t.Fatalf("the stories of the truth moving on did not play as scripted: %+v", m)
+	}
+	if m.OrderState != "confirmed" || m.OrderVersion != 13 || m.RefundCalls != 0 {
+		t.Fatalf("override: order %s is %s v%d with %d effective refund calls; want confirmed v13 and none", m.Order, m.OrderState, m.OrderVersion, m.RefundCalls)
+	}
+	if !m.SubDeleted || m.SubVersion != m.RevokeVersion || m.DownstreamLast != strconv.FormatInt(m.SubVersion, 10) || m.DownstreamKind != "entitlement.revoke" || m.Regressions != 0 {
+		t.Fatalf("race: subscription deleted=%v v%d; downstream at %s (%s), %d regressions; want revoked at v%d", m.SubDeleted, m.SubVersion, m.DownstreamLast, m.DownstreamKind, m.Regressions, m.RevokeVersion)
+	}
+	// Every subject the run's effects concern is in step with the truth,
+	// and the overtaken intents are exactly the superseded entitlements
+	// and the two obsolete O-43 actions, none applied; nothing was
+	// contradicted or compensated.
+	if len(rep.Truth) != len(rep.Subjects)+3 {
+		t.Fatalf("subjects compared with the downstream: %d, want %d (subscriptions, the race's, O-42, O-43)", len(rep.Truth), len(rep.Subjects)+3)
+	}
+	for _, s := range rep.Truth {
+		if !s.OK {
+			t.Fatalf("subject %+v", s)
+		}
+		for _, v := range s.Downstream {
+			if v.Regressions != 0 || (v.Policy == ledger.PolicyLatest && v.Last != strconv.FormatInt(v.Want, 10)) {
+				t.Fatalf("subject %s: downstream view %+v", s.Subject, v)
+			}
+		}
+		if s.Subject == m.Order && (s.State != "confirmed" || len(s.Downstream) != 2 || s.Downstream[0].Last != "" || s.Downstream[1].Last != "") {
+			t.Fatalf("O-43 against the downstream: %+v", s)
+		}
+		if s.Subject == m.Sub && (s.Version != m.RevokeVersion || s.Downstream[0].Last != strconv.FormatInt(s.Version, 10) || s.Downstream[0].LastKind != "entitlement.revoke") {
+			t.Fatalf("the race's subscription against the downstream: %+v", s)
+		}
+	}
+	byStatus := map[ledger.IntentStatus]int{}
+	for _, o := range rep.Overtaken {
+		byStatus[o.Status]++
+		if o.Effective != 0 || o.Reason == "" || o.Truth <= o.Version {
+			t.Fatalf("overtaken intent %+v", o)
+		}
+	}
+	if byStatus[ledger.IntentStatusObsolete] != 2 || byStatus[ledger.IntentStatusSuperseded] != rep.EffectsByStatus[ledger.IntentStatusSuperseded] || byStatus[ledger.IntentStatusContradicted] != 0 || len(rep.Compensations) != 0 {
+		t.Fatalf("overtaken %v, compensations %+v", byStatus, rep.Compensations)
 	}
 	if !strings.Contains(logBuf.String(), "runtime mid-batch") {
 		t.Fatalf("the processor was never killed mid-batch:\n%s", logBuf.Tail(40))

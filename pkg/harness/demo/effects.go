@@ -39,13 +39,15 @@ type EffectOutcome struct {
 	Requests                   []string // the downstream's answers to the key's POSTs, in order
 	Effective                  int      // times the downstream really applied the key
 	Trail                      []string // the intent's audit trail
-	Story                      bool     // an O-42 cancellation effect with a scripted downstream
+	// Story is the scripted story the effect plays a part in (StoryTimeout,
+	// StoryOverride, StoryRace), "" for none.
+	Story string
 }
 
 // scriptDownstream tells the local stack's fake downstream how to answer
-// the O-42 effects.
-func scriptDownstream(ctx context.Context, base string) error {
-	for _, s := range downstreamScripts {
+// the next calls of each script's kind.
+func scriptDownstream(ctx context.Context, base string, scripts []devstack.Script) error {
+	for _, s := range scripts {
 		body, _ := json.Marshal(s)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/_dev/downstream/script", bytes.NewReader(body))
 		resp, err := client.Do(req)
@@ -141,10 +143,13 @@ func newerState(intents []ledger.IntentState, in ledger.IntentState) bool {
 // §5 I2, I7): every intent SUCCEEDED and applied exactly once, except a
 // state sync superseded by a newer state of its subject and an action
 // made obsolete by a newer revision (never applied), and an action
-// performed and then contradicted (applied once, CONTRADICTED); and the
-// O-42 story's uncertain refund resolved without a second refund. Whether
-// an overtaken intent was right is checkTruth's, with the projections.
-func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.DownstreamState, scripted bool) {
+// performed and then contradicted (applied once, CONTRADICTED). stories
+// maps the events of the scripted stories (source/event_id, the intents'
+// causation) to their story, whose steps checkStory checks: the O-42
+// uncertain refund resolved without a second refund, the override's and
+// the race's waiting effects ended without a call. Whether an overtaken
+// intent was right is checkTruth's, with the projections.
+func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.DownstreamState, stories map[string]string) {
 	type seen struct {
 		effective int
 		requests  []string
@@ -180,7 +185,7 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 			}
 			o.Trail = append(o.Trail, line)
 		}
-		o.Story = scripted && (in.Kind == "refund" || in.Kind == "notify_cancellation")
+		o.Story = stories[in.Causation]
 		r.EffectsByStatus[in.Status]++
 		r.MaxEffective = max(r.MaxEffective, o.Effective)
 		switch in.Status {
@@ -215,7 +220,7 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 				r.violate("I2", "the downstream applied %s (%s) %d times, want exactly 1", in.OperationID, in.Kind, o.Effective)
 			}
 		}
-		if o.Story {
+		if o.Story != "" {
 			r.checkStory(o, in)
 		}
 		r.Effects = append(r.Effects, o)
@@ -223,7 +228,7 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 	sort.Slice(r.Effects, func(i, j int) bool {
 		a, b := r.Effects[i], r.Effects[j]
 		if a.Story != b.Story {
-			return a.Story
+			return storyRank(a.Story) < storyRank(b.Story)
 		}
 		if a.Kind != b.Kind {
 			return a.Kind < b.Kind
@@ -232,9 +237,46 @@ func (r *Report) checkEffects(intents []ledger.IntentState, down devstack.Downst
 	})
 }
 
+// storyRank orders the effects of the stories first, in the report's order.
+func storyRank(s string) int {
+	switch s {
+	case StoryTimeout:
+		return 0
+	case StoryOverride:
+		return 1
+	case StoryRace:
+		return 2
+	}
+	return 3
+}
+
 // checkStory asserts that the scripted failure really happened and was
-// resolved the way the design says: never by a new key, never twice.
+// resolved the way the design says: never by a new key, never twice, and
+// never after the truth moved on.
 func (r *Report) checkStory(o EffectOutcome, in ledger.IntentState) {
+	switch o.Story {
+	case StoryOverride:
+		// The refund and the notice met the 503, and the retry found the
+		// order confirmed: OBSOLETE, nothing applied.
+		if in.Status != ledger.IntentStatusObsolete || o.Effective != 0 || strings.Join(o.Requests, ",") != "unavailable_503" {
+			r.violate("I7", "override: %s %s ended %s (%s) with downstream answers %v and %d effective calls; want one 503, then OBSOLETE without a call",
+				o.Kind, o.OperationID, in.Status, in.ErrorCode, o.Requests, o.Effective)
+		}
+		return
+	case StoryRace:
+		switch o.Kind {
+		case "entitlement.grant":
+			if in.Status != ledger.IntentStatusSuperseded || o.Effective != 0 || strings.Join(o.Requests, ",") != "unavailable_503" {
+				r.violate("I7", "race: the grant %s ended %s (%s) with downstream answers %v and %d effective calls; want one 503, then SUPERSEDED by the revoke without a call",
+					o.OperationID, in.Status, in.ErrorCode, o.Requests, o.Effective)
+			}
+		case "entitlement.revoke":
+			if in.Status != ledger.IntentStatusSucceeded || o.Effective != 1 {
+				r.violate("I7", "race: the revoke %s ended %s (%s) with %d effective calls; want SUCCEEDED once", o.OperationID, in.Status, in.ErrorCode, o.Effective)
+			}
+		}
+		return
+	}
 	uncertain := false
 	for _, a := range in.Audit {
 		uncertain = uncertain || a.To == ledger.Status(ledger.IntentStatusUncertain)
@@ -272,8 +314,8 @@ func (r Report) printEffects(w io.Writer) {
 		fmt.Fprintf(w, "  (%d intents were never announced by their processor, which died after committing; the demo announced them as the reconciler does)\n", r.Announced)
 	}
 	for _, e := range r.Effects {
-		if !e.Story {
-			continue
+		if e.Story != StoryTimeout {
+			continue // the other stories' effects are in their timelines
 		}
 		fmt.Fprintf(w, "  O-42 %s %s: %s (%s) after %d attempts; downstream answered %s; effective calls: %d\n",
 			e.Kind, e.OperationID, e.Status, e.Code, e.Attempts, strings.Join(e.Requests, ", "), e.Effective)
@@ -281,8 +323,8 @@ func (r Report) printEffects(w io.Writer) {
 			fmt.Fprintf(w, "      %s\n", t)
 		}
 	}
-	fmt.Fprintf(w, "  %-34s %-20s %-12s %-16s %8s %9s\n", "OPERATION ID", "KIND", "STATUS", "CODE", "REQUESTS", "EFFECTIVE")
+	fmt.Fprintf(w, "  %-34s %-20s %-12s %-16s %8s %9s  %s\n", "OPERATION ID", "KIND", "STATUS", "CODE", "REQUESTS", "EFFECTIVE", "STORY")
 	for _, e := range r.Effects {
-		fmt.Fprintf(w, "  %-34s %-20s %-12s %-16s %8d %9d\n", e.OperationID, e.Kind, e.Status, e.Code, len(e.Requests), e.Effective)
+		fmt.Fprintf(w, "  %-34s %-20s %-12s %-16s %8d %9d  %s\n", e.OperationID, e.Kind, e.Status, e.Code, len(e.Requests), e.Effective, orDash(e.Story))
 	}
 }

@@ -19,6 +19,9 @@ import (
 func TestCheckEffectsFailsTheRun(t *testing.T) {
 	succeeded := func(op, kind, code string, trail ...ledger.IntentStatus) ledger.IntentState {
 		in := ledger.IntentState{OperationID: op, Kind: kind, Status: ledger.IntentStatusSucceeded, ErrorCode: code, Attempts: 1}
+		if kind == "refund" || kind == "notify_cancellation" {
+			in.Causation = "orders/msg_o42_12_ab12"
+		}
 		for _, to := range trail {
 			in.Audit = append(in.Audit, ledger.AuditEntry{To: ledger.Status(to), Actor: "dispatcher", Action: "record"})
 		}
@@ -39,9 +42,10 @@ func TestCheckEffectsFailsTheRun(t *testing.T) {
 		devstack.DownstreamRequest{Key: "op-notify", Mode: "apply", Replayed: true},
 		devstack.DownstreamRequest{Key: "op-grant", Mode: "apply"})
 
+	stories := map[string]string{"orders/msg_o42_12_ab12": StoryTimeout}
 	var ok Report
-	ok.checkEffects(good, goodDown, true)
-	if !ok.OK() || ok.MaxEffective != 1 || len(ok.Effects) != 3 || !ok.Effects[0].Story {
+	ok.checkEffects(good, goodDown, stories)
+	if !ok.OK() || ok.MaxEffective != 1 || len(ok.Effects) != 3 || ok.Effects[0].Story != StoryTimeout {
 		t.Fatalf("a good run reported %v (effects %+v)", ok.Violations, ok.Effects)
 	}
 
@@ -64,7 +68,62 @@ func TestCheckEffectsFailsTheRun(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var r Report
-			r.checkEffects(c.intents, c.down, true)
+			r.checkEffects(c.intents, c.down, stories)
+			if r.OK() || !strings.Contains(strings.Join(r.Violations, "\n"), c.want) {
+				t.Fatalf("violations %v, want one saying %q", r.Violations, c.want)
+			}
+		})
+	}
+}
+
+// TestCheckEffectsMovedOnStories: the override's refund and notice and the
+// race's grant must each meet one 503 and then end without a call
+// (OBSOLETE, SUPERSEDED), the revoke be applied once; an effect that
+// succeeded instead (the 503 answered another call, or the retry came
+// before the newer revision) fails the run, and so does an OBSOLETE
+// intent the downstream applied.
+func TestCheckEffectsMovedOnStories(t *testing.T) {
+	stories := map[string]string{"orders/o43_12": StoryOverride, "stripe/race_grant": StoryRace, "stripe/race_revoke": StoryRace}
+	intent := func(op, kind, cause string, status ledger.IntentStatus, v int64) ledger.IntentState {
+		return ledger.IntentState{OperationID: op, Kind: kind, Causation: cause, Status: status, Version: v, Projection: "p", ProjectionSubject: "s", Fingerprint: kind}
+	}
+	good := func() []ledger.IntentState {
+		return []ledger.IntentState{
+			intent("op-refund", "refund", "orders/o43_12", ledger.IntentStatusObsolete, 12),
+			intent("op-notice", "notify_cancellation", "orders/o43_12", ledger.IntentStatusObsolete, 12),
+			intent("op-grant", "entitlement.grant", "stripe/race_grant", ledger.IntentStatusSuperseded, 5),
+			intent("op-revoke", "entitlement.revoke", "stripe/race_revoke", ledger.IntentStatusSucceeded, 9),
+		}
+	}
+	down := func(effective map[string]int) devstack.DownstreamState {
+		return devstack.DownstreamState{Effects: []devstack.DownstreamEffect{{Kind: "any", Effective: effective, Requests: []devstack.DownstreamRequest{
+			{Key: "op-refund", Mode: "unavailable_503"}, {Key: "op-notice", Mode: "unavailable_503"},
+			{Key: "op-grant", Mode: "unavailable_503"}, {Key: "op-revoke", Mode: "apply"}}}}}
+	}
+	var ok Report
+	ok.checkEffects(good(), down(map[string]int{"op-revoke": 1}), stories)
+	if !ok.OK() || ok.EffectsByStatus[ledger.IntentStatusObsolete] != 2 || ok.Effects[0].Story != StoryOverride || ok.Effects[3].Story != StoryRace {
+		t.Fatalf("a good run reported %v (effects %+v)", ok.Violations, ok.Effects)
+	}
+
+	refundDone := good()
+	refundDone[0].Status = ledger.IntentStatusSucceeded
+	grantDone := good()
+	grantDone[2].Status = ledger.IntentStatusSucceeded
+	for _, c := range []struct {
+		name      string
+		intents   []ledger.IntentState
+		effective map[string]int
+		want      string
+	}{
+		{"the refund was performed after all", refundDone, map[string]int{"op-revoke": 1, "op-refund": 1}, "override: refund op-refund ended SUCCEEDED"},
+		{"an obsolete notice was applied", good(), map[string]int{"op-revoke": 1, "op-notice": 1}, "the downstream applied the obsolete op-notice (notify_cancellation) 1 times, want 0"},
+		{"the grant's retry was performed", grantDone, map[string]int{"op-revoke": 1, "op-grant": 1}, "race: the grant op-grant ended SUCCEEDED"},
+		{"the revoke never reached the downstream", good(), map[string]int{}, "race: the revoke op-revoke ended SUCCEEDED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r Report
+			r.checkEffects(c.intents, down(c.effective), stories)
 			if r.OK() || !strings.Contains(strings.Join(r.Violations, "\n"), c.want) {
 				t.Fatalf("violations %v, want one saying %q", r.Violations, c.want)
 			}

@@ -52,9 +52,11 @@ type Report struct {
 	MaxEffective    int // most effective downstream calls for one operation id (must be 1)
 	Announced       int // PENDING intents the demo announced in the reconciler's stead
 
-	// Truth is, per subject the run's effects concern, the canonical
-	// projection next to the downstream's own view, with the intents the
-	// truth overtook and the compensations (truth.go).
+	// Moved is what the two stories of the truth moving on while effects
+	// wait did (movedon.go); Truth, per subject the run's effects concern,
+	// the canonical projection next to the downstream's own view, with the
+	// intents the truth overtook and the compensations (truth.go).
+	Moved         *MovedOutcome
 	Truth         []SubjectTruth
 	Overtaken     []Overtaken
 	Compensations []Compensation
@@ -411,6 +413,7 @@ func (r Report) Print(w io.Writer) {
 	list("\nQuarantined, this run", r.Quarantined)
 	list("Dead, this run", r.Dead)
 	r.printEffects(w)
+	r.printMoved(w)
 	r.printTruth(w)
 	if r.OK() {
 		fmt.Fprintf(w, "\nNo violation: invariants I1–I7, every subject as the senders meant, the downstream in step with the truth, the crash's interrupted work recovered.\n")
