@@ -17,12 +17,15 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 // HTTPEffect POSTs the call as JSON to URL with the header
 // Idempotency-Key: <operation id> and, when Secret is set, a bearer token.
 //
-// Classification: 2xx is success; 409 whose response echoes the same
+// Classification: 2xx is success; a 3xx is never followed and never
+// success: the intent is QUARANTINED (redirect_refused, naming the
+// Location), since only the configured URL may be called; 409 whose response echoes the same
 // Idempotency-Key is success (already applied); 429 and 503 are retryable
 // and honour Retry-After; 408 and other 5xx are retryable; other 4xx are
 // permanent; a timeout or lost connection after the request was written is
@@ -76,12 +79,8 @@ type StatusAnswer struct {
 // dispatcher's default).
 func (e *HTTPEffect) IdempotencyWindow() time.Duration { return e.Window }
 
-func (e *HTTPEffect) client() *http.Client {
-	if e.Client == nil {
-		return &http.Client{Timeout: 10 * time.Second}
-	}
-	return e.Client
-}
+// client never follows a redirect, whatever Client says (DESIGN.md §6).
+func (e *HTTPEffect) client() *http.Client { return source.NoRedirects(e.Client) }
 
 func (e *HTTPEffect) authorize(ctx context.Context, req *http.Request) error {
 	tok := e.Secret
@@ -107,6 +106,10 @@ func (e *HTTPEffect) statusGet(ctx context.Context, param, value string) (*http.
 	q := u.Query()
 	q.Set(param, value)
 	u.RawQuery = q.Encode()
+	// The URL built here passes the rule EFFECTS validation applies.
+	if err := source.CheckEndpointURL(u.String()); err != nil {
+		return nil, fmt.Errorf("status url: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -114,7 +117,15 @@ func (e *HTTPEffect) statusGet(ctx context.Context, param, value string) (*http.
 	if err := e.authorize(ctx, req); err != nil {
 		return nil, err
 	}
-	return e.client().Do(req)
+	resp, err := e.client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if rerr := source.CheckRedirect(resp); rerr != nil {
+		resp.Body.Close()
+		return nil, rerr
+	}
+	return resp, nil
 }
 
 // Lookup asks the status endpoint whether key was applied. Without a
@@ -280,6 +291,11 @@ func (e *HTTPEffect) Do(ctx context.Context, c Call) (Result, error) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	detail := strings.ToValidUTF8(string(snippet), "")
 	code := resp.StatusCode
+	if rerr := source.CheckRedirect(resp); rerr != nil {
+		// Not performed as far as we can tell, and no retry can help:
+		// the configuration is wrong. The owner must look.
+		return Result{}, &MisconfiguredError{Code: "redirect_refused", Err: fmt.Errorf("%s: %w", c.Key, rerr)}
+	}
 	switch {
 	case code >= 200 && code < 300:
 		return Result{StatusCode: code, Detail: detail}, nil

@@ -40,15 +40,28 @@ func (e *RetryableError) Error() string {
 
 func (e *RetryableError) Unwrap() error { return e.Err }
 
+// MisconfiguredError says the effect's configuration is wrong (its URL
+// answers a redirect): no retry can help and the request may or may not
+// have been acted on, so the intent is QUARANTINED for its owner with
+// Code.
+type MisconfiguredError struct {
+	Code string
+	Err  error
+}
+
+func (e *MisconfiguredError) Error() string { return e.Code + ": " + e.Err.Error() }
+func (e *MisconfiguredError) Unwrap() error { return e.Err }
+
 // Class is what an effect's error means for the intent.
 type Class int
 
 // The classes.
 const (
-	ClassOK        Class = iota // the effect happened (or had already happened under this key)
-	ClassPermanent              // refused; FAILED
-	ClassRetryable              // not applied; RETRY_WAIT
-	ClassUncertain              // maybe applied; UNCERTAIN
+	ClassOK            Class = iota // the effect happened (or had already happened under this key)
+	ClassPermanent                  // refused; FAILED
+	ClassRetryable                  // not applied; RETRY_WAIT
+	ClassUncertain                  // maybe applied; UNCERTAIN
+	ClassMisconfigured              // the configuration is wrong; QUARANTINED
 )
 
 // Classify is the one place that maps an effect's error to a Class. An
@@ -57,9 +70,12 @@ const (
 // The duration is the downstream's Retry-After, if any.
 func Classify(err error) (Class, time.Duration) {
 	var re *RetryableError
+	var me *MisconfiguredError
 	switch {
 	case err == nil:
 		return ClassOK, 0
+	case errors.As(err, &me):
+		return ClassMisconfigured, 0
 	case errors.Is(err, ErrPermanent):
 		return ClassPermanent, 0
 	case errors.As(err, &re):
@@ -297,6 +313,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		}
 	case ClassPermanent:
 		out = ledger.IntentOutcome{Status: ledger.IntentStatusFailed, Code: "permanent", Detail: callErr.Error()}
+	case ClassMisconfigured:
+		var me *MisconfiguredError
+		errors.As(callErr, &me)
+		out = ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: me.Code, Detail: callErr.Error()}
 	case ClassRetryable:
 		if in.Attempts >= maxAttempts {
 			out = ledger.IntentOutcome{Status: ledger.IntentStatusFailed, Code: "attempts_exhausted", Detail: callErr.Error()}

@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -359,5 +360,34 @@ func TestEffectsDLQSweep(t *testing.T) {
 	f.Clock.Advance(time.Hour) // past the grace: the unfinished intent is announced again
 	if rep := f.run(f.reconciler(nil)); rep.IntentsReannounced != 1 {
 		t.Fatalf("unfinished intent not re-announced: %+v", rep)
+	}
+}
+
+// Issue 13 §2: a source of truth answering a redirect. The token is never
+// sent to the redirect target and the target's answer (facts that would
+// be fed into the ledger) is never read: the truth step fails, naming the
+// Location, and nothing is accepted from it.
+func TestTruthNeverFollowsRedirects(t *testing.T) {
+	f := newFixture(t)
+	var leaked []string
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		_, _ = w.Write([]byte(`{"facts":[{"id":"evt_forged","type":"order.cancelled","body":` + string(orderBody("order.cancelled", "O-1", 99, "cancelled")) + `}]}`))
+	}))
+	defer target.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/facts", http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	r := f.reconciler(map[string]reconciler.SourceOfTruth{"orders": (&fakeOrders{}).truth(redirector.URL)})
+	rep, err := r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "redirect") || !strings.Contains(err.Error(), target.URL+"/facts") || rep.DriftFound != 0 {
+		t.Fatalf("err %v, report %+v", err, rep)
+	}
+	if len(leaked) != 0 {
+		t.Fatalf("the redirect target was asked, with token %q", leaked)
+	}
+	if _, err := f.L.Get(context.Background(), "orders", "evt_forged"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the target's fact reached the ledger: %v", err)
 	}
 }

@@ -80,15 +80,16 @@ func (h *HTTPTruth) Facts(ctx context.Context, since time.Time, limit int) ([]Fa
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
-	client := h.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := client.Do(req)
+	// Never follows a redirect: the token goes only to the configured
+	// URL, and only its own answer reaches the ledger (DESIGN.md §6).
+	resp, err := source.NoRedirects(h.Client).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTruthUnavailable, err)
 	}
 	defer resp.Body.Close()
+	if rerr := source.CheckRedirect(resp); rerr != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTruthInvalid, rerr)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%w: HTTP %d", ErrTruthUnavailable, resp.StatusCode)
 	}
