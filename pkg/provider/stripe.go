@@ -25,7 +25,7 @@ func (Stripe) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 	if header == "" {
 		return Verified{}, ErrNotSigned
 	}
-	if len(cfg.Secrets) == 0 {
+	if !hasSecret(cfg.Secrets) {
 		return Verified{}, ErrNoSecrets
 	}
 	ts, err := stripeTimestamp(header)
@@ -34,7 +34,9 @@ func (Stripe) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 	}
 	ok := false
 	for _, s := range cfg.Secrets {
-		if webhook.ValidatePayloadIgnoringTolerance(req.Body, header, s) == nil {
+		// An empty secret is never a key: anyone can compute an HMAC
+		// under it (issue 13 §5).
+		if s != "" && webhook.ValidatePayloadIgnoringTolerance(req.Body, header, s) == nil {
 			ok = true
 			break
 		}

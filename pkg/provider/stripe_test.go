@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -439,4 +440,21 @@ func TestFor(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Issue 13 §5: an empty secret is refused by the verifier itself, not only
+// by the secrets loader: a body signed with the empty key (which anyone
+// can compute) never verifies, alone or next to a real secret.
+func TestStripeEmptySecretIsNeverAKey(t *testing.T) {
+	body := []byte(eventBody)
+	forged := sign(body, "", now)
+	for _, secrets := range [][]string{{""}, {"", ""}, {secretWrong, ""}} {
+		_, err := provider.Stripe{}.Verify(context.Background(), request(forged, body), provider.Config{Secrets: secrets, Now: fixedClock(now)})
+		if err == nil {
+			t.Fatalf("secrets %q: a body signed with the empty key verified", secrets)
+		}
+	}
+	if _, err := (provider.Stripe{}).Verify(context.Background(), request(forged, body), provider.Config{Secrets: []string{""}, Now: fixedClock(now)}); !errors.Is(err, provider.ErrNoSecrets) {
+		t.Fatalf("only empty secrets: %v, want ErrNoSecrets", err)
+	}
 }
