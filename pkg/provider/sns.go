@@ -49,8 +49,14 @@ var (
 
 const (
 	// DefaultSNSHostPattern is the hosts AWS serves signing certificates
-	// and subscription confirmations from.
-	DefaultSNSHostPattern = `^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$`
+	// and subscription confirmations from: sns.<region>.amazonaws.com, and
+	// sns.cn-<…>.amazonaws.com.cn in the China regions. The region label is
+	// two letters that are not "cn" (us, eu, ap, ca, …), an optional "gov",
+	// a word and a number: us-east-1, eu-west-3, us-gov-west-1,
+	// ap-southeast-5. Never an s3… label: a bucket named "sns" is served as
+	// sns.s3.amazonaws.com, sns.s3-us-west-2.amazonaws.com, … with valid
+	// AWS TLS certificates, and its owner chooses what it serves.
+	DefaultSNSHostPattern = `^sns\.(?:(?:[abd-z][a-z]|c[a-mo-z])-(?:gov-)?[a-z]+-[0-9]+\.amazonaws\.com|cn-[a-z]+-[0-9]+\.amazonaws\.com\.cn)$`
 
 	// DefaultSNSTolerance: SNS keeps a message's Timestamp (and signature)
 	// across its delivery retries, and an HTTP(S) delivery policy may spread
@@ -176,14 +182,20 @@ func NewSNS(opts map[string]string, client *http.Client) (*SNS, error) {
 	return s, nil
 }
 
-// hostPattern compiles a host regexp option. It must be anchored at both
-// ends: an unanchored "amazonaws\.com" would also match
-// "amazonaws.com.attacker.example".
+// hostPattern compiles a host regexp option, which must match a whole
+// host. It must be written anchored at both ends (an unanchored
+// "amazonaws\.com" would also match "amazonaws.com.attacker.example"), and
+// it is compiled wrapped as ^(?:…)$: "^a|b$" starts with ^ and ends with $
+// yet leaves each branch open at one end ("a.attacker.example",
+// "attacker-b"); wrapped, it allows exactly "a" and "b".
 func hostPattern(name, pattern string) (*regexp.Regexp, error) {
 	if !strings.HasPrefix(pattern, "^") || !strings.HasSuffix(pattern, "$") {
 		return nil, fmt.Errorf("%w: sns option %s: %q must be anchored with ^ and $", ErrOptions, name, pattern)
 	}
-	re, err := regexp.Compile(pattern)
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil, fmt.Errorf("%w: sns option %s: %v", ErrOptions, name, err)
+	}
+	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sns option %s: %v", ErrOptions, name, err)
 	}

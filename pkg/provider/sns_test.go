@@ -256,6 +256,21 @@ func (e *snsEnv) pin() {
 	e.base = "https://127.0.0.1"
 }
 
+// pinAnyHost makes the verifier reach this env's server whatever host and
+// port a URL names, and check the server's TLS certificate as 127.0.0.1's:
+// a URL on sns.us-east-1.amazonaws.com, or on any host a pattern wrongly
+// lets through, then reaches the test server, where the request is counted.
+func (e *snsEnv) pinAnyHost() {
+	addr := e.srv.Listener.Addr().String()
+	e.v.HTTPClient = &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: e.pki.caPool, ServerName: "127.0.0.1"},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}}
+}
+
 // newSNSEnv starts a server and builds a verifier that allows the test
 // topic, trusts the test CA and accepts certificates and subscriptions on
 // 127.0.0.1 only. Extra options override the defaults ("" deletes one).
@@ -1244,5 +1259,99 @@ func TestSNSSystemRootsTrustTheTLSFetch(t *testing.T) {
 	expired := snsSign(t, snsWith(e.notification(now), "SigningCertURL", e.at("/expired.pem")), e.pki.key)
 	if _, err := e.v.Verify(t.Context(), snsRequest(expired), provider.Config{Now: fixedClock(now)}); err == nil {
 		t.Fatal("an expired signing certificate was accepted")
+	}
+}
+
+// verifyAt signs m with the test key and verifies it at `at`; it returns
+// how many requests the server saw meanwhile, and Verify's error.
+func (e *snsEnv) verifyAt(t *testing.T, m map[string]string, at time.Time) (int, error) {
+	t.Helper()
+	before := len(e.srv.Requests())
+	got, err := e.v.Verify(t.Context(), snsRequest(snsSign(t, m, e.pki.key)), provider.Config{Now: fixedClock(at)})
+	if err != nil && (len(got.Events) != 0 || got.Unidentified != "" || got.Confirm != nil) {
+		t.Errorf("Verify returned %+v with error %v", got, err)
+	}
+	return len(e.srv.Requests()) - before, err
+}
+
+// TestSNSDefaultCertHostPattern: a bucket named "sns" has the S3 hosts
+// sns.s3.amazonaws.com, sns.s3-external-1.amazonaws.com, … which the first
+// default pattern matched, and S3 serves them with valid AWS TLS
+// certificates. Only sns.<region>.amazonaws.com (.cn for China's regions)
+// is allowed; anything else is refused before any request.
+func TestSNSDefaultCertHostPattern(t *testing.T) {
+	tests := []struct {
+		host string
+		ok   bool
+	}{
+		{"sns.us-east-1.amazonaws.com", true},
+		{"sns.eu-west-3.amazonaws.com", true},
+		{"sns.ap-southeast-5.amazonaws.com", true},
+		{"sns.ca-west-1.amazonaws.com", true},
+		{"sns.us-gov-west-1.amazonaws.com", true},
+		{"sns.cn-north-1.amazonaws.com.cn", true},
+		{"sns.cn-northwest-1.amazonaws.com.cn", true},
+		{"sns.s3.amazonaws.com", false},
+		{"sns.s3-external-1.amazonaws.com", false},
+		{"sns.s3-us-west-2.amazonaws.com", false},
+		{"sns.s3-accelerate.amazonaws.com", false},
+		{"sns.s3-website-us-east-1.amazonaws.com", false},
+		{"sns.s3.us-east-1.amazonaws.com", false},
+		{"sns.execute-api.amazonaws.com", false},
+		{"sns.us-east-1.amazonaws.com.cn", false}, // .cn only for a cn- region
+		{"sns.cn-north-1.amazonaws.com", false},   // and a cn- region only with .cn
+		{"sns.useast1.amazonaws.com", false},
+		{"sns.us-east-1.amazonaws.com.attacker.example", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.host, func(t *testing.T) {
+			e := newSNSEnv(t, map[string]string{"cert_host_pattern": ""})
+			e.pinAnyHost()
+			m := snsWith(e.notification(now), "SigningCertURL", "https://"+tc.host+snsCertPath)
+			reqs, err := e.verifyAt(t, m, now)
+			if tc.ok {
+				if err != nil || reqs != 1 {
+					t.Fatalf("Verify = %v after %d requests; want verified after 1", err, reqs)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrBadSignature) || reqs != 0 {
+				t.Fatalf("Verify = %v after %d requests; want ErrBadSignature and no request", err, reqs)
+			}
+		})
+	}
+}
+
+// TestSNSHostPatternMatchesTheWholeHost: "^a|b$" passed the old anchoring
+// check (it starts with ^ and ends with $) but leaves each branch open at
+// one end. A pattern is now matched against the whole host.
+func TestSNSHostPatternMatchesTheWholeHost(t *testing.T) {
+	const pattern = `^127\.0\.0\.1|sns\.example$`
+	tests := []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1", true},
+		{"sns.example", true},
+		{"127.0.0.1.attacker.example", false},
+		{"attacker-sns.example", false},
+		{"attacker.sns.example", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.host, func(t *testing.T) {
+			e := newSNSEnv(t, map[string]string{"cert_host_pattern": pattern})
+			e.pinAnyHost()
+			m := snsWith(e.notification(now), "SigningCertURL", "https://"+tc.host+snsCertPath)
+			reqs, err := e.verifyAt(t, m, now)
+			if tc.ok {
+				if err != nil || reqs != 1 {
+					t.Fatalf("Verify = %v after %d requests; want verified after 1", err, reqs)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrBadSignature) || reqs != 0 {
+				t.Fatalf("Verify = %v after %d requests; want ErrBadSignature and no request", err, reqs)
+			}
+		})
 	}
 }
