@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -460,8 +461,13 @@ func (s *SNS) identify(m snsMessage, ts time.Time) Verified {
 }
 
 // checkSNSURL allows only an https URL without user info on a host the
-// pattern matches; a certificate URL must also name a .pem file and carry
-// no query.
+// pattern matches, on port 443: AWS names no other, and a forged message
+// must not make us knock on any port of an allowed host. Loopback IP hosts
+// (which only a test or local stack's pattern allows; a test server cannot
+// listen on 443) may name any port. A certificate URL must also name one
+// .pem file at the root, spelled without escapes and with no query, as
+// AWS's /SimpleNotificationService-<hex>.pem: a forged message must not
+// choose any path on the host either.
 func checkSNSURL(raw string, host *regexp.Regexp, certificate bool) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -473,14 +479,23 @@ func checkSNSURL(raw string, host *regexp.Regexp, certificate bool) error {
 	if u.User != nil || u.Opaque != "" || u.Fragment != "" {
 		return errors.New("unexpected URL parts")
 	}
-	if h := strings.ToLower(u.Hostname()); h == "" || !host.MatchString(h) {
-		return fmt.Errorf("host %q not allowed", u.Hostname())
+	h := strings.ToLower(u.Hostname())
+	if h == "" || !host.MatchString(h) {
+		return fmt.Errorf("host %.64q not allowed", u.Hostname())
 	}
-	if certificate && (!strings.HasSuffix(u.Path, ".pem") || u.RawQuery != "") {
-		return errors.New("not a .pem file")
+	if p := u.Port(); p != "" && p != "443" {
+		if ip, err := netip.ParseAddr(h); err != nil || !ip.IsLoopback() {
+			return fmt.Errorf("port %.8q not allowed (only 443)", p)
+		}
+	}
+	if certificate && (!snsCertPath.MatchString(u.EscapedPath()) || u.RawQuery != "" || u.ForceQuery) {
+		return errors.New("not a .pem file at the root")
 	}
 	return nil
 }
+
+// snsCertPath is the only path shape a SigningCertURL may have.
+var snsCertPath = regexp.MustCompile(`^/[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.pem$`)
 
 // client returns a copy of the HTTP client that never follows a redirect
 // (a redirect could lead off the allowed hosts).

@@ -204,7 +204,6 @@ func newSNSServer(tb testing.TB, pki *snsPKI) *snsServer {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+snsCertPath, serve(pki.certPEM))
 	mux.Handle("GET /c.pem", serve(pki.certPEM))
-	mux.Handle("GET /certs/", serve(pki.certPEM)) // any number of distinct URLs for one certificate
 	mux.Handle("GET /expired.pem", serve(pki.expiredPEM))
 	mux.Handle("GET /untrusted.pem", serve(pki.untrustedPEM))
 	mux.Handle("GET /huge.pem", serve(bytes.Repeat(pki.certPEM, 100)))
@@ -220,6 +219,11 @@ func newSNSServer(tb testing.TB, pki *snsPKI) *snsServer {
 	}))
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.record(r)
+		if strings.HasPrefix(r.URL.Path, "/certs-") {
+			// Any number of distinct URLs for one certificate.
+			_, _ = w.Write(pki.certPEM)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	}))
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{pki.tlsCert}}
@@ -1139,15 +1143,15 @@ func TestSNSCertificateCache(t *testing.T) {
 		e := newSNSEnv(t, nil)
 		for i := range 33 {
 			at := now.Add(time.Duration(i) * time.Second)
-			verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at(fmt.Sprintf("/certs/%d.pem", i))), at)
+			verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at(fmt.Sprintf("/certs-%d.pem", i))), at)
 		}
 		at := now.Add(time.Minute)
-		verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at("/certs/32.pem")), at) // newest: cached
-		verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at("/certs/0.pem")), at)  // oldest: evicted
-		if n := e.srv.Count("/certs/32.pem"); n != 1 {
+		verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at("/certs-32.pem")), at) // newest: cached
+		verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at("/certs-0.pem")), at)  // oldest: evicted
+		if n := e.srv.Count("/certs-32.pem"); n != 1 {
 			t.Errorf("newest URL fetched %d times, want 1", n)
 		}
-		if n := e.srv.Count("/certs/0.pem"); n != 2 {
+		if n := e.srv.Count("/certs-0.pem"); n != 2 {
 			t.Errorf("oldest URL fetched %d times, want 2", n)
 		}
 	})
@@ -1343,6 +1347,46 @@ func TestSNSHostPatternMatchesTheWholeHost(t *testing.T) {
 			e.pinAnyHost()
 			m := snsWith(e.notification(now), "SigningCertURL", "https://"+tc.host+snsCertPath)
 			reqs, err := e.verifyAt(t, m, now)
+			if tc.ok {
+				if err != nil || reqs != 1 {
+					t.Fatalf("Verify = %v after %d requests; want verified after 1", err, reqs)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrBadSignature) || reqs != 0 {
+				t.Fatalf("Verify = %v after %d requests; want ErrBadSignature and no request", err, reqs)
+			}
+		})
+	}
+}
+
+// TestSNSCertURLPortAndPath: on an allowed host, a SigningCertURL may name
+// only port 443 and one .pem file at the root, spelled without escapes (AWS
+// serves /SimpleNotificationService-<hex>.pem). Anything else is refused
+// before any request.
+func TestSNSCertURLPortAndPath(t *testing.T) {
+	const host = "https://sns.us-east-1.amazonaws.com"
+	tests := []struct {
+		name, url string
+		ok        bool
+	}{
+		{"AWS's shape", host + snsCertPath, true},
+		{"port 443 spelled out", "https://sns.us-east-1.amazonaws.com:443" + snsCertPath, true},
+		{"another port", "https://sns.us-east-1.amazonaws.com:8443" + snsCertPath, false},
+		{"port 80 over https", "https://sns.us-east-1.amazonaws.com:80" + snsCertPath, false},
+		{"a .pem in a folder", host + "/certs/any.pem", false},
+		{"dot segments", host + "/a/.." + snsCertPath, false},
+		{"an escaped name", host + "/%53impleNotificationService-test.pem", false},
+		{"an escaped slash", host + "/a%2Fb.pem", false},
+		{"only the extension", host + "/.pem", false},
+		{"a query", host + snsCertPath + "?x=1", false},
+		{"not .pem", host + "/SimpleNotificationService-test.crt", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSNSEnv(t, map[string]string{"cert_host_pattern": ""})
+			e.pinAnyHost()
+			reqs, err := e.verifyAt(t, snsWith(e.notification(now), "SigningCertURL", tc.url), now)
 			if tc.ok {
 				if err != nil || reqs != 1 {
 					t.Fatalf("Verify = %v after %d requests; want verified after 1", err, reqs)
