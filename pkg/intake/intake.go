@@ -44,6 +44,7 @@ type Response struct {
 // Ledger is what intake needs from the ledger.
 type Ledger interface {
 	Accept(ctx context.Context, d ledger.Delivery) (ledger.Accepted, error)
+	ClaimBody(ctx context.Context, source, hash, eventID string) (string, error)
 }
 
 // Queue is what intake needs from the events queue.
@@ -110,12 +111,14 @@ func reply(status int, body map[string]any) Response {
 }
 
 // tally counts what one request did, for its metrics record.
-type tally struct{ accepted, duplicates int }
+type tally struct{ accepted, duplicates, conflicts, replays int }
 
 // Handle processes one delivery. It never panics on input and never returns
 // a 2xx before the ledger write succeeded. It emits one metrics record:
-// Received, Accepted (new events), Duplicates, Rejected (4xx) and
-// IntakeLatencyMs, with source, status and request id as properties.
+// Received, Accepted (new events), Duplicates, Conflicts (a known id with
+// other bytes), SuspectedReplays (a known body under a new unsigned id),
+// Rejected (4xx) and IntakeLatencyMs, with source, status and request id
+// as properties.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	start := h.now()
 	var t tally
@@ -126,6 +129,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	}
 	h.Metrics.Emit(map[string]any{"function": "intake", "source": req.Source, "status": resp.Status, "request_id": req.RequestID},
 		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
+		metrics.N("Conflicts", t.conflicts), metrics.N("SuspectedReplays", t.replays),
 		metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
 	return resp
 }
@@ -189,6 +193,12 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		if err != nil {
 			return h.storeFailed(log.With("event_id", ident.EventID), err)
 		}
+		if res.Conflict {
+			status = http.StatusAccepted
+			results = append(results, map[string]any{"event_id": ident.EventID, "status": "conflict",
+				"detail": "this event id was first delivered with other bytes; nothing was changed"})
+			continue
+		}
 		if ev := res.Event; res.Duplicate && ev.Status == ledger.StatusProcessed {
 			var stored any
 			_ = json.Unmarshal(ledger.ResultJSON(ev), &stored)
@@ -243,19 +253,40 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 	if ident.Payload != nil {
 		payload = ident.Payload
 	}
-	lres, err := h.Ledger.Accept(ctx, ledger.Delivery{
+	evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
+	d := ledger.Delivery{
 		Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
 		Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
-	})
+	}
+	if ident.UnsignedID {
+		// The id is not signed: the same body under a new id is a
+		// suspected replay of a captured delivery. It is kept, quarantined,
+		// and creates no business work (issue 13 §4).
+		first, err := h.Ledger.ClaimBody(ctx, src.Name, ledger.PayloadHash(payload), ident.EventID)
+		if err != nil {
+			return accepted{}, err
+		}
+		if first != ident.EventID {
+			d.Quarantine = "suspected_replay"
+			d.Attributes = withAttribute(d.Attributes, "replay_of", first)
+			t.replays++
+			evLog.Warn("suspected replay: this body was first delivered under another id", "first_event_id", first)
+		}
+	}
+	lres, err := h.Ledger.Accept(ctx, d)
 	res := accepted{Accepted: lres}
 	if err != nil {
 		return res, err
 	}
-	evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
 	ev := res.Event
-	if res.Duplicate {
+	switch {
+	case res.Conflict:
+		t.conflicts++
+		evLog.Warn("event id delivered with other bytes: a conflict, not a duplicate; nothing changed", "payload_hash", ev.PayloadHash, "conflicts", ev.Conflicts)
+		return res, nil
+	case res.Duplicate:
 		t.duplicates++
-	} else {
+	default:
 		t.accepted++
 	}
 	if res.Duplicate && ev.Status == ledger.StatusProcessed {
@@ -346,4 +377,15 @@ func resultOutcome(ev ledger.Event) string {
 		return ""
 	}
 	return string(ev.Result.Outcome)
+}
+
+// withAttribute returns attrs with k=v added (a copy; attrs is the
+// verifier's).
+func withAttribute(attrs map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(attrs)+1)
+	for a, b := range attrs {
+		out[a] = b
+	}
+	out[k] = v
+	return out
 }

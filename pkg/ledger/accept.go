@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -44,7 +45,20 @@ type Accepted struct {
 	Duplicate bool
 	// PayloadMismatch: a duplicate whose bytes differ from the stored payload.
 	PayloadMismatch bool
+	// Conflict: the event id is known with other bytes in the same form
+	// (same delivery path, same format): not a duplicate, and nothing on
+	// the row changed but its conflict record (Event.Conflicts). Only a
+	// different path or form (FormAttributes) makes other bytes a
+	// duplicate.
+	Conflict bool
 }
+
+// FormAttributes are the delivery attributes that say in which form an
+// event arrived: the same fact delivered through another path (EventBridge
+// re-serializes the JSON) or in another form (a Stripe thin twin) has
+// other bytes by design and is still a duplicate. Any other difference in
+// bytes under the same id is a conflict (see Accept).
+var FormAttributes = []string{"via", "format"}
 
 // MaxPayloadBytes is the largest raw payload the ledger stores (1 MiB).
 const MaxPayloadBytes = 1 << 20
@@ -197,13 +211,17 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		vals[":payload"] = &types.AttributeValueMemberB{Value: stored}
 		set = append(set, "payload = if_not_exists(payload, :payload)")
 	}
-	var cond *string
+	// A row of this id is recorded on only when it holds the same bytes,
+	// or the same fact in another form; other bytes in the same form are a
+	// conflict (issue 13 §4), and the row is not touched here.
+	conds := []string{"(attribute_not_exists(pk) OR payload_hash = :hash OR NOT " + sameForm(d.Attributes, names, vals) + ")"}
 	if status == StatusQuarantined {
 		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
 		vals[":processed"] = sv(string(StatusProcessed))
 		set = append(set, "error_code = if_not_exists(error_code, :code)")
-		cond = aws.String("attribute_not_exists(pk) OR #status <> :processed")
+		conds = append(conds, "(attribute_not_exists(pk) OR #status <> :processed)")
 	}
+	cond := aws.String(strings.Join(conds, " AND "))
 	update := "SET " + join(set) + " ADD delivery_count :one"
 
 	in := &dynamodb.UpdateItemInput{
@@ -213,10 +231,8 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		ConditionExpression:       cond,
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueAllOld,
-	}
-	if cond != nil {
-		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	out, err := l.db.UpdateItem(ctx, in)
 	var old map[string]types.AttributeValue
@@ -260,6 +276,14 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	ev, err := decodeEvent(old)
 	if err != nil {
 		return Accepted{}, err
+	}
+	if !recorded && ev.PayloadHash != hash && sameFormAs(d.Attributes, ev.Attributes) {
+		conflicts, err := l.recordConflict(ctx, d, hash, ev)
+		if err != nil {
+			return Accepted{}, err
+		}
+		ev.Conflicts = conflicts
+		return Accepted{Event: ev, Conflict: true, PayloadMismatch: true}, nil
 	}
 	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != hash}
 	if recorded {
@@ -420,4 +444,118 @@ func decodePayload(stored []byte, enc string) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unknown payload encoding %q", enc)
 	}
+}
+
+// sameForm is a condition that holds when the stored row arrived in the
+// same form as a delivery with attrs (FormAttributes equal, absent as
+// absent).
+func sameForm(attrs map[string]string, names map[string]string, vals map[string]types.AttributeValue) string {
+	names["#attrs"] = "attrs"
+	var parts []string
+	for i, a := range FormAttributes {
+		n, v := "#form"+strconv.Itoa(i), ":form"+strconv.Itoa(i)
+		names[n] = a
+		if attrs[a] == "" {
+			parts = append(parts, "attribute_not_exists(#attrs."+n+")")
+			continue
+		}
+		vals[v] = sv(attrs[a])
+		parts = append(parts, "#attrs."+n+" = "+v)
+	}
+	return "(" + strings.Join(parts, " AND ") + ")"
+}
+
+// sameFormAs is sameForm evaluated in Go on a decoded row.
+func sameFormAs(attrs, stored map[string]string) bool {
+	for _, a := range FormAttributes {
+		if attrs[a] != stored[a] {
+			return false
+		}
+	}
+	return true
+}
+
+// recordConflict records, on the row and nowhere else, that its id
+// arrived with other bytes in the same form: a count, the last conflicting
+// delivery (time, delivery id, hash), and an audit entry for the first one
+// only (the audit stays bounded whatever a sender repeats). It returns the
+// count after this one.
+func (l *Ledger) recordConflict(ctx context.Context, d Delivery, hash string, ev Event) (int, error) {
+	now := l.now()
+	rec := sv(fmt.Sprintf("%d|%s|%s", ms(now), hash, truncate(d.DeliveryID, MaxIDLength)))
+	reason := fmt.Sprintf("event id delivered with other bytes (sha256/128 %s, stored %s, delivery %q): not a duplicate; nothing changed", hash, ev.PayloadHash, truncate(d.DeliveryID, 64))
+	for _, first := range []bool{true, false} {
+		in := &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(l.opts.Table),
+			Key:                       eventKey(d.Source, d.EventID),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": nv(1), ":rec": rec},
+			ReturnValues:              types.ReturnValueUpdatedNew,
+		}
+		if first {
+			in.UpdateExpression = aws.String("SET last_conflict = :rec, audit = list_append(audit, :audit) ADD conflict_count :one")
+			in.ConditionExpression = aws.String("attribute_exists(pk) AND attribute_not_exists(conflict_count)")
+			in.ExpressionAttributeValues[":audit"] = auditValue(now, ev.Status, ev.Status, l.opts.Actor, "conflict", truncate(reason, MaxReasonLen))
+		} else {
+			in.UpdateExpression = aws.String("SET last_conflict = :rec ADD conflict_count :one")
+			in.ConditionExpression = aws.String("attribute_exists(pk)")
+		}
+		out, err := l.db.UpdateItem(ctx, in)
+		var ccf *types.ConditionalCheckFailedException
+		if first && errors.As(err, &ccf) {
+			continue // not the first conflict
+		}
+		if err != nil {
+			return 0, fmt.Errorf("record conflict on %s/%s: %w", d.Source, d.EventID, translate(err))
+		}
+		var n int
+		if v, ok := out.Attributes["conflict_count"].(*types.AttributeValueMemberN); ok {
+			n, _ = strconv.Atoi(v.Value)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("record conflict on %s/%s: %w", d.Source, d.EventID, ErrConflict)
+}
+
+// PayloadHash is the hash Accept stores for a payload (sha256, 128 bits,
+// hex): what ClaimBody and a conflict record name.
+func PayloadHash(payload []byte) string { return payloadHash(payload) }
+
+// ClaimBody records that a body arrived under eventID, for schemes whose
+// ids are not signed (provider.Identity.UnsignedID): one conditional
+// PutItem of a small marker keyed by the source and the body's hash, kept
+// for the events' retention. It returns the event id that first claimed
+// the body: eventID itself for a first delivery or a redelivery of the same
+// event; another id means the same bytes came back under a new id, a
+// suspected replay of a captured delivery.
+func (l *Ledger) ClaimBody(ctx context.Context, source, hash, eventID string) (string, error) {
+	now := l.now()
+	key := map[string]types.AttributeValue{attrPK: sv("BH#" + source + "#" + hash), attrSK: sv("BH")}
+	item := map[string]types.AttributeValue{
+		attrPK: key[attrPK], attrSK: key[attrSK], "item": sv("body"), "event_id": sv(eventID),
+		"first_at": nv(ms(now)), TTLAttribute: nv(now.Add(l.opts.Retention).Unix()),
+	}
+	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(l.opts.Table),
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR event_id = :eid"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":eid": sv(eventID)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return eventID, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return "", fmt.Errorf("claim body %s/%s: %w", source, hash, translate(err))
+	}
+	old := ccf.Item
+	if _, ok := old["event_id"]; !ok {
+		if old, err = l.getItem(ctx, key, "body "+source+"/"+hash); err != nil {
+			return "", fmt.Errorf("claim body %s/%s: %w", source, hash, err)
+		}
+	}
+	if v, ok := old["event_id"].(*types.AttributeValueMemberS); ok {
+		return v.Value, nil
+	}
+	return "", fmt.Errorf("claim body %s/%s: marker without an event id: %w", source, hash, ErrConflict)
 }

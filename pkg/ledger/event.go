@@ -177,6 +177,12 @@ type Event struct {
 	PayloadSize   int
 	PayloadChunks int // 0 when inline
 
+	// Conflicts counts deliveries of this id with other bytes in the same
+	// form (not duplicates: see Accept); LastConflict is the newest one's
+	// "<epoch ms>|<payload hash>|<delivery id>".
+	Conflicts    int
+	LastConflict string
+
 	Result *Result
 	Audit  []AuditEntry
 
@@ -215,6 +221,8 @@ type item struct {
 	PayloadSize   int               `dynamodbav:"payload_size"`
 	PayloadChunks int               `dynamodbav:"payload_chunks"`
 	PayloadEnc    string            `dynamodbav:"payload_enc"`
+	Conflicts     int               `dynamodbav:"conflict_count,omitempty"`
+	LastConflict  string            `dynamodbav:"last_conflict,omitempty"`
 	Payload       []byte            `dynamodbav:"payload,omitempty"`
 	Result        *Result           `dynamodbav:"result,omitempty"`
 	Audit         []auditItem       `dynamodbav:"audit"`
@@ -285,6 +293,7 @@ func decodeEvent(av map[string]types.AttributeValue) (Event, error) {
 		DeliveryCount: it.DeliveryCount, FirstDeliveryID: it.FirstDelivery, LastDeliveryID: it.LastDelivery,
 		LastDeliveryAt: fromMS(it.LastDelivAt),
 		PayloadHash:    it.PayloadHash, PayloadSize: it.PayloadSize, PayloadChunks: it.PayloadChunks,
+		Conflicts: it.Conflicts, LastConflict: it.LastConflict,
 		Result: it.Result, payload: it.Payload, encoded: it.PayloadEnc,
 	}
 	if it.ExpiresAt != 0 {

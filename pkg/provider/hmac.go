@@ -355,6 +355,9 @@ func (v HMAC) identify(req Request) Verified {
 		s, _ := v.subjectPath.lookup(parsed())
 		id.Subject = bound(s)
 	}
+	// An id from a header is not signed; without a signed time nothing
+	// bounds a replay of the body under another id.
+	id.UnsignedID = v.idHeader != "" && v.timestampHeader == ""
 	return Verified{Events: []Identity{id}}
 }
 

@@ -42,6 +42,13 @@ type Identity struct {
 	// Payload is this event's own bytes when a delivery carries several;
 	// nil means the whole delivery body.
 	Payload []byte
+	// UnsignedID: the event id is not covered by the signature and no
+	// signed timestamp bounds a replay (GitHub's X-GitHub-Delivery,
+	// Shopify's X-Shopify-Event-Id over HTTPS, an hmac source with
+	// id_header and no timestamp_header). A captured delivery can be
+	// re-sent under a made-up id; the intake treats a known body under a
+	// new id as a suspected replay (issue 13 §4).
+	UnsignedID bool
 }
 
 // Bounds on Identity.Attributes.
