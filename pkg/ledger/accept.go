@@ -225,12 +225,12 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	update := "SET " + join(set) + " ADD delivery_count :one"
 
 	in := &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.opts.Table),
-		Key:                       eventKey(d.Source, d.EventID),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       cond,
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
+		TableName:                           aws.String(l.opts.Table),
+		Key:                                 eventKey(d.Source, d.EventID),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 cond,
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
