@@ -21,7 +21,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -86,6 +85,7 @@ var snsOptions = map[string]bool{
 	"cert_host_pattern":      true,
 	"subscribe_host_pattern": true,
 	"trust_ca_file":          true,
+	"intermediates_file":     true,
 }
 
 // SNS verifies Amazon SNS messages (SignatureVersion 1 or 2) posted to an
@@ -104,6 +104,7 @@ type SNS struct {
 	certHost      *regexp.Regexp
 	subscribeHost *regexp.Regexp
 	roots         *x509.CertPool // nil: the system roots
+	intermediates *x509.CertPool // shipped, plus intermediates_file
 	certs         certCache
 }
 
@@ -123,6 +124,7 @@ func newSNS(opts map[string]string) (Verifier, error) {
 //	cert_host_pattern       anchored regexp for the SigningCertURL host (default DefaultSNSHostPattern)
 //	subscribe_host_pattern  anchored regexp for the SubscribeURL host (default: cert_host_pattern)
 //	trust_ca_file           PEM file of CAs to trust instead of the system roots (tests and the local stack only)
+//	intermediates_file      PEM file of intermediate CAs, added to the shipped Amazon ones (snsIntermediatesPEM)
 //
 // A nil client gets a default one, which trusts trust_ca_file for TLS too
 // when it is set. Errors wrap ErrOptions and name the option.
@@ -171,6 +173,17 @@ func NewSNS(opts map[string]string, client *http.Client) (*SNS, error) {
 		s.roots = x509.NewCertPool()
 		if !s.roots.AppendCertsFromPEM(pemBytes) {
 			return nil, fmt.Errorf("%w: sns option trust_ca_file: %s holds no PEM certificate", ErrOptions, path)
+		}
+	}
+	s.intermediates = snsShippedIntermediates()
+	if path := opts["intermediates_file"]; path != "" {
+		pemBytes, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: sns option intermediates_file: %v", ErrOptions, err)
+		}
+		s.intermediates = s.intermediates.Clone()
+		if !s.intermediates.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("%w: sns option intermediates_file: %s holds no PEM certificate", ErrOptions, path)
 		}
 	}
 	if s.HTTPClient == nil {
@@ -347,10 +360,11 @@ func (m *snsMessage) stringToSign() ([]byte, error) {
 
 // Verify checks, in order and before trusting any field: the envelope's
 // shape, the signature version, the SigningCertURL (https, allowed host,
-// .pem; refused without a request otherwise), the topic allowlist and, for
-// a SubscriptionConfirmation, the SubscribeURL; then the RSA signature with
-// the fetched (or cached) certificate, whose chain is checked at cfg.Now;
-// then the Timestamp against the tolerance.
+// port 443, one .pem file; refused without a request otherwise), the topic
+// allowlist and, for a SubscriptionConfirmation, the SubscribeURL; then the
+// RSA signature with the fetched (or cached) certificate, whose name,
+// validity and chain are checked at cfg.Now; then the Timestamp against
+// the tolerance.
 func (s *SNS) Verify(ctx context.Context, req Request, cfg Config) (Verified, error) {
 	if len(req.Body) == 0 {
 		return Verified{}, ErrNotSigned
@@ -550,60 +564,6 @@ func (s *SNS) certificate(ctx context.Context, certURL string, now time.Time) (*
 	}
 	s.certs.put(certURL, leaf, now, expires)
 	return leaf, nil
-}
-
-// verifyPEM parses the served PEM (the signing certificate first, then any
-// intermediates) and verifies the chain to the trusted roots at now.
-func (s *SNS) verifyPEM(body []byte, now time.Time) (*x509.Certificate, []*x509.Certificate, error) {
-	var leaf *x509.Certificate
-	inter := x509.NewCertPool()
-	for rest := body; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, nil, err
-		}
-		if leaf == nil {
-			leaf = c
-		} else {
-			inter.AddCert(c)
-		}
-	}
-	if leaf == nil {
-		return nil, nil, errors.New("no PEM certificate")
-	}
-	if _, ok := leaf.PublicKey.(*rsa.PublicKey); !ok {
-		return nil, nil, errors.New("not an RSA key")
-	}
-	if s.roots == nil {
-		// Production trust: the certificate came over TLS (verified against
-		// the system roots) from an allowed AWS host, which is what binds it
-		// to SNS. Its own chain is not verified: the PEM SNS serves need not
-		// carry its intermediates, and Go does not fetch missing ones, so a
-		// chain check could refuse every genuine message. Its validity
-		// window is still checked.
-		if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
-			return nil, nil, fmt.Errorf("certificate not valid at %s (valid %s to %s)", now.Format(time.RFC3339), leaf.NotBefore.Format(time.RFC3339), leaf.NotAfter.Format(time.RFC3339))
-		}
-		return leaf, nil, nil
-	}
-	chains, err := leaf.Verify(x509.VerifyOptions{
-		Roots: s.roots, Intermediates: inter, CurrentTime: now,
-		// Whatever usages the certificate names: what binds it to AWS is
-		// that it came over TLS from an allowed host.
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return leaf, chains[0], nil
 }
 
 // confirm returns the action that confirms a verified subscription: one GET

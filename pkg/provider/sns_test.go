@@ -26,6 +26,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,13 @@ type snsPKI struct {
 	expiredPEM   []byte // key, issued by the CA, expired at the end of 2024
 	untrustedPEM []byte // wrongKey, self-signed
 	tlsCert      tls.Certificate
+
+	// interPEM is an intermediate CA the test CA issued; served alone, a
+	// certificate it issued needs it from the PEM or intermediates_file.
+	interPEM []byte
+	// served are more certificates, all for key (so only the certificate
+	// decides), by the path the server serves them at; see signingCerts.
+	served map[string][]byte
 }
 
 var testSNSPKI = sync.OnceValues(newSNSPKI)
@@ -108,6 +116,9 @@ func newSNSPKI() (*snsPKI, error) {
 		return nil, err
 	}
 	p.untrustedPEM = snsPEM(der)
+	if err := p.signingCerts(ca, caKey, from, until); err != nil {
+		return nil, err
+	}
 
 	tlsKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -120,6 +131,92 @@ func newSNSPKI() (*snsPKI, error) {
 	}
 	p.tlsCert = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: tlsKey}
 	return p, nil
+}
+
+// signingCerts issues the certificates that differ from certPEM in one
+// way each: their names, validity, issuer or chain. The key is always
+// p.key, so a message signed with it verifies if the certificate is
+// accepted.
+func (p *snsPKI) signingCerts(ca *x509.Certificate, caKey crypto.Signer, from, until time.Time) error {
+	serial := int64(100)
+	issue := func(cn string, sans []string, notBefore, notAfter time.Time, parent *x509.Certificate, parentKey crypto.Signer, pub any, isCA bool) (*x509.Certificate, []byte, error) {
+		serial++
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, DNSNames: sans,
+			NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		}
+		if isCA {
+			tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage, tmpl.ExtKeyUsage = true, true, x509.KeyUsageCertSign, nil
+		}
+		if parent == nil {
+			parent = tmpl // self-signed, by parentKey
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, parentKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := x509.ParseCertificate(der)
+		return c, snsPEM(der), err
+	}
+	leaf := func(cn string, sans ...string) ([]byte, error) {
+		_, pemBytes, err := issue(cn, sans, from, until, ca, caKey, &p.key.PublicKey, false)
+		return pemBytes, err
+	}
+	p.served = map[string][]byte{}
+	var err error
+	for path, names := range map[string][]string{
+		"/sns-signing-region.pem": {"sns-signing.eu-south-1.amazonaws.com", "sns-signing.eu-south-1.amazonaws.com"},
+		"/sns-gov.pem":            {"sns-us-gov-west-1.amazonaws.com", "sns-us-gov-west-1.amazonaws.com"},
+		"/sns-china.pem":          {"sns-cn-north-1.amazonaws.com.cn", "sns-cn-north-1.amazonaws.com.cn"},
+		"/san-only.pem":           {"", "sns.amazonaws.com"},
+		"/wrong-name.pem":         {"attacker.example", "attacker.example"},
+		"/wrong-san.pem":          {"sns.amazonaws.com", "attacker.example"},
+		"/wrong-cn.pem":           {"attacker.example", "sns.amazonaws.com"},
+		"/no-san.pem":             {"sns.amazonaws.com"},
+		"/wildcard.pem":           {"*.amazonaws.com", "*.amazonaws.com"},
+		"/lookalike.pem":          {"sns.amazonaws.com.attacker.example", "sns.amazonaws.com.attacker.example"},
+		"/s3-bucket.pem":          {"sns.s3.amazonaws.com", "sns.s3.amazonaws.com"},
+	} {
+		if p.served[path], err = leaf(names[0], names[1:]...); err != nil {
+			return err
+		}
+	}
+	// Within its window only from 2030 on.
+	if _, p.served["/not-yet-valid.pem"], err = issue("sns.amazonaws.com", []string{"sns.amazonaws.com"}, time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), until, ca, caKey, &p.key.PublicKey, false); err != nil {
+		return err
+	}
+	// Issued by a root nobody trusts, with the right names.
+	otherKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	other, _, err := issue("Untrusted Test Root", nil, from, until, nil, otherKey, otherKey.Public(), true)
+	if err != nil {
+		return err
+	}
+	if _, p.served["/other-root.pem"], err = issue("sns.amazonaws.com", []string{"sns.amazonaws.com"}, from, until, other, otherKey, &p.key.PublicKey, false); err != nil {
+		return err
+	}
+	// Issued by an intermediate of the test CA: served alone, with the
+	// intermediate after it, and with an unrelated certificate after it.
+	interKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	inter, interPEM, err := issue("Test SNS Intermediate CA", nil, from, until, ca, caKey, interKey.Public(), true)
+	if err != nil {
+		return err
+	}
+	p.interPEM = interPEM
+	_, viaInter, err := issue("sns.amazonaws.com", []string{"sns.amazonaws.com"}, from, until, inter, interKey, &p.key.PublicKey, false)
+	if err != nil {
+		return err
+	}
+	p.served["/via-intermediate.pem"] = viaInter
+	p.served["/via-intermediate-chain.pem"] = append(slices.Clone(viaInter), interPEM...)
+	p.served["/via-intermediate-wrong-chain.pem"] = append(slices.Clone(viaInter), p.served["/other-root.pem"]...)
+	return nil
 }
 
 // snsTestKey derives a 2048-bit RSA key from a label, the same key in every
@@ -219,6 +316,10 @@ func newSNSServer(tb testing.TB, pki *snsPKI) *snsServer {
 	}))
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.record(r)
+		if body, ok := pki.served[r.URL.Path]; ok {
+			_, _ = w.Write(body)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, "/certs-") {
 			// Any number of distinct URLs for one certificate.
 			_, _ = w.Write(pki.certPEM)
@@ -1181,7 +1282,7 @@ func TestNewSNSOptions(t *testing.T) {
 		{name: "China partition", opts: map[string]string{"topic_arns": "arn:aws-cn:sns:cn-north-1:123456789012:ses"}},
 		{name: "all options", opts: map[string]string{
 			"topic_arns": snsTopic, "cert_host_pattern": `^127\.0\.0\.1$`, "subscribe_host_pattern": `^localhost$`,
-			"trust_ca_file": caFile, "account_metadata_key": "account_id",
+			"trust_ca_file": caFile, "intermediates_file": caFile, "account_metadata_key": "account_id",
 		}},
 		{name: "no options", opts: nil, wantName: "topic_arns"},
 		{name: "empty topic_arns", opts: map[string]string{"topic_arns": " , "}, wantName: "topic_arns"},
@@ -1194,6 +1295,8 @@ func TestNewSNSOptions(t *testing.T) {
 		{name: "bad subscribe_host_pattern", opts: map[string]string{"topic_arns": snsTopic, "subscribe_host_pattern": `^[$`}, wantName: "subscribe_host_pattern"},
 		{name: "missing trust_ca_file", opts: map[string]string{"topic_arns": snsTopic, "trust_ca_file": filepath.Join(dir, "nope.pem")}, wantName: "trust_ca_file"},
 		{name: "trust_ca_file without a certificate", opts: map[string]string{"topic_arns": snsTopic, "trust_ca_file": notPEM}, wantName: "trust_ca_file"},
+		{name: "missing intermediates_file", opts: map[string]string{"topic_arns": snsTopic, "intermediates_file": filepath.Join(dir, "nope.pem")}, wantName: "intermediates_file"},
+		{name: "intermediates_file without a certificate", opts: map[string]string{"topic_arns": snsTopic, "intermediates_file": notPEM}, wantName: "intermediates_file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1250,19 +1353,22 @@ func TestSNSThroughNew(t *testing.T) {
 	}
 }
 
-// TestSNSSystemRootsTrustTheTLSFetch is the production trust path (no
-// trust_ca_file): what binds a certificate to SNS is that it came over TLS
-// from an allowed host; its own chain is not required (SNS need not serve
-// intermediates), but its validity window is.
-func TestSNSSystemRootsTrustTheTLSFetch(t *testing.T) {
+// TestSNSSystemRootsCheckTheCertificate is the production trust path (no
+// trust_ca_file): the certificate's chain is checked against the system
+// roots, not only the TLS connection that brought it. Before, any RSA
+// certificate within its validity served from an allowed host verified a
+// message signed with its key: the owner of a bucket named "sns" could
+// serve their own from sns.s3.amazonaws.com, over AWS's valid TLS. Here
+// the server's TLS is trusted (the test client trusts the test CA) but the
+// certificate it serves chains to no system root.
+func TestSNSSystemRootsCheckTheCertificate(t *testing.T) {
 	e := newSNSEnv(t, map[string]string{"trust_ca_file": ""})
-	ok := snsSign(t, e.notification(now), e.pki.key)
-	if _, err := e.v.Verify(t.Context(), snsRequest(ok), provider.Config{Now: fixedClock(now)}); err != nil {
-		t.Fatalf("valid message over a trusted TLS fetch: %v", err)
-	}
-	expired := snsSign(t, snsWith(e.notification(now), "SigningCertURL", e.at("/expired.pem")), e.pki.key)
-	if _, err := e.v.Verify(t.Context(), snsRequest(expired), provider.Config{Now: fixedClock(now)}); err == nil {
-		t.Fatal("an expired signing certificate was accepted")
+	for _, path := range []string{snsCertPath, "/expired.pem", "/untrusted.pem"} {
+		body := snsSign(t, snsWith(e.notification(now), "SigningCertURL", e.at(path)), e.pki.key)
+		got, err := e.v.Verify(t.Context(), snsRequest(body), provider.Config{Now: fixedClock(now)})
+		if !errors.Is(err, provider.ErrBadSignature) {
+			t.Errorf("%s: Verify = %+v, %v; want ErrBadSignature", path, got, err)
+		}
 	}
 }
 
@@ -1395,6 +1501,87 @@ func TestSNSCertURLPortAndPath(t *testing.T) {
 			}
 			if !errors.Is(err, provider.ErrBadSignature) || reqs != 0 {
 				t.Fatalf("Verify = %v after %d requests; want ErrBadSignature and no request", err, reqs)
+			}
+		})
+	}
+}
+
+// TestSNSSigningCertificate: the certificate at an allowed URL must itself
+// be SNS's signing certificate: an SNS signing name in its SAN (and its CN,
+// when it has one), within its validity at the verifier's clock, and
+// chaining to a trusted root, through intermediates served after it or
+// configured in intermediates_file. Each message here is signed with the
+// key of the certificate served, so only the certificate decides. A refusal
+// is ErrBadSignature (the intake's 401, nothing recorded) with a short
+// message that says why.
+func TestSNSSigningCertificate(t *testing.T) {
+	pki, err := testSNSPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	interFile := filepath.Join(t.TempDir(), "intermediates.pem")
+	if err := os.WriteFile(interFile, pki.interPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		path string
+		opts map[string]string
+		at   time.Time // zero: now
+		want string    // "": verified; else a phrase of the error
+	}{
+		{name: "sns.amazonaws.com (commercial regions)", path: snsCertPath},
+		{name: "sns-signing.<region>.amazonaws.com (newer regions)", path: "/sns-signing-region.pem"},
+		{name: "sns-us-gov-west-1.amazonaws.com (GovCloud)", path: "/sns-gov.pem"},
+		{name: "sns-cn-north-1.amazonaws.com.cn (China)", path: "/sns-china.pem"},
+		{name: "the name in the SAN only, no CN", path: "/san-only.pem"},
+		{name: "another name", path: "/wrong-name.pem", want: "not an SNS signing certificate"},
+		{name: "a look-alike name", path: "/lookalike.pem", want: "not an SNS signing certificate"},
+		{name: "the S3 bucket's host name", path: "/s3-bucket.pem", want: "not an SNS signing certificate"},
+		{name: "a wildcard", path: "/wildcard.pem", want: "not an SNS signing certificate"},
+		{name: "the SNS name in the CN, another in the SAN", path: "/wrong-san.pem", want: "not an SNS signing certificate"},
+		{name: "the SNS name in the SAN, another in the CN", path: "/wrong-cn.pem", want: "not an SNS signing certificate"},
+		{name: "the SNS name in the CN, no SAN", path: "/no-san.pem", want: "not an SNS signing certificate"},
+		{name: "expired", path: "/expired.pem", want: "not valid at 2025-03-01T12:00:00Z"},
+		{name: "not yet valid", path: "/not-yet-valid.pem", want: "not valid at 2025-03-01T12:00:00Z"},
+		{name: "valid by the verifier's clock, not by the wall clock", path: "/not-yet-valid.pem", at: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{name: "issued by an untrusted root", path: "/other-root.pem", want: "does not chain to a trusted root"},
+		{name: "self-signed", path: "/untrusted.pem", want: "does not chain to a trusted root"},
+		{name: "intermediate served after it", path: "/via-intermediate-chain.pem"},
+		{name: "intermediate from intermediates_file", path: "/via-intermediate.pem", opts: map[string]string{"intermediates_file": interFile}},
+		{name: "intermediate missing", path: "/via-intermediate.pem", want: "does not chain to a trusted root"},
+		{name: "an unrelated certificate served after it", path: "/via-intermediate-wrong-chain.pem", want: "does not chain to a trusted root"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSNSEnv(t, tc.opts)
+			at := now
+			if !tc.at.IsZero() {
+				at = tc.at
+			}
+			key := pki.key
+			if tc.path == "/untrusted.pem" {
+				key = pki.wrongKey
+			}
+			body := snsSign(t, snsWith(e.notification(at), "SigningCertURL", e.at(tc.path)), key)
+			got, err := e.v.Verify(t.Context(), snsRequest(body), provider.Config{Now: fixedClock(at)})
+			if n := e.srv.Count(tc.path); n != 1 {
+				t.Errorf("%s fetched %d times, want 1", tc.path, n)
+			}
+			if tc.want == "" {
+				if err != nil || len(got.Events) != 1 {
+					t.Fatalf("Verify = %+v, %v; want verified", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, provider.ErrBadSignature) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Verify error = %v; want ErrBadSignature saying %q", err, tc.want)
+			}
+			if len(err.Error()) > 300 {
+				t.Errorf("error is %d bytes long: %q", len(err.Error()), err)
+			}
+			if len(got.Events) != 0 || got.Unidentified != "" || got.Confirm != nil {
+				t.Errorf("Verify returned %+v with an error", got)
 			}
 		})
 	}
