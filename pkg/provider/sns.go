@@ -106,6 +106,8 @@ type SNS struct {
 	roots         *x509.CertPool // nil: the system roots
 	intermediates *x509.CertPool // shipped, plus intermediates_file
 	certs         certCache
+	failures      certFailures
+	budget        fetchBudget
 }
 
 var _ Verifier = (*SNS)(nil)
@@ -134,7 +136,11 @@ func NewSNS(opts map[string]string, client *http.Client) (*SNS, error) {
 			return nil, fmt.Errorf("%w: sns takes no option %q", ErrOptions, k)
 		}
 	}
-	s := &SNS{HTTPClient: client, topics: map[string]bool{}, certs: certCache{max: snsCertCacheSize, ttl: snsCertCacheTTL}}
+	s := &SNS{
+		HTTPClient: client, topics: map[string]bool{},
+		certs:    certCache{max: snsCertCacheSize, ttl: snsCertCacheTTL},
+		failures: certFailures{max: snsFailureCache},
+	}
 	for arn := range strings.SplitSeq(opts["topic_arns"], ",") {
 		arn = strings.TrimSpace(arn)
 		switch {
@@ -523,11 +529,33 @@ func (s *SNS) client() *http.Client {
 }
 
 // certificate returns the RSA signing certificate at an already checked URL,
-// from the cache or fetched, with its chain verified at now.
+// from the cache or fetched, with its chain verified at now. A failure is
+// remembered for a while; a fetch needs a token from the budget.
 func (s *SNS) certificate(ctx context.Context, certURL string, now time.Time) (*x509.Certificate, error) {
 	if c := s.certs.get(certURL, now); c != nil {
 		return c, nil
 	}
+	if err := s.failures.get(certURL, now); err != nil {
+		return nil, err
+	}
+	if !s.budget.take(now) {
+		// Not remembered: the URL may be genuine, and gets the next token.
+		return nil, fmt.Errorf("%w: over %d certificate fetches a minute", ErrCertUnavailable, int(time.Minute/snsFetchEvery))
+	}
+	c, err := s.fetchCertificate(ctx, certURL, now)
+	if err != nil {
+		ttl := snsRefusedTTL
+		if errors.Is(err, ErrCertUnavailable) {
+			ttl = snsUnavailableTTL
+		}
+		s.failures.put(certURL, err, now, now.Add(ttl))
+		return nil, err
+	}
+	return c, nil
+}
+
+// fetchCertificate fetches, verifies and caches the certificate at certURL.
+func (s *SNS) fetchCertificate(ctx context.Context, certURL string, now time.Time) (*x509.Certificate, error) {
 	ctx, cancel := context.WithTimeout(ctx, snsFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, certURL, nil)

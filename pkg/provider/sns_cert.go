@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -126,4 +127,98 @@ func chainError(err error, now time.Time) error {
 		msg = msg[:120] + "…"
 	}
 	return fmt.Errorf("chain does not verify: %s", msg)
+}
+
+// Limits on fetching signing certificates, per verifier (one per source in
+// each Lambda instance). AWS serves one certificate per region, cached an
+// hour (snsCertCacheTTL), so a genuine source fetches about once an hour per
+// region; the limits only bite on URLs that fail or that nobody sends twice.
+const (
+	// snsFetchBurst fetches may start at once; then one more every
+	// snsFetchEvery (10 a minute). Past that, ErrCertUnavailable: a 503,
+	// which SNS retries for a genuine message.
+	snsFetchBurst = 10
+	snsFetchEvery = 6 * time.Second
+	// A failed fetch is remembered by URL: refused (non-200, a certificate
+	// refused) for a minute, unavailable (5xx, 429, timeout) for 10 s, so
+	// that SNS's own retry of a genuine message, 20 s later by default,
+	// fetches again.
+	snsRefusedTTL     = time.Minute
+	snsUnavailableTTL = 10 * time.Second
+	snsFailureCache   = 256
+)
+
+// fetchBudget is a token bucket on the verifier's clock. A clock that goes
+// back refills nothing.
+type fetchBudget struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+func (b *fetchBudget) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.last.IsZero():
+		b.tokens, b.last = snsFetchBurst, now
+	case now.After(b.last):
+		b.tokens = min(snsFetchBurst, b.tokens+float64(now.Sub(b.last))/float64(snsFetchEvery))
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// certFailures remembers failed fetches by URL until a deadline, at most
+// max of them: when full, the expired ones go, then the one closest to its
+// deadline.
+type certFailures struct {
+	mu      sync.Mutex
+	max     int
+	entries map[string]certFailure
+}
+
+type certFailure struct {
+	err   error
+	until time.Time
+}
+
+func (c *certFailures) get(u string, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.entries[u]
+	if !ok {
+		return nil
+	}
+	if !now.Before(f.until) {
+		delete(c.entries, u)
+		return nil
+	}
+	return f.err
+}
+
+func (c *certFailures) put(u string, err error, now, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]certFailure{}
+	}
+	if _, ok := c.entries[u]; !ok && len(c.entries) >= c.max {
+		soonest := ""
+		for k, f := range c.entries {
+			if !now.Before(f.until) {
+				delete(c.entries, k)
+			} else if soonest == "" || f.until.Before(c.entries[soonest].until) {
+				soonest = k
+			}
+		}
+		if len(c.entries) >= c.max {
+			delete(c.entries, soonest)
+		}
+	}
+	c.entries[u] = certFailure{err: err, until: until}
 }

@@ -59,3 +59,45 @@ func TestSNSShippedIntermediates(t *testing.T) {
 		t.Errorf("%d shipped certificates, want %d", seen, len(want))
 	}
 }
+
+// TestSNSCertFailuresBounded: the failure cache holds at most max URLs;
+// when full, expired failures go first, then the one closest to its
+// deadline.
+func TestSNSCertFailuresBounded(t *testing.T) {
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	refused := errors.New("refused")
+	c := certFailures{max: 3}
+	c.put("a", refused, at, at.Add(time.Minute))
+	c.put("b", refused, at, at.Add(10*time.Second))
+	c.put("c", refused, at, at.Add(time.Minute))
+	c.put("d", refused, at, at.Add(time.Minute)) // full: b, closest to its deadline, goes
+	if len(c.entries) != 3 || c.get("b", at) != nil || c.get("a", at) == nil || c.get("d", at) == nil {
+		t.Fatalf("after a fourth URL: %v", c.entries)
+	}
+	later := at.Add(2 * time.Minute)
+	c.put("e", refused, later, later.Add(time.Minute)) // full of expired ones: all go
+	if len(c.entries) != 1 || c.get("e", later) == nil {
+		t.Fatalf("after the others expired: %v", c.entries)
+	}
+	if c.get("e", later.Add(time.Minute)) != nil {
+		t.Error("a failure is remembered past its deadline")
+	}
+}
+
+// TestSNSFetchBudgetClockBack: a clock that goes back refills nothing and
+// does not break the bucket.
+func TestSNSFetchBudgetClockBack(t *testing.T) {
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	var b fetchBudget
+	for i := range snsFetchBurst {
+		if !b.take(at) {
+			t.Fatalf("token %d refused", i)
+		}
+	}
+	if b.take(at.Add(-time.Hour)) {
+		t.Fatal("a token an hour earlier")
+	}
+	if !b.take(at.Add(snsFetchEvery)) {
+		t.Fatal("no token one interval after the last")
+	}
+}

@@ -1242,11 +1242,11 @@ func TestSNSCertificateCache(t *testing.T) {
 	})
 	t.Run("bounded: the oldest of 33 URLs is evicted", func(t *testing.T) {
 		e := newSNSEnv(t, nil)
-		for i := range 33 {
-			at := now.Add(time.Duration(i) * time.Second)
+		for i := range 33 { // 6 s apart: within the fetch budget
+			at := now.Add(time.Duration(i) * 6 * time.Second)
 			verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at(fmt.Sprintf("/certs-%d.pem", i))), at)
 		}
-		at := now.Add(time.Minute)
+		at := now.Add(33 * 6 * time.Second)
 		verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at("/certs-32.pem")), at) // newest: cached
 		verify(t, e, snsWith(e.notification(at), "SigningCertURL", e.at("/certs-0.pem")), at)  // oldest: evicted
 		if n := e.srv.Count("/certs-32.pem"); n != 1 {
@@ -1584,5 +1584,80 @@ func TestSNSSigningCertificate(t *testing.T) {
 				t.Errorf("Verify returned %+v with an error", got)
 			}
 		})
+	}
+}
+
+// TestSNSCertFetchFailuresAreRemembered: a failed fetch is remembered by
+// URL, a refusal (non-200, a certificate refused) for a minute and an
+// unavailable host (5xx, timeout) for 10 s, so a burst of forged messages
+// naming one URL, and the intake's second Verify after ErrBadSignature,
+// cost one fetch. Unavailability is remembered briefly: SNS retries a 503
+// 20 s later by default, and that retry must fetch again.
+func TestSNSCertFetchFailuresAreRemembered(t *testing.T) {
+	tests := []struct {
+		name, path string
+		wantErr    error
+		remembered time.Duration
+	}{
+		{"not found", "/missing.pem", provider.ErrBadSignature, time.Minute},
+		{"a certificate refused", "/wrong-name.pem", provider.ErrBadSignature, time.Minute},
+		{"host unavailable", "/busy.pem", provider.ErrCertUnavailable, 10 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSNSEnv(t, nil)
+			for i, at := range []time.Time{now, now, now.Add(tc.remembered - time.Second), now.Add(tc.remembered), now.Add(tc.remembered + time.Second)} {
+				_, err := e.verifyAt(t, snsWith(e.notification(at), "SigningCertURL", e.at(tc.path)), at)
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Verify %d: %v, want %v", i, err, tc.wantErr)
+				}
+			}
+			if n := e.srv.Count(tc.path); n != 2 {
+				t.Errorf("%s fetched %d times in %v, want twice (once, then once after %v)", tc.path, n, tc.remembered+time.Second, tc.remembered)
+			}
+		})
+	}
+}
+
+// TestSNSCertFetchBudget: each verifier fetches at most 10 certificates at
+// once and 10 a minute after that (a token every 6 s, by the verifier's
+// clock). Past the budget a message whose certificate is not cached is
+// refused with ErrCertUnavailable (503: a genuine one is retried by SNS)
+// without a request; cached certificates still verify.
+func TestSNSCertFetchBudget(t *testing.T) {
+	e := newSNSEnv(t, nil)
+	url := func(i int) string { return e.at(fmt.Sprintf("/certs-%d.pem", i)) }
+	for i := range 10 {
+		if _, err := e.verifyAt(t, snsWith(e.notification(now), "SigningCertURL", url(i)), now); err != nil {
+			t.Fatalf("fetch %d: %v", i, err)
+		}
+	}
+	reqs, err := e.verifyAt(t, snsWith(e.notification(now), "SigningCertURL", url(10)), now)
+	if !errors.Is(err, provider.ErrCertUnavailable) || reqs != 0 {
+		t.Fatalf("11th fetch at once: %v after %d requests; want ErrCertUnavailable and none", err, reqs)
+	}
+	if reqs, err := e.verifyAt(t, snsWith(e.notification(now), "SigningCertURL", url(3)), now); err != nil || reqs != 0 {
+		t.Fatalf("cached certificate past the budget: %v after %d requests; want verified from the cache", err, reqs)
+	}
+	at := now.Add(5 * time.Second)
+	if _, err := e.verifyAt(t, snsWith(e.notification(at), "SigningCertURL", url(10)), at); !errors.Is(err, provider.ErrCertUnavailable) {
+		t.Fatalf("5 s later: %v, want ErrCertUnavailable", err)
+	}
+	at = now.Add(6 * time.Second) // one token back; the refusal was not remembered as a failure
+	if reqs, err := e.verifyAt(t, snsWith(e.notification(at), "SigningCertURL", url(10)), at); err != nil || reqs != 1 {
+		t.Fatalf("6 s later: %v after %d requests; want verified after 1", err, reqs)
+	}
+	if _, err := e.verifyAt(t, snsWith(e.notification(at), "SigningCertURL", url(11)), at); !errors.Is(err, provider.ErrCertUnavailable) {
+		t.Fatalf("a second fetch 6 s later: %v, want ErrCertUnavailable", err)
+	}
+	at = now.Add(10 * time.Minute) // the bucket is full again, and holds no more than 10
+	for i := range 11 {
+		_, err := e.verifyAt(t, snsWith(e.notification(at), "SigningCertURL", url(100+i)), at)
+		if (i < 10) != (err == nil) {
+			t.Fatalf("fetch %d after a quiet 10 minutes: %v", i, err)
+		}
+	}
+	if n := len(e.srv.Requests()); n != 21 {
+		t.Errorf("%d fetches, want 21", n)
 	}
 }
