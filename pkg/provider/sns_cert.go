@@ -14,7 +14,7 @@ import (
 
 // snsRegion is an AWS region name outside China: two letters other than
 // "cn", an optional "gov", a word and a number (us-east-1, eu-west-3,
-// us-gov-west-1, ap-southeast-5).
+// us-gov-west-1, ap-southeast-5), as in DefaultSNSHostPattern.
 const snsRegion = `(?:[abd-z][a-z]|c[a-mo-z])-(?:gov-)?[a-z]+-[0-9]+`
 
 // snsSigningName matches the names SNS signing certificates are issued

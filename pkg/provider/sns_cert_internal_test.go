@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -99,5 +100,13 @@ func TestSNSFetchBudgetClockBack(t *testing.T) {
 	}
 	if !b.take(at.Add(snsFetchEvery)) {
 		t.Fatal("no token one interval after the last")
+	}
+}
+
+// TestSNSRegionShapes: the certificate names and the default host pattern
+// agree on what a region is.
+func TestSNSRegionShapes(t *testing.T) {
+	if !strings.Contains(DefaultSNSHostPattern, `^sns\.(?:`+snsRegion+`\.amazonaws\.com|`) {
+		t.Errorf("DefaultSNSHostPattern %s does not use snsRegion %s", DefaultSNSHostPattern, snsRegion)
 	}
 }

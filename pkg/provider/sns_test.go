@@ -1190,6 +1190,16 @@ func TestSNSConfirmSubscription(t *testing.T) {
 			t.Errorf("requests = %v, want none", reqs)
 		}
 	})
+	t.Run("a SubscribeURL on another port is refused before any request", func(t *testing.T) {
+		e := newSNSEnv(t, map[string]string{"cert_host_pattern": ""})
+		e.pinAnyHost()
+		m := snsWith(e.confirmation("SubscriptionConfirmation", now),
+			"SigningCertURL", "https://sns.us-east-1.amazonaws.com"+snsCertPath,
+			"SubscribeURL", "https://sns.us-east-1.amazonaws.com:8443/?Action=ConfirmSubscription&Token=x")
+		if reqs, err := e.verifyAt(t, m, now); !errors.Is(err, provider.ErrBadSignature) || reqs != 0 {
+			t.Fatalf("Verify = %v after %d requests; want ErrBadSignature and none", err, reqs)
+		}
+	})
 	t.Run("subscribe_host_pattern narrower than the certificate hosts", func(t *testing.T) {
 		e := newSNSEnv(t, map[string]string{"subscribe_host_pattern": `^sns\.us-east-1\.amazonaws\.com$`})
 		m := e.confirmation("SubscriptionConfirmation", now)
