@@ -112,9 +112,13 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 		MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(BridgeAsyncMaxAge.Seconds())),
 	})
 	// The bridge's code (intake.HandleEventBridge): Accept is one
-	// conditional UpdateItem plus a PutItem per payload chunk, then one
-	// SendMessage to the events queue. No secrets: there is no signature.
-	fn.grantOn([]string{ddbPut, ddbUpdate}, s.Table.TableArn())
+	// conditional UpdateItem plus a PutItem per payload chunk, under the
+	// event's partition key, and only for the sources it serves (the
+	// EventBridge path has no signature, so it gets the narrowest grant);
+	// then one SendMessage to the events queue. No body markers: EventBridge
+	// ids come from AWS, so ClaimBody is never asked. No secrets.
+	evs := sourceKeys(pkEvents, sourceNames(srcs))
+	fn.grantWrites(s.Table.TableArn(), ledgerWrites{ddbPut: evs, ddbUpdate: evs})
 	s.Events.Queue.Grant(fn.Role, jsii.String(sqsSend))
 
 	res := &BridgeResources{Function: fn, DLQ: dlq, Rules: map[string]awsevents.Rule{}}

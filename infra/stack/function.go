@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"sort"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
@@ -131,4 +133,29 @@ func (f *Function) grantOn(actions []string, resources ...*string) {
 		Actions:      jsii.Strings(actions...),
 		ResourceArns: &resources,
 	})
+}
+
+// grantWrites lets the function write the ledger only under the partition
+// keys it owns: per action, one statement on the table with
+// ForAllValues:StringLike on dynamodb:LeadingKeys (the partition key of
+// every item the request writes: each item of a TransactWriteItems or
+// BatchWriteItem is checked on its own). ForAllValues is also true when the
+// key is absent, so a Null condition requires it: a write whose keys IAM
+// cannot see is refused rather than allowed.
+func (f *Function) grantWrites(table *string, w ledgerWrites) {
+	actions := make([]string, 0, len(w))
+	for a := range w {
+		actions = append(actions, a)
+	}
+	sort.Strings(actions) // a stable template
+	for _, a := range actions {
+		f.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:   jsii.Strings(a),
+			Resources: &[]*string{table},
+			Conditions: &map[string]any{
+				"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": w[a]},
+				"Null":                    map[string]any{"dynamodb:LeadingKeys": "false"},
+			},
+		}))
+	}
 }

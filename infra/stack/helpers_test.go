@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -306,6 +308,79 @@ func (s *synthed) roleActions(t testing.TB, roleID string) map[string][]string {
 		sort.Strings(out[a])
 	}
 	return out
+}
+
+// ddbWrites are the DynamoDB actions that write items (TransactWriteItems
+// is authorized as PutItem/UpdateItem per item, so it never appears).
+var ddbWrites = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+
+// ledgerWrites lists, per DynamoDB write action a role holds, the partition
+// key patterns (dynamodb:LeadingKeys) it may write, sorted. A write granted
+// without that condition, or without the Null condition that makes the key
+// required, fails the test: it would allow every key.
+func (s *synthed) ledgerWrites(t testing.TB, roleID string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, pol := range s.ofType("AWS::IAM::Policy") {
+		attached := false
+		for _, r := range props(pol)["Roles"].([]any) {
+			attached = attached || ref(r) == roleID
+		}
+		if !attached {
+			continue
+		}
+		for _, st := range props(pol)["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			stmt := st.(map[string]any)
+			var actions []string
+			switch a := stmt["Action"].(type) {
+			case string:
+				actions = []string{a}
+			case []any:
+				for _, x := range a {
+					actions = append(actions, x.(string))
+				}
+			}
+			writes := slices.ContainsFunc(actions, func(a string) bool { return slices.Contains(ddbWrites, a) || a == "dynamodb:*" })
+			if !writes {
+				continue
+			}
+			cond, _ := stmt["Condition"].(map[string]any)
+			like, _ := cond["ForAllValues:StringLike"].(map[string]any)
+			null, _ := cond["Null"].(map[string]any)
+			var patterns []string
+			switch p := like["dynamodb:LeadingKeys"].(type) {
+			case string:
+				patterns = []string{p}
+			case []any:
+				for _, x := range p {
+					patterns = append(patterns, x.(string))
+				}
+			}
+			if len(patterns) == 0 || null["dynamodb:LeadingKeys"] != "false" || len(cond) != 2 {
+				t.Errorf("role %s: %v granted without a required dynamodb:LeadingKeys condition: %v", roleID, actions, stmt["Condition"])
+				continue
+			}
+			for _, a := range actions {
+				out[a] = append(out[a], patterns...)
+			}
+		}
+	}
+	for a := range out {
+		out[a] = sorted(out[a])
+	}
+	return out
+}
+
+// iamLike is IAM's StringLike: * matches any run of characters, ? one.
+func iamLike(pattern, value string) bool {
+	re := "^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(pattern)) + "$"
+	return regexp.MustCompile(re).MatchString(value)
+}
+
+// mayWrite says whether writes (from ledgerWrites) let action write an
+// item whose partition key is pk.
+func mayWrite(writes map[string][]string, action, pk string) bool {
+	return slices.ContainsFunc(writes[action], func(p string) bool { return iamLike(p, pk) })
 }
 
 // roleOf returns the logical id of a function's role.

@@ -478,8 +478,9 @@ func (s *Stack) functions(sourcesDoc, effectsDoc *string) error {
 
 // Actions the code performs (verified against pkg/ledger, pkg/queue,
 // pkg/outbox, pkg/source). TransactWriteItems has no IAM action of its own:
-// DynamoDB authorizes each Put/Update inside it as PutItem/UpdateItem (the
-// ledger's transactions hold no ConditionCheck or Delete).
+// DynamoDB authorizes each Put/Update inside it as PutItem/UpdateItem, with
+// that item's own partition key (the ledger's transactions hold no
+// ConditionCheck or Delete).
 const (
 	ddbGet    = "dynamodb:GetItem"
 	ddbPut    = "dynamodb:PutItem"
@@ -495,39 +496,121 @@ const (
 	getSecret = "secretsmanager:GetSecretValue"
 )
 
+// The ledger's partition key prefixes (pkg/ledger: eventPK, projectionKey,
+// intentKey, cursorKey, ClaimBody). An event's payload chunks share its
+// partition key (sort key PL#…), so "events" covers them. Body markers
+// (BH#<source>#<hash>) record which event id a body of an unsigned-id
+// scheme first came under.
+const (
+	pkEvents      = "EV#"
+	pkProjections = "PJ#"
+	pkIntents     = "OP#"
+	pkCursors     = "CUR#"
+	pkBodies      = "BH#"
+)
+
+// ledgerWrites is what one function may write in the ledger: per write
+// action, the partition key patterns (IAM StringLike) it may write.
+type ledgerWrites map[string][]string
+
+// anyKey matches every partition key under a prefix.
+func anyKey(prefix string) string { return prefix + "*" }
+
+// sourceKeys matches the items under prefix of the named sources only:
+// <prefix><source>#…. Source names cannot hold a StringLike wildcard
+// (package source's name rule), and the '#' after the name keeps "stripe"
+// from matching "stripe-eu".
+func sourceKeys(prefix string, names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, prefix+n+"#*")
+	}
+	return out
+}
+
+// sourceNames lists the sources' names.
+func sourceNames(srcs []SourceConfig) []string {
+	out := make([]string, 0, len(srcs))
+	for _, s := range srcs {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// httpsSources lists the configured sources that deliver over HTTPS (to
+// intake), in configuration order.
+func (c Config) httpsSources() []SourceConfig {
+	var out []SourceConfig
+	for _, s := range c.Sources {
+		if (source.Source{Delivery: s.Delivery}).HTTPS() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // grants gives each function the actions its code performs, on exactly the
-// resources it touches.
+// resources it touches. DynamoDB writes are further limited to the
+// partition keys the function's code writes (dynamodb:LeadingKeys; see
+// Function.grantWrites): the intake cannot write an intent or a projection,
+// the dispatcher cannot touch an event, and so on. Reads stay on the whole
+// table where the code reads (they change nothing), and Query on the due
+// index stays in a statement of its own, since a LeadingKeys condition on
+// an index query would apply to the index's partition key (due_shard).
 func (s *Stack) grants() {
 	table := s.Table.TableArn()
 	dueIndex := jsii.String(*table + "/index/" + ledger.DueIndex)
 	in, pr, di, re := s.Functions[Intake], s.Functions[Processor], s.Functions[Dispatcher], s.Functions[Reconciler]
 	ev, ef := s.Events, s.Effects
 
-	// intake: Accept is one conditional UpdateItem (the inbox upsert) plus a
-	// PutItem per payload chunk; then one SendMessage.
-	in.grantOn([]string{ddbPut, ddbUpdate}, table)
+	// intake: Accept is one conditional UpdateItem (the inbox upsert, or a
+	// conflict recorded on the row) plus a PutItem per payload chunk, both
+	// under the event's partition key; for a scheme whose ids are not
+	// signed, ClaimBody first puts the body's marker. Only for the sources
+	// it serves over HTTPS; then one SendMessage.
+	if names := sourceNames(s.Config.httpsSources()); len(names) > 0 {
+		evs := sourceKeys(pkEvents, names)
+		in.grantWrites(table, ledgerWrites{ddbPut: append(evs, sourceKeys(pkBodies, names)...), ddbUpdate: evs})
+	}
 	ev.Queue.Grant(in.Role, jsii.String(sqsSend))
 
-	// processor: claim and transitions are UpdateItem; payload chunks and the
-	// version guard's projection read are GetItem; the commit transaction is
-	// Update + Put items. It announces intents with SendMessageBatch.
-	pr.grantOn([]string{ddbGet, ddbPut, ddbUpdate}, table)
+	// processor: claim and transitions are UpdateItem on the event; payload
+	// chunks and the version guard's projection read are GetItem; the commit
+	// transaction updates the event, puts or updates the projection, puts
+	// new intents (and compensations) and updates intents a revision
+	// contradicts. It announces intents with SendMessageBatch.
+	pr.grantOn([]string{ddbGet}, table)
+	pr.grantWrites(table, ledgerWrites{
+		ddbPut:    {anyKey(pkProjections), anyKey(pkIntents)},
+		ddbUpdate: {anyKey(pkEvents), anyKey(pkProjections), anyKey(pkIntents)},
+	})
 	ev.Queue.Grant(pr.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
 	ef.Queue.Grant(pr.Role, jsii.String(sqsSend))
 
-	// dispatcher: ClaimIntent/RecordIntent are UpdateItem, the consistent
-	// intent read is GetItem; it hides a waiting message until it is due.
-	di.grantOn([]string{ddbGet, ddbUpdate}, table)
+	// dispatcher: ClaimIntent/RecordIntent are UpdateItem on the intent,
+	// LockSubject an UpdateItem on the subject's cursor; the projection and
+	// intent reads are GetItem; it hides a waiting message until it is due.
+	di.grantOn([]string{ddbGet}, table)
+	di.grantWrites(table, ledgerWrites{ddbUpdate: {anyKey(pkIntents), anyKey(pkCursors)}})
 	ef.Queue.Grant(di.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes), jsii.String(sqsVisibility))
 
 	// reconciler (pkg/reconciler): every sweep (ListDue, ListDueIntents,
-	// ListOpen) queries the due index only; GiveUp is UpdateItem, a missed
-	// event found at the source of truth is Accepted (UpdateItem + PutItem
-	// chunks), GetProjection is GetItem. It re-enqueues events and
-	// re-announces intents (SendMessage/SendMessageBatch), reads both DLQs'
+	// ListOpen, ListSyncDue) queries the due index only; GiveUp is an
+	// UpdateItem on the event, a missed event found at the source of truth
+	// (or a bridge dead letter) is Accepted (UpdateItem + PutItem chunks,
+	// any source: a source removed from the configuration may still have
+	// events), the drift check's MarkSynced is an UpdateItem on a cursor;
+	// GetProjection, GetIntentState and the cursor reads are GetItem. It
+	// writes no intent (it re-announces them on the effects queue) and no
+	// body marker (a bridge dead letter's id comes from AWS). It
+	// re-enqueues events (SendMessage/SendMessageBatch), reads both DLQs'
 	// depths, and sweeps both DLQs (receive, delete what is finished).
 	re.grantOn([]string{ddbQuery}, dueIndex)
-	re.grantOn([]string{ddbGet, ddbPut, ddbUpdate}, table)
+	re.grantOn([]string{ddbGet}, table)
+	re.grantWrites(table, ledgerWrites{
+		ddbPut:    {anyKey(pkEvents)},
+		ddbUpdate: {anyKey(pkEvents), anyKey(pkCursors)},
+	})
 	ev.Queue.Grant(re.Role, jsii.String(sqsSend))
 	ef.Queue.Grant(re.Role, jsii.String(sqsSend))
 	ef.DLQ.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))

@@ -1,0 +1,242 @@
+package stack_test
+
+import (
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/effectively-once/webhooks/infra/stack"
+	"github.com/effectively-once/webhooks/pkg/intake"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/processor"
+	"github.com/effectively-once/webhooks/pkg/reconciler"
+)
+
+// Partition keys of each kind of ledger item, as pkg/ledger writes them.
+const (
+	stripeEvent  = "EV#stripe#evt_1" // an event of source stripe; its payload chunks share this key
+	unknownEvent = "EV#elsewhere#evt_1"
+	stripeBody   = "BH#stripe#9f86d081884c7d65" // the marker of a body of an unsigned-id scheme
+	projection   = "PJ#orders#O-42"
+	intent       = "OP#0f3a9c"
+	cursor       = "CUR#orders#O-42#refund"
+)
+
+func TestEachFunctionWritesOnlyTheLedgerKeysItOwns(t *testing.T) {
+	const put, update = "dynamodb:PutItem", "dynamodb:UpdateItem"
+	for _, c := range []struct {
+		variant string
+		// intake's patterns: the events and body markers of the sources it
+		// serves over HTTPS
+		events, bodies []string
+	}{
+		{"default", []string{"EV#stripe#*"}, []string{"BH#stripe#*"}},
+		{"full", []string{"EV#ses#*", "EV#shop#*", "EV#stripe#*"}, []string{"BH#ses#*", "BH#shop#*", "BH#stripe#*"}},
+	} {
+		t.Run(c.variant, func(t *testing.T) {
+			// GIVEN a synthesized stack
+			s := stackOf(t, c.variant)
+			// THEN every DynamoDB write of every function is conditioned on
+			// the partition keys (dynamodb:LeadingKeys) its code writes, per
+			// action: nothing else
+			want := map[string]map[string][]string{
+				stack.Intake:     {put: sorted(append(c.bodies, c.events...)), update: c.events},
+				stack.Processor:  {put: {"OP#*", "PJ#*"}, update: {"EV#*", "OP#*", "PJ#*"}},
+				stack.Dispatcher: {update: {"CUR#*", "OP#*"}},
+				stack.Reconciler: {put: {"EV#*"}, update: {"CUR#*", "EV#*"}},
+			}
+			writes := map[string]map[string][]string{}
+			for fn, w := range want {
+				writes[fn] = s.ledgerWrites(t, s.roleOf(t, fn))
+				if !reflect.DeepEqual(writes[fn], w) {
+					t.Errorf("%s writes %v, want %v", fn, writes[fn], w)
+				}
+			}
+			// AND, item by item, what an attacker holding one function's
+			// credentials can and cannot write
+			for _, r := range []struct {
+				fn, action, pk string
+				allowed        bool
+			}{
+				// intake: events and body markers of the sources it serves,
+				// nothing else
+				{stack.Intake, update, stripeEvent, true},
+				{stack.Intake, put, stripeEvent, true}, // payload chunks
+				{stack.Intake, put, stripeBody, true},
+				{stack.Intake, update, stripeBody, false},
+				{stack.Intake, update, unknownEvent, false},
+				{stack.Intake, put, "BH#elsewhere#9f86d081884c7d65", false},
+				{stack.Intake, put, intent, false},
+				{stack.Intake, update, intent, false},
+				{stack.Intake, put, projection, false},
+				{stack.Intake, update, projection, false},
+				{stack.Intake, update, cursor, false},
+				// processor: the commit's event, projection and intents; it
+				// never stores a payload or moves a subject's cursor
+				{stack.Processor, update, stripeEvent, true},
+				{stack.Processor, put, projection, true},
+				{stack.Processor, put, intent, true},
+				{stack.Processor, update, intent, true}, // intents a revision contradicts
+				{stack.Processor, put, stripeEvent, false},
+				{stack.Processor, update, cursor, false},
+				{stack.Processor, put, stripeBody, false},
+				// dispatcher: intents and cursors only
+				{stack.Dispatcher, update, intent, true},
+				{stack.Dispatcher, update, cursor, true},
+				{stack.Dispatcher, update, stripeEvent, false},
+				{stack.Dispatcher, update, projection, false},
+				{stack.Dispatcher, put, intent, false},
+				// reconciler: events (give up, accept a missed one) and
+				// cursors (drift check); never an intent or a projection
+				{stack.Reconciler, update, stripeEvent, true},
+				{stack.Reconciler, put, unknownEvent, true}, // a removed source's events
+				{stack.Reconciler, update, cursor, true},
+				{stack.Reconciler, update, intent, false},
+				{stack.Reconciler, put, intent, false},
+				{stack.Reconciler, update, projection, false},
+				{stack.Reconciler, put, stripeBody, false},
+			} {
+				if got := mayWrite(writes[r.fn], r.action, r.pk); got != r.allowed {
+					t.Errorf("%s %s on %s: allowed %v, want %v", r.fn, r.action, r.pk, got, r.allowed)
+				}
+			}
+			// AND no function may delete or batch-write
+			for fn := range want {
+				for _, a := range []string{"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} {
+					if _, ok := writes[fn][a]; ok {
+						t.Errorf("%s holds %s", fn, a)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBridgeWritesOnlyTheEventsOfItsEventBridgeSources(t *testing.T) {
+	// GIVEN stripe over HTTPS and EventBridge, shop over EventBridge only,
+	// gh over HTTPS only
+	s := bridgeStack(t)
+	// THEN the bridge, which has no signature to check, writes only the
+	// events of stripe and shop (no body markers: its ids come from AWS),
+	// and intake only the events and body markers of stripe and gh
+	for fn, want := range map[string]map[string][]string{
+		stack.Bridge: {"dynamodb:PutItem": {"EV#shop#*", "EV#stripe#*"}, "dynamodb:UpdateItem": {"EV#shop#*", "EV#stripe#*"}},
+		stack.Intake: {"dynamodb:PutItem": {"BH#gh#*", "BH#stripe#*", "EV#gh#*", "EV#stripe#*"}, "dynamodb:UpdateItem": {"EV#gh#*", "EV#stripe#*"}},
+	} {
+		if w := s.ledgerWrites(t, s.roleOf(t, fn)); !reflect.DeepEqual(w, want) {
+			t.Errorf("%s writes %v, want %v", fn, w, want)
+		}
+	}
+	bridge := s.ledgerWrites(t, s.roleOf(t, stack.Bridge))
+	for pk, allowed := range map[string]bool{"EV#shop#evt_1": true, "EV#gh#evt_1": false, "EV#stripe-eu#evt_1": false, intent: false, projection: false, cursor: false, "BH#shop#9f86d081884c7d65": false} {
+		if mayWrite(bridge, "dynamodb:UpdateItem", pk) != allowed {
+			t.Errorf("bridge UpdateItem on %s: want allowed %v", pk, allowed)
+		}
+	}
+}
+
+// What each ledger method writes: per IAM action, the partition key
+// prefixes (pkg/ledger). Every exported method of *ledger.Ledger is either
+// here or in ledgerReads, so a new method is classified before a function
+// can call it.
+var ledgerMethodWrites = map[string]map[string][]string{
+	"Accept":         {"dynamodb:UpdateItem": {"EV#"}, "dynamodb:PutItem": {"EV#"}}, // the event, its payload chunks
+	"Claim":          {"dynamodb:UpdateItem": {"EV#"}},
+	"Commit":         {"dynamodb:UpdateItem": {"EV#", "PJ#", "OP#"}, "dynamodb:PutItem": {"PJ#", "OP#"}},
+	"RetryLater":     {"dynamodb:UpdateItem": {"EV#"}},
+	"Dead":           {"dynamodb:UpdateItem": {"EV#"}},
+	"Quarantine":     {"dynamodb:UpdateItem": {"EV#"}},
+	"GiveUp":         {"dynamodb:UpdateItem": {"EV#"}},
+	"Replay":         {"dynamodb:UpdateItem": {"EV#"}},
+	"Release":        {"dynamodb:UpdateItem": {"EV#"}},
+	"Hold":           {"dynamodb:UpdateItem": {"EV#"}},
+	"ClaimIntent":    {"dynamodb:UpdateItem": {"OP#"}},
+	"RecordIntent":   {"dynamodb:UpdateItem": {"OP#"}},
+	"RecordIntentAs": {"dynamodb:UpdateItem": {"OP#"}},
+	"ResolveIntent":  {"dynamodb:UpdateItem": {"OP#"}},
+	"LockSubject":    {"dynamodb:UpdateItem": {"CUR#"}},
+	"MarkSynced":     {"dynamodb:UpdateItem": {"CUR#"}},
+	"ClaimBody":      {"dynamodb:PutItem": {"BH#"}},
+}
+
+var ledgerReads = []string{"Get", "Payload", "GetProjection", "GetIntentState", "GetCursor", "ListDue", "ListDueIntents",
+	"ListOpen", "ListSyncDue", "ScanEvents", "Table"}
+
+// The ledger interfaces each function's code holds (functions/<fn>/main.go
+// passes its *ledger.Ledger to nothing else): the reconciler also runs the
+// bridge's accept path for the bridge DLQ.
+var functionLedgers = map[string][]reflect.Type{
+	stack.Intake:     {reflect.TypeFor[intake.Ledger]()},
+	stack.Bridge:     {reflect.TypeFor[intake.Ledger]()},
+	stack.Processor:  {reflect.TypeFor[processor.Ledger]()},
+	stack.Dispatcher: {reflect.TypeFor[outbox.Ledger]()},
+	stack.Reconciler: {reflect.TypeFor[reconciler.Ledger](), reflect.TypeFor[intake.Ledger]()},
+}
+
+// neverCalled are interface methods a function's code path cannot reach,
+// so it gets no grant for them: the EventBridge path (the bridge, and the
+// reconciler redelivering the bridge DLQ through it) never asks ClaimBody,
+// since EventBridge ids come from AWS, not from the sender.
+var neverCalled = map[string][]string{
+	stack.Bridge:     {"ClaimBody"},
+	stack.Reconciler: {"ClaimBody"},
+}
+
+func TestEveryLedgerWriteAFunctionsCodeCanMakeIsGrantedAndNoOtherIs(t *testing.T) {
+	// GIVEN every method of the ledger, classified
+	l := reflect.TypeFor[*ledger.Ledger]()
+	for i := range l.NumMethod() {
+		if m := l.Method(i).Name; ledgerMethodWrites[m] == nil && !slices.Contains(ledgerReads, m) {
+			t.Errorf("ledger.%s is neither in ledgerMethodWrites nor in ledgerReads (infra/stack/iam_test.go): say what it writes, "+
+				"and grant those keys to the functions that call it (grants in infra/stack/stack.go)", m)
+		}
+	}
+	// WHEN each function's write grant is compared with what the ledger
+	// interfaces its code holds can write
+	s := bridgeStack(t) // every function, the bridge included
+	for fn, ifaces := range functionLedgers {
+		need := map[string][]string{}
+		for _, it := range ifaces {
+			for i := range it.NumMethod() {
+				if slices.Contains(neverCalled[fn], it.Method(i).Name) {
+					continue
+				}
+				for a, prefixes := range ledgerMethodWrites[it.Method(i).Name] {
+					need[a] = append(need[a], prefixes...)
+				}
+			}
+		}
+		for a := range need {
+			need[a] = sorted(need[a])
+		}
+		granted := map[string][]string{}
+		for a, patterns := range s.ledgerWrites(t, s.roleOf(t, fn)) {
+			for _, p := range patterns {
+				// "EV#stripe#*" and "EV#*" are both event keys
+				prefix, _, _ := strings.Cut(p, "#")
+				granted[a] = append(granted[a], prefix+"#")
+			}
+			granted[a] = sorted(granted[a])
+		}
+		// THEN each write the code can make is granted (no AccessDenied in
+		// AWS), and nothing more is
+		if !reflect.DeepEqual(granted, need) {
+			t.Errorf("%s: granted writes %v, its code writes %v", fn, granted, need)
+		}
+	}
+	if fns := keys(functionLedgers); !slices.Equal(fns, sortedFunctions(s)) {
+		t.Errorf("functions with ledger interfaces %v, functions in the stack %v", fns, sortedFunctions(s))
+	}
+}
+
+func sortedFunctions(s *synthed) []string {
+	var out []string
+	for _, f := range s.ofType("AWS::Lambda::Function") {
+		out = append(out, strings.TrimPrefix(props(f)["FunctionName"].(string), s.stack.Config.Prefix()))
+	}
+	sort.Strings(out)
+	return out
+}
