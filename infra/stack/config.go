@@ -44,6 +44,14 @@ type Config struct {
 	// ThrottleRate and ThrottleBurst limit the HTTP API stage (requests per
 	// second, and the burst above it).
 	ThrottleRate, ThrottleBurst int
+	// IntakeReservedConcurrency reserves, and caps, the intake function's
+	// concurrent executions, so a flood of deliveries cannot take the
+	// account's whole concurrency from the processor, dispatcher and
+	// reconciler. Default ThrottleBurst: the most requests the stage lets
+	// through at once. 0 reserves nothing (accounts whose concurrency quota
+	// cannot spare it: a reservation comes out of the unreserved pool, and
+	// Lambda keeps at least 100 of that pool unreserved).
+	IntakeReservedConcurrency int
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
 }
@@ -120,6 +128,7 @@ const (
 	KeyLogLevel           = "logLevel"
 	KeyThrottleRate       = "throttleRateLimit"
 	KeyThrottleBurst      = "throttleBurstLimit"
+	KeyIntakeReserved     = "intakeReservedConcurrency"
 )
 
 var (
@@ -129,6 +138,11 @@ var (
 	sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	arnRE        = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$`)
 )
+
+// maxReservedConcurrency bounds intakeReservedConcurrency: far above what
+// the stage's throttle lets through (its own maximum burst is 5000), and a
+// reservation the account cannot give fails the deployment anyway.
+const maxReservedConcurrency = 5000
 
 // Log retentions CloudWatch accepts (days).
 var validRetention = map[int]bool{1: true, 3: true, 5: true, 7: true, 14: true, 30: true, 60: true, 90: true,
@@ -180,6 +194,10 @@ func FromContext(get func(key string) any) (Config, error) {
 		if *iv.dst, err = intValue(get(iv.key), *iv.dst, iv.lo, iv.hi); err != nil {
 			return c, fmt.Errorf("%w: %s: %v", ErrConfig, iv.key, err)
 		}
+	}
+	// After the burst limit, whose value is its default.
+	if c.IntakeReservedConcurrency, err = intValue(get(KeyIntakeReserved), c.ThrottleBurst, 0, maxReservedConcurrency); err != nil {
+		return c, fmt.Errorf("%w: %s: %v (0 reserves nothing)", ErrConfig, KeyIntakeReserved, err)
 	}
 	if !validRetention[c.LogRetentionDays] {
 		return c, fmt.Errorf("%w: %s %d is not a retention CloudWatch Logs accepts", ErrConfig, KeyLogRetentionDays, c.LogRetentionDays)

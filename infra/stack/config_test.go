@@ -108,6 +108,8 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 		"retention below minimum": {map[string]any{"retentionDays": "2"}, "retentionDays"},
 		"tracing not a bool":      {map[string]any{"tracing": "yes"}, "tracing"},
 		"alarm email":             {map[string]any{"alarmEmail": "oncall"}, "alarmEmail"},
+		"negative reservation":    {map[string]any{"intakeReservedConcurrency": -1.0}, "intakeReservedConcurrency"},
+		"reservation not a count": {map[string]any{"intakeReservedConcurrency": "all"}, "intakeReservedConcurrency"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// GIVEN cdk.json's context with one wrong value

@@ -26,6 +26,10 @@ type FunctionProps struct {
 	// DeadLetterQueue, when set, receives the events of asynchronous
 	// invocations that failed every attempt.
 	DeadLetterQueue awssqs.IQueue
+	// ReservedConcurrency, when above 0, reserves (and caps) that many
+	// concurrent executions for the function; 0 leaves it in the account's
+	// unreserved pool.
+	ReservedConcurrency int
 }
 
 // Function is a Lambda with its own role and log group: the role starts
@@ -94,6 +98,10 @@ func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Func
 	if cfg.Tracing {
 		tracing = awslambda.Tracing_ACTIVE
 	}
+	var reserved *float64
+	if p.ReservedConcurrency > 0 {
+		reserved = jsii.Number(float64(p.ReservedConcurrency))
+	}
 	fn := awslambda.NewFunction(c, jsii.String("Function"), &awslambda.FunctionProps{
 		FunctionName: jsii.String(name),
 		Description:  jsii.String("effectively-once webhooks: " + p.Name + " (" + cfg.Stage + ")"),
@@ -114,6 +122,8 @@ func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Func
 		Tracing:               tracing,
 		Environment:           &env,
 		DeadLetterQueue:       p.DeadLetterQueue,
+		// nil (no reservation) unless ReservedConcurrency is set.
+		ReservedConcurrentExecutions: reserved,
 	})
 	if cfg.Tracing {
 		cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{

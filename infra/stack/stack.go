@@ -400,6 +400,11 @@ func (s *Stack) functions(sourcesDoc, effectsDoc *string) error {
 			Env: map[string]*string{
 				"TABLE_NAME": s.Table.TableName(), "EVENTS_QUEUE_URL": ev.Queue.QueueUrl(), "SOURCES": sourcesDoc,
 			},
+			// Config.IntakeReservedConcurrency: a flood of deliveries is
+			// throttled here (the provider gets a 5xx and retries) instead
+			// of taking the concurrency the processors and the dispatcher
+			// need to drain what was already accepted.
+			ReservedConcurrency: s.Config.IntakeReservedConcurrency,
 		},
 		{
 			Name: Processor,
