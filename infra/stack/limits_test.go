@@ -47,3 +47,25 @@ func TestIntakeReservesConcurrencySoAFloodCannotStarveTheOtherFunctions(t *testi
 		t.Errorf("intakeReservedConcurrency=0 reserved %v", p["ReservedConcurrentExecutions"])
 	}
 }
+
+func TestAllSourcesShareTheStageThrottleOnTheirOneRoute(t *testing.T) {
+	// GIVEN the full stack: three HTTPS sources
+	s := fullStack(t)
+	// THEN they share one route (intake reads the source from its path
+	// parameter), so API Gateway's per-route throttling cannot tell them
+	// apart: the stage's limits apply to all of them together, and no
+	// route overrides them (why: httpAPI in stack.go)
+	if n := len(s.ofType("AWS::ApiGatewayV2::Route")); n != 1 {
+		t.Fatalf("%d routes", n)
+	}
+	for _, st := range s.ofType("AWS::ApiGatewayV2::Stage") {
+		p := props(st)
+		if rs, ok := p["RouteSettings"]; ok {
+			t.Errorf("route settings %v", rs)
+		}
+		d := p["DefaultRouteSettings"].(map[string]any)
+		if d["ThrottlingRateLimit"] != 50.0 || d["ThrottlingBurstLimit"] != 100.0 {
+			t.Errorf("stage throttle %v", d)
+		}
+	}
+}

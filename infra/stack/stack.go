@@ -725,6 +725,14 @@ func (s *Stack) httpAPI() {
 		Description:        jsii.String("Webhook intake: POST /webhooks/{source}"),
 		CreateDefaultStage: jsii.Bool(false),
 	})
+	// The throttle is the stage's, shared by every source. An HTTP API
+	// throttles per route too (the stage's RouteSettings, by route key),
+	// but all sources share the one route POST /webhooks/{source}, and
+	// intake learns the source from that path parameter: a limit per source
+	// would need a route per source (POST /webhooks/stripe, ...), which has
+	// no path parameter, so intake would first have to read the source from
+	// the route key. Until then one source's flood can use the whole stage
+	// limit; the others are answered 429 and their providers retry.
 	stage := s.API.AddStage(jsii.String("DefaultStage"), &awsapigatewayv2.HttpStageOptions{
 		StageName:  jsii.String("$default"),
 		AutoDeploy: jsii.Bool(true),
