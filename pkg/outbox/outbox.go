@@ -363,6 +363,13 @@ func (d *Dispatcher) stillCurrent(ctx context.Context, in ledger.IntentState) (w
 	if ok, why := ledger.ConditionHolds(in.Condition, p.State); !ok {
 		return at + " says " + why, false, nil
 	}
+	if in.ContradictedBy != 0 {
+		// A revision between the intent's and now removed its reason; a
+		// later one restored the state and carries its own intents. This
+		// one's reason is gone for good (the chaos checker found it).
+		return fmt.Sprintf("%s/%s version %d removed its reason (the intent's: %d); the state that holds now came with its own intents",
+			in.Projection, in.ProjectionSubject, in.ContradictedBy, in.Version), false, nil
+	}
 	return "", true, nil
 }
 
