@@ -115,7 +115,7 @@ func TestGrantRetriedAfterRevokeIsSuperseded(t *testing.T) {
 	if last.Key != revoke {
 		t.Fatalf("the downstream's last applied call is %s, want the revoke %s", last.Key, revoke)
 	}
-	p, err := h.Ledger.GetProjection(ctx, projection.StripeSubscriptionProjection, subID)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
 	if err != nil || p.State["entitled"] != false {
 		t.Fatalf("projection %+v %v", p, err)
 	}
@@ -284,7 +284,7 @@ func TestTwoDispatchersSerializeOneSubject(t *testing.T) {
 		t.Fatalf("revoke ended %s (%s), effective %d", in.Status, in.Detail, h.Outbox.Down.Effective(revoke))
 	}
 	view, ok := h.Outbox.Down.Subject(acct)
-	p, err := h.Ledger.GetProjection(ctx, projection.StripeSubscriptionProjection, subID)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
 	if !ok || err != nil || view.Regressions != 0 || len(view.History) != 2 || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) {
 		t.Fatalf("downstream view %+v (projection v%d, %v); want grant then revoke, ending at the projection's version", view, p.Version, err)
 	}
@@ -432,7 +432,7 @@ func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
 		t.Fatalf("reconciler: %+v %v; want one drifting subject, its revoke re-announced by the drift check", rep, err)
 	}
 	h.DrainAll(drainTimeout, idle, nil, d)
-	p, err := h.Ledger.GetProjection(ctx, projection.StripeSubscriptionProjection, subID)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
 	view, _ := h.Outbox.Down.Subject(acct)
 	if err != nil || h.Outbox.Intent(revoke).Status != ledger.IntentStatusSucceeded || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) || view.Regressions != 0 {
 		t.Fatalf("after the repair: revoke %s, downstream %+v, projection v%d (%v)", h.Outbox.Intent(revoke).Status, view, p.Version, err)
@@ -440,5 +440,35 @@ func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
 	h.Clock.Advance(time.Minute)
 	if rep, err := rc.Run(ctx); err != nil || rep.Downstream.Drifting != 0 {
 		t.Fatalf("second run: %+v %v; want in sync", rep.Downstream, err)
+	}
+}
+
+// Found by the chaos checker: cancelled at r12 (the refund waits on a
+// 503), confirmed at r13, cancelled again at r14. When r12's refund is
+// retried the order is cancelled again, but not by r12's reason: r13
+// removed it, and r14 brought its own refund. r12's ends OBSOLETE; only
+// r14's is performed.
+func TestReasonRemovedThenRestoredStaysObsolete(t *testing.T) {
+	h, o, w, d := orderPipeline(t, pt.OutboxOptions{})
+	ctx := context.Background()
+	o.Down.Then(downstream.Behavior{Mode: downstream.Unavailable503, RetryAfter: 20 * time.Second},
+		downstream.Behavior{Mode: downstream.Unavailable503, RetryAfter: 20 * time.Second})
+	deliver(t, h, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""), 202)
+	w.PollOnce(ctx)
+	d.PollOnce(ctx)
+	deliver(t, h, "msg_o42_13", pt.OrderEvent("order.confirmed", o42, 13, "confirmed", ""), 202)
+	w.PollOnce(ctx)
+	settle(t, h, w, d, "msg_o42_14", pt.OrderEvent("order.cancelled", o42, 14, "", ""))
+	requireOrder(t, h, "cancelled", 14)
+	refund14, notify14 := pt.OrderOps(o42, 14)
+	for _, op := range []string{refund12, notify12} {
+		if in := o.Intent(op); in.Status != ledger.IntentStatusObsolete || in.ContradictedBy != 13 || o.Down.Effective(op) != 0 {
+			t.Fatalf("%s ended %s (%s), contradicted by %d, effective %d; want OBSOLETE, never applied", op, in.Status, in.Detail, in.ContradictedBy, o.Down.Effective(op))
+		}
+	}
+	for _, op := range []string{refund14, notify14} {
+		if in := o.Intent(op); in.Status != ledger.IntentStatusSucceeded || o.Down.Effective(op) != 1 {
+			t.Fatalf("%s ended %s, effective %d", op, in.Status, o.Down.Effective(op))
+		}
 	}
 }
