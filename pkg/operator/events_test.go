@@ -172,7 +172,8 @@ func TestEventsShowDuplicatesAndOperations(t *testing.T) {
 	}
 	for _, id := range []string{"d-retry-1", "d-retry-2"} {
 		f.Clock.Advance(time.Minute)
-		d := ledger.Delivery{Source: "orders", EventID: "msg_o42_12", EventType: "order.cancelled", DeliveryID: id, Payload: []byte(`{}`)}
+		// The same bytes: other bytes under this id would be a conflict.
+		d := ledger.Delivery{Source: "orders", EventID: "msg_o42_12", EventType: "order.cancelled", DeliveryID: id, Payload: []byte(`{"type":"order.cancelled","data":{"id":"O-42","revision":12}}`)}
 		if res, err := f.L.Accept(ctx, d); err != nil || !res.Duplicate {
 			t.Fatalf("duplicate: %+v %v", res, err)
 		}

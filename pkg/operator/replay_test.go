@@ -112,7 +112,7 @@ func TestReplayOfADeadEventIsProcessedOnce(t *testing.T) {
 	proj.broken = false // the repair
 	f.Clock.Advance(time.Hour)
 	out := f.mustRun("replay", "stripe", "evt_o42", "--reason", "order service restored (INC-7)", "--actor", "ops:alice")
-	requireEqual(t, "replay", out, "replayed stripe/evt_o42 -> RECEIVED (same identity; audit: replay by ops:alice: order service restored (INC-7))\nenqueued\n")
+	requireEqual(t, "replay", out, "replayed stripe/evt_o42 -> RECEIVED (same identity; audit: replay by ops:alice ("+callerARN+"): order service restored (INC-7))\nenqueued\n")
 	if n := deliver(t, f, proc); n != 1 {
 		t.Fatalf("the replay enqueued %d messages", n)
 	}
@@ -131,10 +131,11 @@ func TestReplayOfADeadEventIsProcessedOnce(t *testing.T) {
 		t.Fatalf("audit %v, want %v", got, want)
 	}
 	replay := ev.Audit[5]
-	if replay != (ledger.AuditEntry{At: t0.Add(time.Hour + 2*time.Second), From: ledger.StatusDead, To: ledger.StatusReceived, Actor: "ops:alice", Action: "replay", Reason: "order service restored (INC-7)"}) {
+	if replay != (ledger.AuditEntry{At: t0.Add(time.Hour + 2*time.Second), From: ledger.StatusDead, To: ledger.StatusReceived, Actor: "ops:alice (" + callerARN + ")", Action: "replay", Reason: "order service restored (INC-7)"}) {
 		t.Fatalf("replay audit %+v", replay)
 	}
-	in, err := f.L.GetIntentState(ctx, "O-42:refund:12")
+	// In the source's scope (issue 13 §1).
+	in, err := f.L.GetIntentState(ctx, projection.ScopedOperationID("stripe", "O-42:refund:12"))
 	if err != nil || in.Causation != "stripe/evt_o42" {
 		t.Fatalf("intent: %+v %v", in, err)
 	}
@@ -149,7 +150,8 @@ func TestReplayOfADeadEventIsProcessedOnce(t *testing.T) {
 	}
 }
 
-// The default actor is $USER@hostname; JSON output names it.
+// The default actor is $USER@hostname, with the caller's verified AWS
+// identity; JSON output names it.
 func TestReplayJSONAndDefaultActor(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -158,7 +160,7 @@ func TestReplayJSONAndDefaultActor(t *testing.T) {
 	if err := json.Unmarshal([]byte(f.mustRun("replay", "stripe", "evt_1", "--reason", "retry after fix", "--json")), &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"source": "stripe", "event_id": "evt_1", "status": "RECEIVED", "actor": "alice@ops-box", "reason": "retry after fix", "enqueued": true, "note": "enqueued"}
+	want := map[string]any{"source": "stripe", "event_id": "evt_1", "status": "RECEIVED", "actor": aliceActor, "reason": "retry after fix", "enqueued": true, "note": "enqueued"}
 	if len(got) != len(want) {
 		t.Fatalf("json %v", got)
 	}
@@ -167,7 +169,7 @@ func TestReplayJSONAndDefaultActor(t *testing.T) {
 			t.Fatalf("json %s = %v, want %v", k, got[k], v)
 		}
 	}
-	if e := f.event("stripe", "evt_1").Audit; e[len(e)-1].Actor != "alice@ops-box" {
+	if e := f.event("stripe", "evt_1").Audit; e[len(e)-1].Actor != aliceActor {
 		t.Fatalf("audit actor %q", e[len(e)-1].Actor)
 	}
 	if p := f.pointers(f.Events.Queue); len(p) != 1 || p[0] != (queue.Pointer{V: 1, Source: "stripe", EventID: "evt_1", Reason: "replay"}) {
@@ -269,7 +271,7 @@ replayed 3 of 4 DEAD events; skipped 1 in the checkpoint, 0 no longer DEAD
 		if ev.Status != want || count(ev.Audit, "replay") != 1 {
 			t.Fatalf("%s: %s, %d replays", id, ev.Status, count(ev.Audit, "replay"))
 		}
-		if r := ev.Audit[slices.Index(actions(ev.Audit), "replay")]; r.Actor != "alice@ops-box" || r.Reason != "INC-12 downstream fixed" {
+		if r := ev.Audit[slices.Index(actions(ev.Audit), "replay")]; r.Actor != aliceActor || r.Reason != "INC-12 downstream fixed" {
 			t.Fatalf("%s replay audit %+v", id, r)
 		}
 	}

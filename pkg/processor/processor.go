@@ -239,6 +239,9 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 			return p.transient(ctx, c, m, "projection_failed", err, log)
 		}
 	}
+	// The state and intents belong to the source's scope (I8): another
+	// source's secret can never write them.
+	res = projection.Scoped(src.Scope(), res)
 	if res.Write != nil && note != "" {
 		res.Write.Note = note
 	}

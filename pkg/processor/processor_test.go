@@ -65,7 +65,7 @@ func TestBatchReportsOnlyTheMessagesToRetry(t *testing.T) {
 	if ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeApplied {
 		t.Fatalf("fixture event %s %+v", ev.Status, ev.Result)
 	}
-	p, err := h.Ledger.GetProjection(context.Background(), projection.StripeSubscriptionProjection, "sub_1QfixtureSub0001")
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), "sub_1QfixtureSub0001")
 	if err != nil || p.State["status"] != "past_due" || p.State["entitled"] != true || p.State["account_id"] != "acct_fixture_42" {
 		t.Fatalf("projection %+v %v", p.State, err)
 	}

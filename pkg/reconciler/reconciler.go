@@ -302,6 +302,8 @@ func (r *Reconciler) behind(ctx context.Context, src source.Source, f Fact) (boo
 	if err != nil {
 		return false, "", fmt.Errorf("project: %w", err)
 	}
+	// Compared with the state this source owns, as the processor writes it.
+	res = projection.Scoped(src.Scope(), res)
 	if res.Write == nil {
 		return false, "", nil
 	}

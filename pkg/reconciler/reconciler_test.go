@@ -270,11 +270,11 @@ func TestDriftIsRepairedThroughThePipeline(t *testing.T) {
 	}
 	f.process() // evt_r11 (re-enqueued) and the two reconciliation events, in any order
 	f.process()
-	p, err := f.L.GetProjection(context.Background(), projection.OrderProjection, "O-42")
+	p, err := f.L.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), "O-42")
 	if err != nil || p.Version != 12 || p.State["status"] != "cancelled" {
 		t.Fatalf("O-42 projection %+v %v", p, err)
 	}
-	if p7, err := f.L.GetProjection(context.Background(), projection.OrderProjection, "O-7"); err != nil || p7.Version != 3 {
+	if p7, err := f.L.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), "O-7"); err != nil || p7.Version != 3 {
 		t.Fatalf("O-7 projection %+v %v", p7, err)
 	}
 	snap, err := ledger.TakeSnapshot(context.Background(), f.DB, "ledger")

@@ -73,7 +73,7 @@ func TestStripeTruthFeedsUndeliveredEvents(t *testing.T) {
 	if ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeApplied {
 		t.Fatalf("fed event %s %+v", ev.Status, ev.Result)
 	}
-	p, err := f.L.GetProjection(ctx, projection.StripeSubscriptionProjection, "sub_B")
+	p, err := f.L.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), "sub_B")
 	if err != nil || p.State["status"] != "past_due" {
 		t.Fatalf("projection %+v %v", p, err)
 	}

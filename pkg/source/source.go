@@ -41,6 +41,33 @@ type Source struct {
 	// API, for a stripe source, is the Stripe API the processor reads the
 	// object a thin event names from (see package stripeapi).
 	API *API `json:"api,omitempty"`
+
+	// Ownership of business state (DESIGN.md §5 I8; see Scope). Domain
+	// names the business domain whose subjects this source writes; empty
+	// means the source's own name, so no other source's secret can touch
+	// them. Sources that name one domain write the same subjects; two of
+	// the same kind may do so only if each sets SharedDomain (they can
+	// then change each other's state: say so on purpose). Unscoped keeps
+	// the keys of a stage deployed before ownership existed (projections
+	// and operation ids shared by every unscoped source of a kind).
+	Domain       string `json:"domain,omitempty"`
+	SharedDomain bool   `json:"shared_domain,omitempty"`
+	Unscoped     bool   `json:"unscoped,omitempty"`
+}
+
+// Scope is the owner of the business state this source writes: its
+// domain, else its name; "" for an unscoped source. The processor puts it
+// in the projection's name ("<scope>/<projection>") and in every
+// operation id, so sources with different scopes never write the same
+// projection item or intent.
+func (s Source) Scope() string {
+	switch {
+	case s.Unscoped:
+		return ""
+	case s.Domain != "":
+		return s.Domain
+	}
+	return s.Name
 }
 
 // API configures the provider API a processor fetches objects from.
@@ -247,12 +274,64 @@ func Parse(doc []byte) (*Set, error) {
 				return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
 			}
 		}
+		if s.Domain != "" && !nameRE.MatchString(s.Domain) {
+			return nil, fmt.Errorf("%w: %s: domain must match %s", ErrConfig, where, nameRE)
+		}
+		if s.Unscoped && s.Domain != "" {
+			return nil, fmt.Errorf("%w: %s: a source is either unscoped (the keys before ownership existed) or in a domain, not both", ErrConfig, where)
+		}
 		set.byName[s.Name] = s
 		if s.EventBridge() {
 			set.byEventSource[s.EventSource] = s
 		}
 	}
+	if err := checkOwnership(raw.Sources); err != nil {
+		return nil, err
+	}
 	return set, nil
+}
+
+// checkOwnership refuses two sources of one kind writing the same
+// subjects (one domain, or both unscoped) unless each says so with
+// shared_domain: otherwise the lower-value secret of the two could change
+// the other's state (issue 13 §1). A domain used by a single source, or by
+// sources of different kinds, needs nothing.
+func checkOwnership(sources []Source) error {
+	type key struct{ kind, scope string }
+	by := map[key][]Source{}
+	for _, s := range sources {
+		k := key{s.Kind, s.Scope()}
+		by[k] = append(by[k], s)
+	}
+	keys := make([]key, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int { return strings.Compare(a.kind+"/"+a.scope, b.kind+"/"+b.scope) })
+	for _, k := range keys {
+		group := by[k]
+		if len(group) < 2 {
+			continue
+		}
+		var names, unmarked []string
+		for _, s := range group {
+			names = append(names, s.Name)
+			if !s.SharedDomain {
+				unmarked = append(unmarked, s.Name)
+			}
+		}
+		if len(unmarked) == 0 {
+			continue
+		}
+		where := fmt.Sprintf("domain %q", k.scope)
+		if k.scope == "" {
+			where = "the unscoped keys"
+		}
+		return fmt.Errorf("%w: sources %s (all kind %s) write the same subjects (%s): each one's secret can change the others' business state; "+
+			"if that is intended set \"shared_domain\": true on each (missing on %s), otherwise give them different domains or none",
+			ErrConfig, strings.Join(names, ", "), k.kind, where, strings.Join(unmarked, ", "))
+	}
+	return nil
 }
 
 // Load reads the configuration from SOURCES or the file named by SOURCES_FILE.

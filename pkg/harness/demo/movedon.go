@@ -314,7 +314,7 @@ func (r *Report) checkMoved(m *movedOn, rows map[string]ledger.Event, projection
 	}
 	proj := func(name, subject string) (ledger.Projection, bool) {
 		for _, p := range projections {
-			if p.Name == name && p.Subject == subject {
+			if _, base := projection.SplitScoped(p.Name); base == name && p.Subject == subject {
 				return p, true
 			}
 		}

@@ -280,7 +280,7 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int, caus
 	// I3: each subject holds the state of its winning revision.
 	projections := map[string]ledger.Projection{}
 	for _, p := range snap.Projections {
-		if p.Name == projection.StripeSubscriptionProjection {
+		if _, base := projection.SplitScoped(p.Name); base == projection.StripeSubscriptionProjection {
 			projections[p.Subject] = p
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // OtherSubject is one subject the run touched beyond the Stripe
@@ -91,7 +92,8 @@ func renderState(fields map[string]string, keys []string) string {
 func (r *Report) checkSubjects(exp []expectation, rows map[string]ledger.Event, snap ledger.Snapshot, intents []ledger.StoredIntent) {
 	projections := map[string]ledger.Projection{}
 	for _, p := range snap.Projections {
-		projections[p.Name+"|"+p.Subject] = p
+		_, base := projection.SplitScoped(p.Name) // a source's scope: the expectations name the projection
+		projections[base+"|"+p.Subject] = p
 	}
 	for _, e := range exp {
 		m := e.final

@@ -312,6 +312,7 @@ func describeState(state map[string]any) string {
 
 // subjectLabel names a projection's subjects for people.
 func subjectLabel(name string) string {
+	_, name = projection.SplitScoped(name)
 	switch name {
 	case projection.OrderProjection:
 		return "order"

@@ -136,7 +136,7 @@ func stripeEvent(s *subject, step int) *Event {
 	}
 	version := strconv.FormatInt(created*4+rank, 10)
 	return &Event{Source: SourceStripe, ID: id, Subject: s.id, Step: step, Last: step == len(stripeStatuses)-1, Status: status, Body: body,
-		Intents: []Intent{{OperationID: projection.OperationID(projection.StripeSubscriptionProjection, s.id, kind, version), Kind: kind}}}
+		Intents: []Intent{{OperationID: projection.ScopedOperationID(SourceStripe, projection.OperationID(projection.StripeSubscriptionProjection, s.id, kind, version)), Kind: kind}}}
 }
 
 func orderEvent(s *subject, step int) *Event {
@@ -149,8 +149,8 @@ func orderEvent(s *subject, step int) *Event {
 	if status == "cancelled" {
 		r := strconv.Itoa(rev)
 		ev.Intents = []Intent{
-			{OperationID: projection.OperationID(s.id, "refund_due_to_cancellation", r), Kind: "refund"},
-			{OperationID: projection.OperationID(s.id, "notify_cancellation", r), Kind: "notify_cancellation"},
+			{OperationID: projection.ScopedOperationID(SourceOrders, projection.OperationID(s.id, "refund_due_to_cancellation", r)), Kind: "refund"},
+			{OperationID: projection.ScopedOperationID(SourceOrders, projection.OperationID(s.id, "notify_cancellation", r)), Kind: "notify_cancellation"},
 		}
 	}
 	return ev

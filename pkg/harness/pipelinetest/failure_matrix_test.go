@@ -29,7 +29,7 @@ func subEvent(id, typ, status string, createdAt int64) []byte {
 // requireSubscription asserts the projection's business state and version.
 func requireSubscription(t *testing.T, h *pt.Harness, status string, entitled bool, version int64) ledger.Projection {
 	t.Helper()
-	p, err := h.Ledger.GetProjection(context.Background(), projection.StripeSubscriptionProjection, sub)
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), sub)
 	if err != nil {
 		t.Fatalf("projection: %v", err)
 	}
@@ -267,7 +267,7 @@ func TestFailureMatrix04_FailureAfterClaimIsRetriedThenAppliedOnce(t *testing.T)
 	if ev.Status != ledger.StatusRetryWait || ev.ErrorCode != "projection_failed" || ev.Attempts != 1 {
 		t.Fatalf("after transient failure: %s code %q attempts %d", ev.Status, ev.ErrorCode, ev.Attempts)
 	}
-	if _, err := h.Ledger.GetProjection(context.Background(), projection.StripeSubscriptionProjection, sub); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), sub); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("projection written by a failed attempt: %v", err)
 	}
 	h.Drain(10*time.Second, time.Second, w)

@@ -21,12 +21,19 @@ var SecretOrders = "whsec_" + base64.StdEncoding.EncodeToString([]byte("test_FAK
 const OrdersSources = `{"sources":[{"name":"orders","kind":"standard-webhooks","secrets":["env:ORDERS_SECRET"],` +
 	`"options":{"subject_path":"data.id","version_path":"data.revision"}}]}`
 
-// NewOrders builds a pipeline with the orders source, the default
-// projections (o.Registry wins when set) and the effects stage.
+// NewOrders builds a pipeline with the orders source (o.SourcesDoc, when
+// set, must include it), the default projections (o.Registry wins when
+// set) and the effects stage.
 func NewOrders(t testing.TB, o Options, oo OutboxOptions) *Harness {
 	t.Helper()
-	o.SourcesDoc = OrdersSources
-	o.Secrets = map[string]string{"ORDERS_SECRET": SecretOrders}
+	if o.SourcesDoc == "" {
+		o.SourcesDoc = OrdersSources
+	}
+	secrets := map[string]string{"ORDERS_SECRET": SecretOrders}
+	for k, v := range o.Secrets {
+		secrets[k] = v
+	}
+	o.Secrets = secrets
 	if o.Registry == nil {
 		o.Registry = projection.Default(projection.StripeOptions{})
 	}
@@ -39,7 +46,15 @@ func NewOrders(t testing.TB, o Options, oo OutboxOptions) *Harness {
 // now by the Standard Webhooks reference library.
 func (h *Harness) DeliverOrder(msgID string, body []byte) intake.Response {
 	h.T.Helper()
-	wh, err := standardwebhooks.NewWebhook(SecretOrders)
+	return h.DeliverStandardWebhook("orders", SecretOrders, msgID, body)
+}
+
+// DeliverStandardWebhook posts body to /webhooks/<src> as webhook-id
+// msgID, signed now with secret by the Standard Webhooks reference
+// library.
+func (h *Harness) DeliverStandardWebhook(src, secret, msgID string, body []byte) intake.Response {
+	h.T.Helper()
+	wh, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		h.T.Fatal(err)
 	}
@@ -48,7 +63,7 @@ func (h *Harness) DeliverOrder(msgID string, body []byte) intake.Response {
 	if err != nil {
 		h.T.Fatal(err)
 	}
-	return h.DeliverTo("orders", body, map[string]string{
+	return h.DeliverTo(src, body, map[string]string{
 		"webhook-id": msgID, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": sig,
 		"content-type": "application/json",
 	})
@@ -71,8 +86,10 @@ func OrderEvent(typ, order string, revision int, status, origin string) []byte {
 }
 
 // OrderOps returns the operation ids a cancellation of order at revision
-// creates: the refund's and the notification's.
+// creates through the "orders" source: the refund's and the
+// notification's, in that source's scope.
 func OrderOps(order string, revision int) (refund, notify string) {
 	rev := strconv.Itoa(revision)
-	return projection.OperationID(order, "refund_due_to_cancellation", rev), projection.OperationID(order, "notify_cancellation", rev)
+	return projection.ScopedOperationID("orders", projection.OperationID(order, "refund_due_to_cancellation", rev)),
+		projection.ScopedOperationID("orders", projection.OperationID(order, "notify_cancellation", rev))
 }

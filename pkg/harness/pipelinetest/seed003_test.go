@@ -58,7 +58,7 @@ func settle(t *testing.T, h *pt.Harness, w *pt.Worker, d *pt.Dispatcher, msgID s
 // requireOrder asserts the order's projected status and revision.
 func requireOrder(t *testing.T, h *pt.Harness, status string, revision int64) ledger.Projection {
 	t.Helper()
-	p, err := h.Ledger.GetProjection(context.Background(), projection.OrderProjection, o42)
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), o42)
 	if err != nil {
 		t.Fatalf("order projection: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/harness/stripefake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // Stripe thin events (object v2.core.event): the intake accepts them
@@ -272,7 +273,7 @@ func TestThinAndSnapshotPermutationsConverge(t *testing.T) {
 
 func requireProjection(t *testing.T, h *pt.Harness) ledger.Projection {
 	t.Helper()
-	p, err := h.Ledger.GetProjection(t.Context(), "stripe_subscription", sub)
+	p, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), sub)
 	if err != nil {
 		t.Fatalf("projection: %v", err)
 	}

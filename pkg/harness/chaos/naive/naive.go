@@ -113,6 +113,9 @@ func (p *Processor) handle(ctx context.Context, body string) error {
 	if err != nil {
 		return p.mark(ctx, ev, ledger.StatusQuarantined, "", "malformed")
 	}
+	// Owned by the source, as ours does (issue 13): the naive designs
+	// differ only in their dedup and leases.
+	res = projection.Scoped(ev.Source, res)
 	marker := map[string]types.AttributeValue{"pk": sv("DEDUP#" + ev.Source + "#" + ev.EventID), "sk": sv("DD")}
 
 	// Each design: a dedup step before the work (seen: skip it) and one

@@ -1,0 +1,60 @@
+package projection
+
+// Ownership (DESIGN.md §5 I8, issue 13 §1): the business state a source
+// writes belongs to its scope (source.Source.Scope: its domain, else its
+// name). Projections stay pure and scope-blind; the processor scopes their
+// result before the commit, so two scopes never write the same projection
+// item, subject cursor or intent.
+
+// ScopedName is the ledger name of projection name in scope:
+// "<scope>/<name>" ("orders/order"); name itself when scope is empty (an
+// unscoped source: the keys before ownership existed). Scopes and built-in
+// projection names never contain "/", so the two forms cannot collide.
+func ScopedName(scope, name string) string {
+	if scope == "" {
+		return name
+	}
+	return scope + "/" + name
+}
+
+// ScopedOperationID is the operation id of intent op in scope: a hash of
+// both, so a source of another scope can never take (or pre-empt) an
+// intent's id; op itself when scope is empty.
+func ScopedOperationID(scope, op string) string {
+	if scope == "" {
+		return op
+	}
+	return OperationID("scope", scope, op)
+}
+
+// Scoped returns r owned by scope: its write's projection name and its
+// intents' operation ids scoped (compensation ids follow, being derived
+// from them). r is not modified.
+func Scoped(scope string, r Result) Result {
+	if scope == "" {
+		return r
+	}
+	out := Result{}
+	if r.Write != nil {
+		w := *r.Write
+		w.Name = ScopedName(scope, w.Name)
+		out.Write = &w
+	}
+	for _, in := range r.Intents {
+		in.OperationID = ScopedOperationID(scope, in.OperationID)
+		out.Intents = append(out.Intents, in)
+	}
+	return out
+}
+
+// SplitScoped splits a ledger projection name into its scope and the
+// projection's own name ("orders/order" → "orders", "order"); a name
+// without a scope has an empty one.
+func SplitScoped(name string) (scope, base string) {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '/' {
+			return name[:i], name[i+1:]
+		}
+	}
+	return "", name
+}
