@@ -27,7 +27,7 @@ func (a *App) Quarantine(ctx context.Context, source, eventID, reason string) er
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
 	}
-	if _, err := a.actor(); err != nil {
+	if _, err := a.actor(ctx); err != nil {
 		return err
 	}
 	ev, err := a.Ledger.Hold(ctx, source, eventID, a.Actor, reason)
@@ -51,7 +51,7 @@ func (a *App) Release(ctx context.Context, source, eventID, reason string) error
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
 	}
-	if _, err := a.actor(); err != nil {
+	if _, err := a.actor(ctx); err != nil {
 		return err
 	}
 	ev, err := a.Ledger.Get(ctx, source, eventID)
@@ -282,7 +282,7 @@ func (a *App) IntentsResolve(ctx context.Context, op, outcome, reason string) er
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: say what you verified downstream; it goes into the audit trail", ErrUsage)
 	}
-	if _, err := a.actor(); err != nil {
+	if _, err := a.actor(ctx); err != nil {
 		return err
 	}
 	in, err := a.Ledger.ResolveIntent(ctx, op, to, a.Actor, reason)

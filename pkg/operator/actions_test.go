@@ -23,12 +23,12 @@ func TestQuarantineAndReleaseRoundTrip(t *testing.T) {
 	f.Clock.Advance(10 * time.Minute)
 
 	out := f.mustRun("quarantine", "stripe", "evt_1", "--reason", "customer disputes the invoice (CS-88)")
-	requireEqual(t, "quarantine", out, "held stripe/evt_1: RETRY_WAIT -> QUARANTINED (audit: hold by alice@ops-box: customer disputes the invoice (CS-88))\n"+
+	requireEqual(t, "quarantine", out, "held stripe/evt_1: RETRY_WAIT -> QUARANTINED (audit: hold by "+aliceActor+": customer disputes the invoice (CS-88))\n"+
 		"release it with: webhookctl release stripe evt_1 --reason ...\n")
 	ev := f.event("stripe", "evt_1")
 	hold := ev.Audit[len(ev.Audit)-1]
 	if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != ledger.HoldErrorCode ||
-		hold != (ledger.AuditEntry{At: t0.Add(10 * time.Minute), From: ledger.StatusRetryWait, To: ledger.StatusQuarantined, Actor: "alice@ops-box", Action: "hold", Reason: "customer disputes the invoice (CS-88)"}) {
+		hold != (ledger.AuditEntry{At: t0.Add(10 * time.Minute), From: ledger.StatusRetryWait, To: ledger.StatusQuarantined, Actor: aliceActor, Action: "hold", Reason: "customer disputes the invoice (CS-88)"}) {
 		t.Fatalf("held: %s %q %+v", ev.Status, ev.ErrorCode, hold)
 	}
 	requireEqual(t, "listed", f.mustRun("events", "list", "--status", "QUARANTINED"), `SOURCE  EVENT_ID  TYPE          STATUS       SINCE                 AGE  ATTEMPTS  ERROR
@@ -47,12 +47,14 @@ stripe  evt_1     invoice.paid  QUARANTINED  2026-11-30T12:10:00Z  0s   1       
 	if err := json.Unmarshal([]byte(f.mustRun("release", "stripe", "evt_1", "--reason", "dispute withdrawn", "--actor", "ops:bob", "--json")), &rel); err != nil {
 		t.Fatal(err)
 	}
-	if rel["status"] != "RECEIVED" || rel["enqueued"] != true || rel["actor"] != "ops:bob" {
+	// --actor names whoever the operator says; the credentials' ARN beside
+	// it says who really did it.
+	if rel["status"] != "RECEIVED" || rel["enqueued"] != true || rel["actor"] != "ops:bob ("+callerARN+")" {
 		t.Fatalf("release: %v", rel)
 	}
 	ev = f.event("stripe", "evt_1")
 	if ev.Status != ledger.StatusReceived || ev.EventID != "evt_1" ||
-		ev.Audit[len(ev.Audit)-1] != (ledger.AuditEntry{At: t0.Add(70 * time.Minute), From: ledger.StatusQuarantined, To: ledger.StatusReceived, Actor: "ops:bob", Action: "release", Reason: "dispute withdrawn"}) {
+		ev.Audit[len(ev.Audit)-1] != (ledger.AuditEntry{At: t0.Add(70 * time.Minute), From: ledger.StatusQuarantined, To: ledger.StatusReceived, Actor: "ops:bob (" + callerARN + ")", Action: "release", Reason: "dispute withdrawn"}) {
 		t.Fatalf("released: %s %+v", ev.Status, ev.Audit[len(ev.Audit)-1])
 	}
 	if got := actions(ev.Audit); !slices.Equal(got, []string{"accept", "claim", "retry_later", "hold", "release"}) {
@@ -189,21 +191,21 @@ AT                    FROM         TO           ACTOR         ACTION  REASON
 	}
 
 	out := f.mustRun("intents", "resolve", "op-uncertain", "--outcome", "succeeded", "--reason", "refund re_9 found in the Stripe dashboard")
-	requireEqual(t, "resolve", out, "resolved intent op-uncertain: UNCERTAIN -> SUCCEEDED (audit: resolve by alice@ops-box: refund re_9 found in the Stripe dashboard); it expires 2026-12-30T12:03:10Z\n")
+	requireEqual(t, "resolve", out, "resolved intent op-uncertain: UNCERTAIN -> SUCCEEDED (audit: resolve by "+aliceActor+": refund re_9 found in the Stripe dashboard); it expires 2026-12-30T12:03:10Z\n")
 	in, err := f.L.GetIntentState(context.Background(), "op-uncertain")
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := in.Audit[len(in.Audit)-1]
 	if in.Status != ledger.IntentStatusSucceeded || !in.ExpiresAt.Equal(t0.Add(30*24*time.Hour+3*time.Minute+10*time.Second)) ||
-		last != (ledger.AuditEntry{At: f.Clock.Now(), From: ledger.Status(ledger.IntentStatusUncertain), To: ledger.Status(ledger.IntentStatusSucceeded), Actor: "alice@ops-box", Action: "resolve", Reason: "refund re_9 found in the Stripe dashboard"}) {
+		last != (ledger.AuditEntry{At: f.Clock.Now(), From: ledger.Status(ledger.IntentStatusUncertain), To: ledger.Status(ledger.IntentStatusSucceeded), Actor: aliceActor, Action: "resolve", Reason: "refund re_9 found in the Stripe dashboard"}) {
 		t.Fatalf("resolved: %s %v %+v", in.Status, in.ExpiresAt, last)
 	}
 	var res map[string]any
 	if err := json.Unmarshal([]byte(f.mustRun("intents", "resolve", "op-expired", "--outcome", "FAILED", "--reason", "downstream has no record of key op-expired", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res["from"] != "DISPATCHING" || res["status"] != "FAILED" || res["actor"] != "alice@ops-box" {
+	if res["from"] != "DISPATCHING" || res["status"] != "FAILED" || res["actor"] != aliceActor {
 		t.Fatalf("json: %v", res)
 	}
 	requireEqual(t, "after", f.mustRun("intents", "list", "--status", "PENDING,UNCERTAIN"), `OPERATION_ID  KIND    STATUS   SINCE                 AGE    ATTEMPTS  ERROR

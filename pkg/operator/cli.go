@@ -33,6 +33,9 @@ type Settings struct {
 type Clients struct {
 	DynamoDB DynamoDB
 	SQS      SQS
+	// STS verifies who is calling before a write; nil with --local (the
+	// `make dev` stack has no AWS identity).
+	STS STS
 }
 
 // DynamoDB is the ledger's client plus Scan.
@@ -45,9 +48,12 @@ type DynamoDB interface {
 type Env struct {
 	Getenv   func(string) string
 	Hostname func() (string, error)
-	Stdout   io.Writer
-	Stderr   io.Writer
-	Clock    ledger.Clock
+	// LocalUser names the operating system's user, the identity an
+	// operator write records with --local; default os/user.Current.
+	LocalUser func() (string, error)
+	Stdout    io.Writer
+	Stderr    io.Writer
+	Clock     ledger.Clock
 	// Connect builds the clients; main passes operator.Connect.
 	Connect func(ctx context.Context, s Settings, getenv func(string) string) (Clients, error)
 	// NewLimiter paces bulk replays; default a Pacer on the wall clock.
@@ -70,6 +76,10 @@ Commands:
   intents resolve    OPERATION_ID --outcome succeeded|failed --reason R
   stats              the dashboard: open work, oldest, DEAD, QUARANTINED, intents, DLQ depths
   dlq status         depth and oldest sampled age of each dead-letter queue
+
+A write (replay, quarantine, release, intents resolve) records --actor beside who you
+really are: the ARN of your AWS credentials (sts:GetCallerIdentity), or the local user
+with --local. It writes nothing when that cannot be verified.
 
 Every command takes --help, --json and the connection flags:
 `
@@ -95,6 +105,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	if env.Hostname == nil {
 		env.Hostname = os.Hostname
+	}
+	if env.LocalUser == nil {
+		env.LocalUser = currentUser
 	}
 	s := settingsFromEnv(env.Getenv)
 	top := flag.NewFlagSet("webhookctl", flag.ContinueOnError)
@@ -241,7 +254,7 @@ func addConnectionFlags(fs *flag.FlagSet, s *Settings) {
 	fs.StringVar(&s.Queues.EventsDLQ, "events-dlq-url", s.Queues.EventsDLQ, "events dead-letter queue URL (env EVENTS_DLQ_URL)")
 	fs.StringVar(&s.Queues.Effects, "effects-queue-url", s.Queues.Effects, "effects queue URL (env EFFECTS_QUEUE_URL)")
 	fs.StringVar(&s.Queues.EffectsDLQ, "effects-dlq-url", s.Queues.EffectsDLQ, "effects dead-letter queue URL (env EFFECTS_DLQ_URL)")
-	fs.StringVar(&s.Actor, "actor", s.Actor, "who you are, for the audit trail (default $USER@hostname)")
+	fs.StringVar(&s.Actor, "actor", s.Actor, "who you are, for the audit trail (default $USER@hostname); a write also records the identity you cannot choose: your AWS caller ARN (sts:GetCallerIdentity), or the local user with --local")
 	fs.BoolVar(&s.JSON, "json", s.JSON, "print JSON instead of a table")
 	fs.IntVar(&s.RetentionDays, "retention-days", s.RetentionDays, "days a resolved intent is kept (env RETENTION_DAYS)")
 }
@@ -277,14 +290,27 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 	if s.RetentionDays < 4 {
 		return nil, fmt.Errorf("%w: --retention-days must be at least 4", ErrConfig)
 	}
-	if s.Actor == "" {
-		// Only the commands that write need it (App.actor says so then).
-		user := env.Getenv("USER")
-		if user == "" {
-			user = env.Getenv("LOGNAME")
+	// Who the audit names (identity.go): the claimed name here, the
+	// verified identity when a command writes (App.actor).
+	if s.Actor != "" && !validClaim(s.Actor) {
+		return nil, fmt.Errorf("%w: --actor %q: control characters and parentheses are not allowed (the audit puts your verified identity in parentheses after it)", ErrUsage, s.Actor)
+	}
+	user := env.Getenv("USER")
+	if user == "" {
+		user = env.Getenv("LOGNAME")
+	}
+	host, err := env.Hostname()
+	if err != nil {
+		host = ""
+	}
+	claim := s.Actor
+	if claim == "" && user != "" {
+		claim = user
+		if host != "" {
+			claim += "@" + host
 		}
-		if host, err := env.Hostname(); user != "" && err == nil && host != "" {
-			s.Actor = user + "@" + host
+		if !validClaim(claim) {
+			claim = "" // the verified identity alone
 		}
 	}
 	if env.Connect == nil {
@@ -294,14 +320,27 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := ledger.New(c.DynamoDB, ledger.Options{Table: s.Table, Clock: env.Clock, Actor: s.Actor, Retention: time.Duration(s.RetentionDays) * 24 * time.Hour})
+	var verifier Verifier
+	switch {
+	case s.Local:
+		local, err := env.LocalUser()
+		if err != nil || !validClaim(local) {
+			local = user
+		}
+		verifier = LocalUser{User: local, Host: host}
+	case c.STS != nil:
+		verifier = CallerARN{Client: c.STS}
+	}
+	// The ledger's own actor names automatic writes, which webhookctl never
+	// makes; every operator write passes App.actor's verified one.
+	l, err := ledger.New(c.DynamoDB, ledger.Options{Table: s.Table, Clock: env.Clock, Actor: "webhookctl", Retention: time.Duration(s.RetentionDays) * 24 * time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	q := s.Queues
 	q.Prefix, q.HavePrefix = s.Prefix, s.HavePrefix
 	return &App{Ledger: l, Scanner: c.DynamoDB, SQS: c.SQS, Queues: q, Out: env.Stdout, Err: env.Stderr, Clock: env.Clock,
-		Actor: s.Actor, JSON: s.JSON, NewLimiter: env.NewLimiter}, nil
+		Claim: claim, Verifier: verifier, JSON: s.JSON, NewLimiter: env.NewLimiter}, nil
 }
 
 // parseStatuses splits "DEAD,QUARANTINED".

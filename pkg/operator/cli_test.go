@@ -3,6 +3,7 @@ package operator_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,10 +97,11 @@ func TestMissingConfigurationIsAUsageError(t *testing.T) {
 	f := newFixture(t)
 	f.dead("stripe", "evt_1", "invoice.paid")
 	var o2, e2 bytes.Buffer
+	caller := &fakeSTS{ARN: callerARN}
 	env2 := operator.Env{Getenv: func(k string) string { return map[string]string{"TABLE_NAME": "ledger", "USER": "alice"}[k] },
 		Hostname: func() (string, error) { return "h", nil }, Stdout: &o2, Stderr: &e2, Clock: f.Clock,
 		Connect: func(context.Context, operator.Settings, func(string) string) (operator.Clients, error) {
-			return operator.Clients{DynamoDB: f.DB, SQS: f.SQS}, nil
+			return operator.Clients{DynamoDB: f.DB, SQS: f.SQS, STS: caller}, nil
 		}}
 	if code := operator.Run(context.Background(), []string{"replay", "stripe", "evt_1", "--reason", "x"}, env2); code != 2 ||
 		e2.String() != "webhookctl: configuration: the events queue: set --events-queue-url (or EVENTS_QUEUE_URL), or --prefix to look it up by name\n" {
@@ -108,13 +110,15 @@ func TestMissingConfigurationIsAUsageError(t *testing.T) {
 	if ev := f.event("stripe", "evt_1"); ev.Status != ledger.StatusDead {
 		t.Fatalf("replayed without a queue to enqueue on: %s", ev.Status)
 	}
-	// Reads need no identity; writes do.
-	env2.Getenv = func(k string) string { return map[string]string{"TABLE_NAME": "ledger"}[k] }
+	// Reads need no identity: they never ask STS, even when it would fail.
+	caller.Err = errors.New("no valid credential sources found")
+	caller.Calls = 0
 	o2.Reset()
 	e2.Reset()
-	if code := operator.Run(context.Background(), []string{"events", "list", "--status", "DEAD"}, env2); code != 0 || !strings.Contains(o2.String(), "evt_1") {
-		t.Fatalf("a read without $USER: exit %d %q", code, e2.String())
+	if code := operator.Run(context.Background(), []string{"events", "list", "--status", "DEAD"}, env2); code != 0 || !strings.Contains(o2.String(), "evt_1") || caller.calls() != 0 {
+		t.Fatalf("a read: exit %d %q, %d STS calls", code, e2.String(), caller.calls())
 	}
+	// Writes that cannot verify their caller write nothing (exit 1).
 	for _, args := range [][]string{
 		{"--prefix", f.Prefix, "replay", "stripe", "evt_1", "--reason", "x"},
 		{"--prefix", f.Prefix, "replay", "--status", "DEAD", "--reason", "x"},
@@ -123,13 +127,14 @@ func TestMissingConfigurationIsAUsageError(t *testing.T) {
 		{"intents", "resolve", "op", "--outcome", "failed", "--reason", "x"},
 	} {
 		e2.Reset()
-		if code := operator.Run(context.Background(), args, env2); code != 2 ||
-			e2.String() != "webhookctl: configuration: cannot tell who you are for the audit trail ($USER or the hostname is missing): set --actor\n" {
-			t.Fatalf("%v without an actor: exit %d %q", args, code, e2.String())
+		if code := operator.Run(context.Background(), append(args, "--actor", "alice"), env2); code != 1 ||
+			e2.String() != "webhookctl: unverified caller: sts:GetCallerIdentity: no valid credential sources found; nothing was written: "+
+				"an operator write records your verified AWS identity (check your AWS credentials and region, or use --local for the `make dev` stack)\n" {
+			t.Fatalf("%v with STS failing: exit %d %q", args, code, e2.String())
 		}
 	}
-	if ev := f.event("stripe", "evt_1"); len(ev.Audit) != 3 {
-		t.Fatalf("written without an actor: %v", actions(ev.Audit))
+	if ev := f.event("stripe", "evt_1"); len(ev.Audit) != 3 || ev.Status != ledger.StatusDead {
+		t.Fatalf("written without a verified caller: %s %v", ev.Status, actions(ev.Audit))
 	}
 }
 
@@ -167,9 +172,11 @@ func TestLocalTargetsTheDevStack(t *testing.T) {
 }
 
 // Without --local, the normal AWS configuration chain applies, and with it
-// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
+// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_STS:
+// a write asks STS who the chain's credentials are and records it.
 func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 	ctx := context.Background()
+	stsURL, stsCalls := fakeSTSServer(t, callerARN)
 	table := localaws.UniqueName("chain")
 	e := newEmulated(t, table, localaws.UniqueName("chain")+"-")
 	events := e.Events
@@ -181,7 +188,7 @@ func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoURL, "AWS_ENDPOINT_URL_SQS": e.SQSURL, "AWS_REGION": localaws.Region,
+		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoURL, "AWS_ENDPOINT_URL_SQS": e.SQSURL, "AWS_ENDPOINT_URL_STS": stsURL, "AWS_REGION": localaws.Region,
 		"AWS_ACCESS_KEY_ID": localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY": localaws.FakeSecretKey, "AWS_SESSION_TOKEN": "",
 		"AWS_PROFILE": "", "AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
 		"AWS_EC2_METADATA_DISABLED": "true", "TABLE_NAME": table, "EVENTS_QUEUE_URL": events.Queue, "USER": "alice",
@@ -196,8 +203,17 @@ func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 	if code := operator.Run(ctx, []string{"replay", "stripe", "evt_chain", "--reason", "through the chain"}, env); code != 0 {
 		t.Fatalf("replay via the AWS chain: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
-	if ev, _ := l.Get(ctx, "stripe", "evt_chain"); ev.Status != ledger.StatusReceived || ev.Audit[len(ev.Audit)-1].Actor != "alice@h" {
-		t.Fatalf("after replay: %s", ev.Status)
+	if ev, _ := l.Get(ctx, "stripe", "evt_chain"); ev.Status != ledger.StatusReceived || ev.Audit[len(ev.Audit)-1].Actor != "alice@h ("+callerARN+")" {
+		t.Fatalf("after replay: %s %+v", ev.Status, ev.Audit[len(ev.Audit)-1])
+	}
+	// One STS call, signed with the chain's credentials.
+	if got := stsCalls(); len(got) != 1 || !strings.Contains(got[0], "Credential="+localaws.FakeAccessKey+"/") {
+		t.Fatalf("STS calls %q", got)
+	}
+	// A read asks nothing.
+	out.Reset()
+	if code := operator.Run(ctx, []string{"events", "show", "stripe", "evt_chain"}, env); code != 0 || len(stsCalls()) != 1 {
+		t.Fatalf("events show: exit %d, %d STS calls\n%s%s", code, len(stsCalls()), out.String(), errOut.String())
 	}
 }
 

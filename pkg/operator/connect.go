@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
 // The `make dev` stack's defaults (pkg/harness/devstack, Config.defaults): where its
@@ -28,9 +29,12 @@ const (
 )
 
 // Connect builds the clients. With s.Local it targets the `make dev` stack
-// with the emulators' visibly fake credentials; otherwise it uses the normal AWS
+// with the emulators' visibly fake credentials, and no STS client (there is
+// no AWS identity to verify); otherwise it uses the normal AWS
 // configuration chain (profile, environment, SSO, instance role), which
-// also honours AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS.
+// also honours AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS and
+// AWS_ENDPOINT_URL_STS. Connecting calls nothing: STS is asked only before
+// a write.
 func Connect(ctx context.Context, s Settings, getenv func(string) string) (Clients, error) {
 	if s.Local {
 		dynAddr, sqsAddr := getenv("DEV_DYNAMODB_ADDR"), getenv("DEV_SQS_ADDR")
@@ -53,5 +57,5 @@ func Connect(ctx context.Context, s Settings, getenv func(string) string) (Clien
 	if cfg.Region == "" {
 		return Clients{}, fmt.Errorf("%w: no AWS region: set AWS_REGION or a profile with a region (or --local for the `make dev` stack)", ErrConfig)
 	}
-	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg)}, nil
+	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), STS: sts.NewFromConfig(cfg)}, nil
 }

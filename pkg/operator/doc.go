@@ -7,8 +7,11 @@
 //
 // Every write goes through the ledger's conditional transitions, so it is
 // refused when the state moved on, and appends an audit entry with the
-// operator (--actor, default $USER@host) and their --reason (DESIGN.md §5,
-// I6). Replays keep the event's identity (source, event id) and enqueue the
+// operator and their --reason (DESIGN.md §5, I6). The operator is the name
+// they give (--actor, default $USER@host) beside an identity they cannot
+// choose: the ARN of their AWS credentials (STS GetCallerIdentity), or the
+// local user with --local (identity.go). A write whose caller cannot be
+// verified is refused. Replays keep the event's identity (source, event id) and enqueue the
 // usual pointer message with reason "replay"; if that send fails, the event
 // stays RECEIVED and the reconciler re-enqueues it.
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -34,8 +35,42 @@ type fixture struct {
 	Effects queue.URLs
 	// Limiter, when set, paces bulk replays instead of the wall clock.
 	Limiter operator.Limiter
-	// Env adds environment variables.
+	// Env adds environment variables (an empty value unsets one).
 	Env map[string]string
+	// STS answers GetCallerIdentity for the operator's credentials.
+	STS *fakeSTS
+}
+
+// callerARN is the fixture operator's AWS identity, and aliceActor what
+// the audit records for their writes by default: $USER@hostname and it.
+const (
+	callerARN  = "arn:aws:sts::123456789012:assumed-role/Ops/alice"
+	aliceActor = "alice@ops-box (" + callerARN + ")"
+)
+
+// fakeSTS answers GetCallerIdentity with ARN, or fails with Err; it counts
+// the calls.
+type fakeSTS struct {
+	mu    sync.Mutex
+	ARN   string
+	Err   error
+	Calls int
+}
+
+func (s *fakeSTS) GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput, ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Calls++
+	if s.Err != nil {
+		return nil, s.Err
+	}
+	return &sts.GetCallerIdentityOutput{Arn: aws.String(s.ARN), Account: aws.String("123456789012"), UserId: aws.String("AROAFAKE:alice")}, nil
+}
+
+func (s *fakeSTS) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Calls
 }
 
 // emulated is a ledger table and the two queue pairs on the emulators.
@@ -72,7 +107,8 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	prefix := localaws.UniqueName("op") + "-"
 	e := newEmulated(t, "ledger", prefix)
-	f := &fixture{t: t, DB: e.DB, SQS: e.SQS, Clock: ledger.NewManualClock(t0), Prefix: prefix, Events: e.Events, Effects: e.Effects}
+	f := &fixture{t: t, DB: e.DB, SQS: e.SQS, Clock: ledger.NewManualClock(t0), Prefix: prefix, Events: e.Events, Effects: e.Effects,
+		STS: &fakeSTS{ARN: callerARN}}
 	var mu sync.Mutex
 	n := 0
 	var err error
@@ -88,8 +124,9 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-// run runs webhookctl against the fixture, as operator alice on ops-box,
-// with the table and the queue prefix given as flags.
+// run runs webhookctl against the fixture, as operator alice on ops-box
+// whose AWS credentials are callerARN, with the table and the queue prefix
+// given as flags.
 func (f *fixture) run(args ...string) (stdout, stderr string, code int) {
 	return f.runCtx(context.Background(), args...)
 }
@@ -106,7 +143,7 @@ func (f *fixture) runCtx(ctx context.Context, args ...string) (stdout, stderr st
 		Hostname: func() (string, error) { return "ops-box", nil },
 		Stdout:   &out, Stderr: &errOut, Clock: f.Clock,
 		Connect: func(context.Context, operator.Settings, func(string) string) (operator.Clients, error) {
-			return operator.Clients{DynamoDB: f.DB, SQS: f.SQS}, nil
+			return operator.Clients{DynamoDB: f.DB, SQS: f.SQS, STS: f.STS}, nil
 		},
 	}
 	if f.Limiter != nil {

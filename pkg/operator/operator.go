@@ -28,6 +28,9 @@ var (
 	// interrupted or could not enqueue some events, a stats source that
 	// could not be read); its output says what is left.
 	ErrIncomplete = errors.New("incomplete")
+	// ErrUnverified: a command that writes could not verify who is calling
+	// (STS GetCallerIdentity failed), so it wrote nothing.
+	ErrUnverified = errors.New("unverified caller")
 )
 
 // Ledger is what the operator needs from the ledger.
@@ -83,8 +86,16 @@ type App struct {
 	Out     io.Writer // results
 	Err     io.Writer // progress of a bulk replay in JSON mode; default Out
 	Clock   ledger.Clock
-	// Actor names the operator in audit entries.
+	// Actor is what audit entries name. Empty, the first command that
+	// writes sets it from Claim and Verifier (AuditActor); set, it is used
+	// as it is.
 	Actor string
+	// Claim is who the operator says they are (--actor, else $USER@host);
+	// it may be empty.
+	Claim string
+	// Verifier tells who is really calling (CallerARN, or LocalUser with
+	// --local). Without one, and without Actor, writes are refused.
+	Verifier Verifier
 	// JSON prints results as JSON instead of tables.
 	JSON bool
 	// NewLimiter paces bulk replays; default a Pacer on the wall clock.
@@ -93,11 +104,21 @@ type App struct {
 
 func (a *App) now() time.Time { return a.Clock.Now().UTC() }
 
-// actor is who the audit names; commands that write call it first.
-func (a *App) actor() (string, error) {
-	if a.Actor == "" {
-		return "", fmt.Errorf("%w: cannot tell who you are for the audit trail ($USER or the hostname is missing): set --actor", ErrConfig)
+// actor is who the audit names; commands that write call it first, and
+// write nothing when it fails. It verifies the caller once per run.
+func (a *App) actor(ctx context.Context) (string, error) {
+	if a.Actor != "" {
+		return a.Actor, nil
 	}
+	if a.Verifier == nil {
+		return "", fmt.Errorf("%w: no way to verify who you are for the audit trail; nothing was written", ErrUnverified)
+	}
+	id, err := a.Verifier.Verify(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%w; nothing was written: an operator write records your verified AWS identity "+
+			"(check your AWS credentials and region, or use --local for the `make dev` stack)", err)
+	}
+	a.Actor = AuditActor(a.Claim, id)
 	return a.Actor, nil
 }
 

@@ -90,7 +90,7 @@ func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason strin
 	if reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail", ErrUsage)
 	}
-	if _, err := a.actor(); err != nil {
+	if _, err := a.actor(ctx); err != nil {
 		return err
 	}
 	url, err := a.queueURL(ctx, qEvents)
@@ -231,7 +231,7 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail of every event replayed", ErrUsage)
 	}
 	if !q.DryRun {
-		if _, err := a.actor(); err != nil {
+		if _, err := a.actor(ctx); err != nil {
 			return err
 		}
 	}
