@@ -234,9 +234,13 @@ type eventDetail struct {
 	ProcessedAt   *time.Time        `json:"processed_at,omitempty"`
 	ExpiresAt     *time.Time        `json:"expires_at,omitempty"`
 	Deliveries    int               `json:"delivery_count"`
-	FirstDelivery string            `json:"first_delivery_id,omitempty"`
-	LastDelivery  string            `json:"last_delivery_id,omitempty"`
-	LastDelivAt   *time.Time        `json:"last_delivery_at,omitempty"`
+	// Conflicts: deliveries of this id with other bytes (not duplicates),
+	// and the last one as "<epoch ms>|<payload hash>|<delivery id>".
+	Conflicts     int        `json:"conflict_count,omitempty"`
+	LastConflict  string     `json:"last_conflict,omitempty"`
+	FirstDelivery string     `json:"first_delivery_id,omitempty"`
+	LastDelivery  string     `json:"last_delivery_id,omitempty"`
+	LastDelivAt   *time.Time `json:"last_delivery_at,omitempty"`
 	// Recent is the ledger's bounded sample of deliveries, newest first.
 	Recent  []ledger.DeliveryRecord `json:"recent_deliveries,omitempty"`
 	Result  *ledger.Result          `json:"result,omitempty"`
@@ -266,6 +270,7 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 		Status: string(ev.Status), Attempts: ev.Attempts, TotalAttempts: ev.TotalAttempts, ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage,
 		ReceivedAt: ev.ReceivedAt.UTC(), ProcessedAt: optTime(ev.ProcessedAt), ExpiresAt: optTime(ev.ExpiresAt),
 		Deliveries: ev.DeliveryCount, FirstDelivery: ev.FirstDeliveryID, LastDelivery: ev.LastDeliveryID, LastDelivAt: optTime(ev.LastDeliveryAt),
+		Conflicts: ev.Conflicts, LastConflict: ev.LastConflict,
 		Recent: ev.RecentDeliveries, Result: ev.Result, Payload: summarize(ev, raw, perr), Audit: auditOf(ev.Audit),
 	}
 	if ev.Status == ledger.StatusProcessing {
@@ -306,6 +311,9 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 		[]string{"expires", stamp(ev.ExpiresAt)},
 		[]string{"deliveries", fmt.Sprintf("%d (first %s, last %s at %s)", d.Deliveries, orDash(d.FirstDelivery), orDash(d.LastDelivery), stamp(ev.LastDeliveryAt))},
 	)
+	if d.Conflicts > 0 {
+		lines = append(lines, []string{"conflicts", fmt.Sprintf("%d deliveries of this id with other bytes, not duplicates (last: %s)", d.Conflicts, d.LastConflict)})
+	}
 	if len(d.Recent) > 0 {
 		recent := make([]string, len(d.Recent))
 		for i, r := range d.Recent {

@@ -206,3 +206,18 @@ func TestEventsShowDuplicatesAndOperations(t *testing.T) {
 		t.Fatalf("json: %+v", got)
 	}
 }
+
+// A conflict (other bytes under a known id) is shown on the event.
+func TestEventsShowConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	f.accept("github", "gh-1", "push", `{"ref":"main"}`)
+	d := ledger.Delivery{Source: "github", EventID: "gh-1", EventType: "push", DeliveryID: "d-forged", Payload: []byte(`{"ref":"attacker"}`)}
+	if res, err := f.L.Accept(ctx, d); err != nil || !res.Conflict {
+		t.Fatalf("conflict: %+v %v", res, err)
+	}
+	if out := f.mustRun("events", "show", "github", "gh-1"); !strings.Contains(out, "conflicts     1 deliveries of this id with other bytes") || !strings.Contains(out, "|d-forged") {
+		t.Fatalf("events show:\n%s", out)
+	}
+}
