@@ -146,20 +146,27 @@ func (s *Stats) add(o Stats) {
 	s.Deleted += o.Deleted
 	s.StripeFetched += o.StripeFetched
 	s.StripeFetches += o.StripeFetches
+	s.DispatcherPauses += o.DispatcherPauses
+	s.Kills += o.Kills
+	s.Waited += o.Waited
+	s.OverrideQueued += o.OverrideQueued
+	s.OverridePerformed += o.OverridePerformed
+	s.CheckWindow += o.CheckWindow
+	s.TwoDispatchers += o.TwoDispatchers
 }
 
 // Table renders the summaries: schedules, failing schedules, schedules
 // violating each invariant, and time.
 func Table(sums []Summary) string {
 	var b strings.Builder
-	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "harness"}
-	fmt.Fprintf(&b, "%-10s %9s %7s", "design", "schedules", "failed")
+	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "harness"}
+	fmt.Fprintf(&b, "%-19s %9s %7s", "design", "schedules", "failed")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %7s", c)
 	}
 	fmt.Fprintf(&b, " %9s\n", "time")
 	for _, s := range sums {
-		fmt.Fprintf(&b, "%-10s %9d %7d", s.Design, s.Schedules, s.Failed)
+		fmt.Fprintf(&b, "%-19s %9d %7d", s.Design, s.Schedules, s.Failed)
 		for _, inv := range Invariants {
 			fmt.Fprintf(&b, " %7d", s.ByInvariant[inv])
 		}
@@ -174,6 +181,8 @@ func Table(sums []Summary) string {
 			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted; %d facts projected from a thin event's fetch (%d Stripe API requests)\n",
 				s.Design, st.Stripe, st.StripeApplied, st.StripeNoop, st.StripeStale, st.Deleted, st.StripeFetched, st.StripeFetches)
 		}
+		fmt.Fprintf(&b, "%s I7 schedules: %d with an effect's call failed and then a newer revision of its subject committed before it was performed, %d with an order's cancellation overridden while its effects were not performed yet, %d after one was performed, %d with a dispatcher paused between its check and its call while a newer revision was committed, %d with intents of one subject claimed by two dispatchers (%d dispatcher pauses, %d stopped past their lease)\n",
+			s.Design, st.Waited, st.OverrideQueued, st.OverridePerformed, st.CheckWindow, st.TwoDispatchers, st.DispatcherPauses, st.Kills)
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -18,11 +19,12 @@ const (
 	I4      = "I4 unverified requests touch nothing"
 	I5      = "I5 fenced completion"
 	I6      = "I6 auditable"
+	I7      = "I7 the downstream follows the truth"
 	Harness = "harness error"
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{I1, I2, I3, I4, I5, I6, Harness}
+var Invariants = []string{I1, I2, I3, I4, I5, I6, I7, Harness}
 
 // Violation is one broken invariant with what the checker saw.
 type Violation struct {
@@ -42,6 +44,14 @@ type observed struct {
 	// fetches are the times (Stripe's clock, Unix seconds) of the Stripe
 	// API's answered subscription retrievals, by subscription.
 	fetches map[string][]int64
+	// arrivals are the effect calls (POSTs) the downstream received, each
+	// with its number in the run's sequence; history the sampled changes
+	// of each subject's projection in the same sequence; windows the
+	// dispatcher pauses between a check and a call (ours and outbox
+	// designs only).
+	arrivals []pt.Arrival
+	history  map[string][]sample
+	windows  []window
 }
 
 // Ops returns the operation ids of a cancellation of subject at revision:
@@ -60,10 +70,13 @@ func Ops(subject string, revision int) (refund, notify string) {
 // different states is a contradiction: one of them may apply, the others
 // must be QUARANTINED (version_conflict), and nothing else is quarantined.
 // Effects: an operation id exists for each cancelled (subject, revision);
-// every event that applied a cancellation needs its refund and its
-// notification effective exactly once (an intent an operator must settle,
-// QUARANTINED or FAILED, may have 0 or 1); no key is ever effective twice,
-// and no key is effective without an applied cancellation.
+// every event that applied a cancellation that no newer revision took
+// back needs its refund and its notification effective exactly once (an
+// intent an operator must settle, QUARANTINED or FAILED, may have 0 or
+// 1); one that a newer revision took back is I7's (checkTruth); no key is
+// ever effective twice, and no key is effective without an applied
+// cancellation (or, for a compensation, without the cancellation whose
+// effect it compensates).
 func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	var out []Violation
 	add := func(inv, format string, a ...any) { out = append(out, Violation{inv, fmt.Sprintf(format, a...)}) }
@@ -129,41 +142,10 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 
 	// I2: effects. An order's operation ids come from its cancellations, a
 	// subscription's from each of its events (one grant or revoke per
-	// version); an operation is due exactly once when an event applied it.
-	type cancel struct {
-		subject  string
-		revision int
-		stripe   bool
-		state    string // the state the intent follows from
-	}
-	opOf := map[string]cancel{}
-	appliedCancel := map[string]string{} // op -> the event that applied it
-	for _, id := range ids {
-		e := byID[id]
-		ev, ok := o.events[id]
-		applied := ok && ev.Status == ledger.StatusProcessed && ev.Result != nil && ev.Result.Outcome == ledger.OutcomeApplied
-		if e.Stripe() {
-			v, state, deleted, _, _ := stripeFact(e, ev, truth, o)
-			op := stripeOpOf(e.Subject, v, state, deleted)
-			opOf[op] = cancel{e.Subject, int(v), true, state}
-			if applied {
-				appliedCancel[op] = id
-			}
-			continue
-		}
-		if e.Status != "cancelled" {
-			continue
-		}
-		rf, nt := Ops(e.Subject, e.Revision)
-		opOf[rf], opOf[nt] = cancel{e.Subject, e.Revision, false, "cancelled"}, cancel{e.Subject, e.Revision, false, "cancelled"}
-		if applied {
-			appliedCancel[rf], appliedCancel[nt] = id, id
-		}
-	}
-	intentOf := map[string]ledger.IntentState{}
-	for _, in := range o.intents {
-		intentOf[in.OperationID] = in
-	}
+	// version); an operation is due exactly once when an event applied it
+	// and no newer revision took its reason back.
+	m := newModel(ids, byID, truth, o)
+	opOf, appliedCancel, intentOf := m.opOf, m.applied, m.intentOf
 	keys := make([]string, 0, len(o.effects))
 	for k := range o.effects {
 		keys = append(keys, k)
@@ -178,11 +160,14 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		case n == 1 && !known:
 			add(I2, "operation %s was effective with no cancellation or subscription event behind it", short(k))
 		}
-		if n >= 1 && known && c.stripe && appliedCancel[k] == "" {
+		switch {
+		case c.compensates != "":
+			// A compensation: whether it was due is I7's (checkTruth).
+		case n >= 1 && known && c.stripe && appliedCancel[k] == "":
 			// The model: an event that did not change the subscription
 			// (noop, stale, quarantined) emits no intent.
 			add(I2, "operation %s (%s v%d) was effective but no event applied that subscription transition (a suppressed intent took effect)", short(k), c.subject, c.revision)
-		} else if n >= 1 && known && appliedCancel[k] == "" {
+		case n >= 1 && known && appliedCancel[k] == "":
 			// The effect may be right; the ledger just does not say which
 			// event caused it.
 			add(I6, "operation %s (%s r%d) was effective but no event is recorded as having applied that cancellation", short(k), c.subject, c.revision)
@@ -196,7 +181,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	// movedOn: the model's reason for an intent to end OBSOLETE or
 	// SUPERSEDED without a call (DESIGN.md §6): an event of a newer version
 	// of its subject, with another state, was applied.
-	movedOn := func(c cancel) bool {
+	movedOn := func(c opInfo) bool {
 		for _, id := range ids {
 			e := byID[id]
 			ev, ok := o.events[id]
@@ -207,7 +192,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 			if e.Stripe() {
 				v, state, _, _, _ = stripeFact(e, ev, truth, o)
 			}
-			if v > int64(c.revision) && state != c.state {
+			if v > c.revision && state != c.state {
 				return true
 			}
 		}
@@ -223,6 +208,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		n := o.effects[op]
 		if n == 1 {
 			continue
+		}
+		if _, taken := m.contradiction(op); taken {
+			continue // a newer revision took its reason back: I7 (checkTruth)
 		}
 		if in, ok := intentOf[op]; ok && (in.Status == ledger.IntentStatusQuarantined || in.Status == ledger.IntentStatusFailed) && n <= 1 {
 			continue // an operator owns it, visibly
@@ -247,10 +235,14 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 			add(I2, "intent %s is SUCCEEDED but was effective %d times", short(in.OperationID), o.effects[in.OperationID])
 		}
 		cause := in.Causation
+		if opOf[in.OperationID].compensates != "" {
+			continue // whether it should exist is I7's (checkTruth)
+		}
 		if appliedCancel[in.OperationID] == "" {
 			add(I2, "intent %s %s (caused by %s) exists though no event applied its cancellation or subscription transition", short(in.OperationID), in.Kind, cause)
 		}
 	}
+	checkTruth(m, o, settled, add)
 	return out
 }
 

@@ -19,6 +19,7 @@ import (
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
@@ -39,7 +40,16 @@ type Design struct {
 	// Stripe events are not delivered (nor forged or replayed), so they
 	// are not accepted and the checker expects nothing of them.
 	OrdersOnly bool
+	// DispatcherLedger, when set, wraps each dispatcher's ledger (an
+	// Outbox design whose dispatcher is told something else than ours).
+	DispatcherLedger func(outbox.Ledger) outbox.Ledger
 }
+
+// DispatcherLease is the chaos dispatchers' lease on an intent (manual
+// clock). A dispatcher paused longer than that before a call is stopped
+// instead of resumed: a Lambda whose timeout is below its lease cannot
+// outlive it, and nothing fences a call made after it.
+const DispatcherLease = 30 * time.Second
 
 // Ours is the product: the processor Lambda's handler and the dispatcher
 // Lambda's handler against an idempotent downstream.
@@ -71,6 +81,17 @@ type Stats struct {
 	// StripeFetched counts facts projected from what a thin event's fetch
 	// returned; StripeFetches the Stripe API requests made.
 	StripeFetched, StripeFetches int
+	// What the I7 schedules exercised: dispatcher pauses, and of them the
+	// ones stopped past their lease (Kills). The rest count schedules
+	// (see exercised): Waited, an effect's call failed and a newer
+	// revision of its subject was committed before it was performed;
+	// OverrideQueued, an order's cancellation was overridden while its
+	// refund or notice was not performed yet; OverridePerformed, after it
+	// was; CheckWindow, a dispatcher paused between its check and its call
+	// while a newer revision of the intent's subject was committed;
+	// TwoDispatchers, intents of one subject claimed by two dispatchers.
+	DispatcherPauses, Kills                                                int
+	Waited, OverrideQueued, OverridePerformed, CheckWindow, TwoDispatchers int
 }
 
 // Failed reports whether any invariant broke.
@@ -84,6 +105,19 @@ type proc struct {
 	busy    chan struct{} // a paused poll is running until this closes
 }
 
+// disp is one dispatcher instance of a run, which may be paused.
+type disp struct {
+	*pt.Dispatcher
+	gate     *pt.Gate
+	busy     chan struct{} // a paused dispatch is running until this closes
+	pausedAt time.Time     // manual clock
+	window   *window       // a pause right before a downstream call
+}
+
+// window is a dispatcher's pause between its check of the truth and its
+// downstream call, in the run's sequence (pipelinetest.Outbox.Tick).
+type window struct{ from, to int64 }
+
 type run struct {
 	ctx      context.Context
 	s        Schedule
@@ -91,10 +125,12 @@ type run struct {
 	h        *pt.Harness
 	v        *pt.Virtual
 	procs    []*proc
-	disps    []*pt.Dispatcher
+	disps    []*disp
 	gen      int
 	accepted []bool
 	last     map[string]ledger.Projection // last sampled projection per subject
+	hist     map[string][]sample          // every sampled change per subject, in sequence
+	windows  []window
 	viol     []Violation
 	stats    Stats
 	errs     chan string // harness failures inside paused polls
@@ -106,7 +142,7 @@ func Run(s Schedule, d Design) (res Result) {
 	start := time.Now()
 	res = Result{Design: d.Name, Seed: s.Seed}
 	tb := &runTB{name: fmt.Sprintf("chaos/%s/%d", d.Name, s.Seed)}
-	r := &run{ctx: context.Background(), s: s, d: d, accepted: make([]bool, len(s.Events)), last: map[string]ledger.Projection{}, errs: make(chan string, 16)}
+	r := &run{ctx: context.Background(), s: s, d: d, accepted: make([]bool, len(s.Events)), last: map[string]ledger.Projection{}, hist: map[string][]sample{}, errs: make(chan string, 16)}
 	defer func() {
 		if p := recover(); p != nil {
 			msg := fmt.Sprint(p)
@@ -121,7 +157,7 @@ func Run(s Schedule, d Design) (res Result) {
 		tb.cleanup()
 		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
 	}()
-	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{})
+	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{Lease: DispatcherLease})
 	r.v = r.h.NewVirtual()
 	tb.Cleanup(r.deleteQueues)
 	r.putStripeTruth()
@@ -153,6 +189,7 @@ func Run(s Schedule, d Design) (res Result) {
 	}
 	r.viol = append(r.viol, check(r.s, r.accepted, obs, settled)...)
 	r.stripeStats(obs)
+	r.stats.add(exercised(r.s, r.accepted, obs))
 	return res
 }
 
@@ -172,9 +209,11 @@ func (r *run) newProc(i int) *proc {
 	return p
 }
 
-func (r *run) newDispatcher(i int) *pt.Dispatcher {
+func (r *run) newDispatcher(i int) *disp {
 	r.gen++
-	return r.h.Outbox.NewChaosDispatcher(fmt.Sprintf("disp-%d.%d", i, r.gen), r.v)
+	gate := &pt.Gate{}
+	d := r.h.Outbox.NewChaosDispatcherWith(fmt.Sprintf("disp-%d.%d", i, r.gen), r.v, pt.ChaosDispatcherOptions{Gate: gate, Ledger: r.d.DispatcherLedger})
+	return &disp{Dispatcher: d, gate: gate}
 }
 
 func (r *run) drainErrs() {
@@ -213,12 +252,100 @@ func (r *run) dispatch(i int) int {
 	}
 	i %= len(r.disps)
 	d := r.disps[i]
+	if d.busy != nil {
+		return 0
+	}
 	n := r.v.Cycle(r.ctx, r.h.Outbox.Queues.Queue, d.Batch, d.Rec, d.C.HandleSQS)
 	if d.Rec.Crashed() {
 		r.stats.Crashes++
 		r.disps[i] = r.newDispatcher(i)
 	}
 	return n
+}
+
+// pauseDispatcher starts a dispatch cycle of dispatcher st.Who that stops
+// right before its st.Ahead-th next st.Call (pt.EffectCall: its
+// downstream call, after the claim and the check of the truth), and
+// returns once it is stopped there (or the cycle ended without it).
+func (r *run) pauseDispatcher(st Step) {
+	if len(r.disps) == 0 {
+		return
+	}
+	i := st.Who % len(r.disps)
+	d := r.disps[i]
+	if d.busy != nil {
+		return
+	}
+	d.gate.Arm(st.Call, d.gate.Count(st.Call)+max(st.Ahead, 1))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if x := recover(); x != nil {
+				r.errs <- fmt.Sprintf("paused dispatch of %s: %v", d.Name, x)
+			}
+		}()
+		r.v.Cycle(r.ctx, r.h.Outbox.Queues.Queue, d.Batch, d.Rec, d.C.HandleSQS)
+	}()
+	select {
+	case <-d.gate.Paused():
+		d.busy, d.pausedAt = done, r.h.Clock.Now()
+		if st.Call == pt.EffectCall {
+			d.window = &window{from: r.h.Outbox.Tick()}
+		}
+		r.stats.DispatcherPauses++
+	case <-done:
+		d.gate.Release()
+		if d.Rec.Crashed() {
+			r.stats.Crashes++
+			r.disps[i] = r.newDispatcher(i)
+		}
+	case <-time.After(10 * time.Second):
+		d.gate.Release()
+		<-done
+		panic(fatal{"a paused dispatch neither paused nor finished in 10 s"})
+	}
+}
+
+// killOps are the calls a dispatcher stopped past its lease may still try:
+// each crashes (awstrace), so nothing it would do afterwards lands.
+var killOps = []string{"DynamoDB.UpdateItem", "DynamoDB.GetItem", "DynamoDB.PutItem", "DynamoDB.TransactWriteItems", "SQS.ChangeMessageVisibility", "SQS.SendMessage", "SQS.SendMessageBatch"}
+
+// resumeDispatcher lets paused dispatcher i go on, or, once the manual
+// clock has passed its lease, stops it (see DispatcherLease): its pending
+// AWS call and every later one crash, its downstream call is never sent.
+func (r *run) resumeDispatcher(i int) {
+	d := r.disps[i]
+	if d.busy == nil {
+		return
+	}
+	killed := !r.h.Clock.Now().Before(d.pausedAt.Add(DispatcherLease))
+	if d.window != nil {
+		d.window.to = r.h.Outbox.Tick()
+	}
+	if killed {
+		for _, op := range killOps {
+			d.Rec.Arm(awstrace.Crash{Op: op, Nth: d.Rec.Count(op) + 1, When: awstrace.Before})
+		}
+		d.gate.Abort()
+		r.stats.Kills++
+	} else {
+		d.gate.Release()
+	}
+	select {
+	case <-d.busy:
+	case <-time.After(20 * time.Second):
+		panic(fatal{"a resumed dispatch did not finish in 20 s"})
+	}
+	d.busy = nil
+	if d.window != nil && !killed {
+		r.windows = append(r.windows, *d.window)
+	}
+	d.window = nil
+	if killed || d.Rec.Crashed() {
+		r.stats.Crashes++
+		r.disps[i] = r.newDispatcher(i)
+	}
 }
 
 func (r *run) step(st Step) {
@@ -250,8 +377,18 @@ func (r *run) step(st Step) {
 		c.Nth = rec.Count(st.Call) + max(st.Ahead, 1)
 		rec.Arm(c)
 	case OpPause:
+		if st.Target == TargetDispatcher {
+			r.pauseDispatcher(st)
+			return
+		}
 		r.pause(st)
 	case OpResume:
+		if st.Target == TargetDispatcher {
+			if len(r.disps) > 0 {
+				r.resumeDispatcher(st.Who % len(r.disps))
+			}
+			return
+		}
 		r.resume(st.Who % len(r.procs))
 	case OpAdvance:
 		h.Clock.Advance(time.Duration(st.Seconds) * time.Second)
@@ -263,6 +400,7 @@ func (r *run) step(st Step) {
 		}
 		h.Outbox.Down.Then(map[string]downstream.Behavior{
 			Mode429: {Mode: downstream.Throttle429, RetryAfter: 40 * time.Second}, Mode500: {Mode: downstream.Fail500},
+			Mode503:       {Mode: downstream.Unavailable503, RetryAfter: 20 * time.Second},
 			ModeHangAfter: {Mode: downstream.HangAfterApply}, ModeHangBefore: {Mode: downstream.HangBeforeApply},
 		}[st.Mode])
 	case OpReplay:
@@ -468,14 +606,20 @@ func (r *run) replay(i int) bool {
 
 // sample reads every projection and records a regression: a version that
 // went down, a state that changed without a new version, or a terminal
-// (deleted) subscription that changed at all.
+// (deleted) subscription that changed at all. Each change is kept, with
+// its number in the run's sequence (shared with the downstream's
+// arrivals), for the checker's "before" and "after" (I7).
 func (r *run) sample(when string) {
+	seq := r.h.Outbox.Tick()
 	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
 	if err != nil {
 		panic(fatal{"snapshot: " + err.Error()})
 	}
 	for _, p := range snap.Projections {
 		old, seen := r.last[p.Subject]
+		if !seen || old.Version != p.Version || old.Fingerprint != p.Fingerprint || old.Terminal != p.Terminal {
+			r.hist[p.Subject] = append(r.hist[p.Subject], sample{seq: seq, version: p.Version, status: fmt.Sprint(p.State["status"]), terminal: p.Terminal})
+		}
 		switch {
 		case seen && old.Terminal && (p.Version != old.Version || p.Fingerprint != old.Fingerprint || !p.Terminal):
 			r.viol = append(r.viol, Violation{Invariant: I3, Detail: fmt.Sprintf("%s was terminal (deleted) at version %d (%v) and changed to version %d (%v, terminal %v) %s", p.Subject, old.Version, old.State["status"], p.Version, p.State["status"], p.Terminal, when)})
@@ -524,11 +668,18 @@ func (r *run) quiesce() bool {
 	for i := range r.procs {
 		r.resume(i)
 	}
+	for i := range r.disps {
+		r.resumeDispatcher(i)
+	}
 	replays := 0
 	for range 400 {
 		got := 0
 		for i := range r.procs {
 			got += r.poll(i)
+		}
+		if got > 0 {
+			// What the workers committed, before the dispatchers act on it.
+			r.sample("while settling")
 		}
 		for i := range r.disps {
 			got += r.dispatch(i)
@@ -579,7 +730,11 @@ func (r *run) observe() observed {
 	if err != nil {
 		panic(fatal{"snapshot: " + err.Error()})
 	}
-	o := observed{events: map[string]ledger.Event{}, projections: map[string]ledger.Projection{}, effects: r.d.Effects(r.h), outbox: r.d.Outbox}
+	o := observed{events: map[string]ledger.Event{}, projections: map[string]ledger.Projection{}, effects: r.d.Effects(r.h), outbox: r.d.Outbox,
+		history: r.hist, windows: r.windows}
+	if r.d.Outbox {
+		o.arrivals = r.h.Outbox.Arrivals("")
+	}
 	for _, ev := range snap.Events {
 		o.events[ev.EventID] = ev
 		for _, a := range ev.Audit {
@@ -655,8 +810,18 @@ func (r *run) stripeStats(o observed) {
 	}
 }
 
-// shutdown lets paused polls go so no goroutine outlives the run.
+// shutdown lets paused polls and dispatches go so no goroutine outlives
+// the run.
 func (r *run) shutdown() {
+	for _, d := range r.disps {
+		d.gate.Release()
+		if d.busy != nil {
+			select {
+			case <-d.busy:
+			case <-time.After(20 * time.Second):
+			}
+		}
+	}
 	for _, p := range r.procs {
 		p.gate.Release()
 		if p.busy != nil {

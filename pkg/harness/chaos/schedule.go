@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+
+	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 )
 
 // Op is what one step does.
@@ -15,8 +17,8 @@ const (
 	OpPoll       Op = "poll"       // processor Who runs one queue cycle
 	OpDispatch   Op = "dispatch"   // dispatcher Who runs one queue cycle
 	OpCrash      Op = "crash"      // arm a crash of Target Who at the Ahead-th next Call, When before|after
-	OpPause      Op = "pause"      // processor Who polls and stops right before its Ahead-th next Call
-	OpResume     Op = "resume"     // the paused processor Who goes on
+	OpPause      Op = "pause"      // processor (or, Target dispatcher, dispatcher) Who polls and stops right before its Ahead-th next Call
+	OpResume     Op = "resume"     // the paused processor (or dispatcher) Who goes on
 	OpAdvance    Op = "advance"    // the manual clock moves Seconds on
 	OpReconcile  Op = "reconcile"  // one reconciler run
 	OpDownstream Op = "downstream" // the downstream's next call behaves as Mode
@@ -35,6 +37,7 @@ const (
 const (
 	Mode429        = "429"
 	Mode500        = "500"
+	Mode503        = "503" // unavailable, Retry-After 20 s
 	ModeHangAfter  = "hang_after_apply"
 	ModeHangBefore = "hang_before_apply"
 )
@@ -90,6 +93,9 @@ func (e Event) SourceName() string {
 func (e Event) key() string { return e.Subject + "/" + e.Type + "/" + fmt.Sprint(e.Revision) }
 
 // Step is one action of a schedule; the fields that matter depend on Op.
+//
+// Target names the instance of a crash, and of a pause or a resume: a
+// processor worker ("" or TargetWorker) or a dispatcher.
 type Step struct {
 	Op Op `json:"op"`
 	// Thin, on a delivery of a Stripe snapshot event, delivers its thin
@@ -147,12 +153,21 @@ func (c Config) withDefaults() Config {
 
 // crashCalls are the calls a crash or a pause may hit: every DynamoDB and
 // SQS call the intake, our processor and dispatcher, and the naive cores
-// make. A call an instance never makes simply never fires.
+// make. A call an instance never makes simply never fires. A dispatcher
+// claims (UpdateItem), reads the projection (GetItem), takes a latest
+// intent's subject cursor (UpdateItem), calls the downstream and records
+// the outcome (UpdateItem).
 var crashCalls = map[string][]string{
 	TargetWorker:     {"DynamoDB.UpdateItem", "DynamoDB.TransactWriteItems", "DynamoDB.PutItem", "DynamoDB.GetItem", "SQS.SendMessageBatch"},
-	TargetDispatcher: {"DynamoDB.UpdateItem", "DynamoDB.UpdateItem", "SQS.ChangeMessageVisibility"},
+	TargetDispatcher: {"DynamoDB.UpdateItem", "DynamoDB.UpdateItem", "DynamoDB.GetItem", "SQS.ChangeMessageVisibility"},
 	TargetIntake:     {"DynamoDB.UpdateItem", "SQS.SendMessage"},
 }
+
+// dispatcherPauses are where a dispatcher may be paused: mostly right
+// before its downstream call, after it checked the intent against the
+// truth (the window no local transaction closes, DESIGN.md §6), else
+// before a DynamoDB call (its claim, its read of the truth, its record).
+var dispatcherPauses = []string{pt.EffectCall, pt.EffectCall, "DynamoDB.UpdateItem", "DynamoDB.GetItem"}
 
 // statuses: a cancellation (with its two effects) half the time.
 var statuses = []string{"created", "confirmed", "cancelled", "cancelled"}
@@ -236,9 +251,29 @@ func Generate(seed uint64, cfg Config) Schedule {
 		}
 	}
 
+	// Stories (issue 12, I7): an older fact's effects kept waiting while a
+	// newer revision of the same subject arrives. Their events are
+	// delivered only by their story's steps.
+	storyOnly := map[int]bool{}
+	var stories [][]Step
+	for n := range nSub {
+		if r.IntN(5) >= 2 {
+			continue
+		}
+		older, newer, ok := storyEvents(&s, r, n, stripeSub[n], content)
+		if !ok {
+			continue
+		}
+		storyOnly[older], storyOnly[newer] = true, true
+		stories = append(stories, storySteps(s, r, older, newer))
+	}
+
 	// Deliveries: every event once, some twice (same id), shuffled.
 	var deliveries []int
 	for i := range s.Events {
+		if storyOnly[i] {
+			continue
+		}
 		deliveries = append(deliveries, i)
 		if r.IntN(4) == 0 {
 			deliveries = append(deliveries, i)
@@ -265,6 +300,9 @@ func Generate(seed uint64, cfg Config) Schedule {
 			st.Call = calls[r.IntN(len(calls))]
 			return st
 		case k < 45:
+			if r.IntN(4) == 0 {
+				return Step{Op: OpPause, Target: TargetDispatcher, Who: r.IntN(s.Dispatchers), Call: dispatcherPauses[r.IntN(len(dispatcherPauses))], Ahead: 1}
+			}
 			calls := crashCalls[TargetWorker]
 			return Step{Op: OpPause, Who: r.IntN(s.Workers), Call: calls[r.IntN(len(calls))], Ahead: between(1, 2)}
 		case k < 65:
@@ -272,7 +310,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 		case k < 73:
 			return Step{Op: OpReconcile}
 		case k < 93:
-			return Step{Op: OpDownstream, Mode: []string{Mode429, Mode429, Mode500, ModeHangAfter, ModeHangBefore}[r.IntN(5)]}
+			return Step{Op: OpDownstream, Mode: []string{Mode429, Mode503, Mode500, ModeHangAfter, ModeHangBefore}[r.IntN(5)]}
 		default:
 			// Mostly an event of a contradiction: the one likely to be
 			// QUARANTINED, so the replay has something to do.
@@ -295,7 +333,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 		}
 		st := chaos()
 		s.Steps = append(s.Steps, st)
-		if st.Op == OpPause && s.Workers > 1 && r.IntN(3) > 0 {
+		if st.Op == OpPause && st.Target == "" && s.Workers > 1 && r.IntN(3) > 0 {
 			// A race: time passes (the message comes back, maybe the
 			// lease expires) and another worker picks the event up.
 			other := (st.Who + 1 + r.IntN(s.Workers-1)) % s.Workers
@@ -309,7 +347,13 @@ func Generate(seed uint64, cfg Config) Schedule {
 			}
 		}
 	}
-	for _, d := range deliveries {
+	storyAt := map[int][]Step{}
+	for _, b := range stories {
+		at := r.IntN(len(deliveries) + 1)
+		storyAt[at] = append(storyAt[at], b...)
+	}
+	for i, d := range deliveries {
+		s.Steps = append(s.Steps, storyAt[i]...)
 		st := Step{Op: OpDeliver, Event: d}
 		if e := s.Events[d]; e.Stripe() && !e.Thin && r.IntN(3) == 0 {
 			st.Thin = true // its thin twin
@@ -322,6 +366,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 			add()
 		}
 	}
+	s.Steps = append(s.Steps, storyAt[len(deliveries)]...)
 	for range between(2, 8) {
 		add()
 	}
@@ -330,10 +375,92 @@ func Generate(seed uint64, cfg Config) Schedule {
 	for i := 0; i < len(s.Steps); i++ {
 		if s.Steps[i].Op == OpPause && r.IntN(3) > 0 {
 			at := i + 1 + r.IntN(len(s.Steps)-i)
-			s.Steps = append(s.Steps[:at], append([]Step{{Op: OpResume, Who: s.Steps[i].Who}}, s.Steps[at:]...)...)
+			s.Steps = append(s.Steps[:at], append([]Step{{Op: OpResume, Target: s.Steps[i].Target, Who: s.Steps[i].Who}}, s.Steps[at:]...)...)
 		}
 	}
 	return s
+}
+
+// storyEvents adds, for subject n, an older fact with effects and a newer
+// revision that takes away their reason or state, and returns their
+// indexes: for an order, its first cancellation (one is added when it has
+// none) and an operator's override, confirmed at a higher revision; for a
+// subscription, two updates a few seconds apart, one entitled and one
+// not, in either order. ok is false when the versions they need already
+// carry other states.
+func storyEvents(s *Schedule, r *rand.Rand, n int, stripe bool, content map[string]string) (older, newer int, ok bool) {
+	add := func(e Event) int {
+		content[e.key()] = e.Status
+		s.Events = append(s.Events, e)
+		return len(s.Events) - 1
+	}
+	free := func(e Event) bool { st, seen := content[e.key()]; return !seen || st == e.Status }
+	if stripe {
+		subj := fmt.Sprintf("sub_chaos_%d", n+1)
+		granted, revoked := []string{"active", "trialing"}[r.IntN(2)], []string{"unpaid", "canceled"}[r.IntN(2)]
+		first, second := granted, revoked
+		if r.IntN(3) == 0 {
+			first, second = revoked, granted
+		}
+		at := r.IntN(3)
+		a := Event{ID: fmt.Sprintf("evt_s%da", len(s.Events)+1), Source: SourceStripe, Subject: subj, Type: "updated", Revision: at, Status: first}
+		b := Event{ID: fmt.Sprintf("evt_s%db", len(s.Events)+1), Source: SourceStripe, Subject: subj, Type: "updated", Revision: at + 1 + r.IntN(2), Status: second}
+		if !free(a) || !free(b) {
+			return 0, 0, false
+		}
+		return add(a), add(b), true
+	}
+	subj := fmt.Sprintf("O-%d", n+1)
+	older = -1
+	for i, e := range s.Events {
+		if e.Subject == subj && e.Status == "cancelled" && content[e.key()] == e.Status {
+			older = i
+			break
+		}
+	}
+	if older < 0 {
+		c := Event{ID: fmt.Sprintf("s%dc", len(s.Events)+1), Subject: subj, Revision: 1 + r.IntN(4), Status: "cancelled"}
+		if !free(c) {
+			return 0, 0, false
+		}
+		older = add(c)
+	}
+	for rev := s.Events[older].Revision + 1; rev <= s.Events[older].Revision+3; rev++ {
+		o := Event{ID: fmt.Sprintf("s%do", len(s.Events)+1), Subject: subj, Revision: rev, Status: "confirmed"}
+		if free(o) {
+			return older, add(o), true
+		}
+	}
+	return 0, 0, false
+}
+
+// storySteps plays a story: the older fact is delivered and processed,
+// its effects are held up, the newer revision is delivered and processed
+// meanwhile, and another dispatcher goes on. Held up is one of: the
+// downstream failing the next calls (503 with Retry-After, 500 or 429)
+// while a dispatcher tries them; a dispatcher paused between its check of
+// the truth and its call (resumed after the newer revision is committed);
+// or simply not dispatched yet (the override while effects are queued).
+func storySteps(s Schedule, r *rand.Rand, older, newer int) []Step {
+	w := r.IntN(s.Workers)
+	w2 := (w + r.IntN(s.Workers)) % s.Workers
+	d := r.IntN(s.Dispatchers)
+	d2 := (d + 1) % s.Dispatchers
+	steps := []Step{{Op: OpDeliver, Event: older}, {Op: OpPoll, Who: w}}
+	switch k := r.IntN(6); {
+	case k < 3:
+		mode := []string{Mode503, Mode503, Mode500, Mode429}[r.IntN(4)]
+		steps = append(steps, Step{Op: OpDownstream, Mode: mode}, Step{Op: OpDownstream, Mode: mode},
+			Step{Op: OpDispatch, Who: d}, Step{Op: OpDispatch, Who: d},
+			Step{Op: OpDeliver, Event: newer}, Step{Op: OpPoll, Who: w2}, Step{Op: OpDispatch, Who: d2})
+	case k < 5:
+		steps = append(steps, Step{Op: OpPause, Target: TargetDispatcher, Who: d, Call: pt.EffectCall, Ahead: 1},
+			Step{Op: OpDeliver, Event: newer}, Step{Op: OpPoll, Who: w2}, Step{Op: OpDispatch, Who: d2},
+			Step{Op: OpResume, Target: TargetDispatcher, Who: d})
+	default:
+		steps = append(steps, Step{Op: OpDeliver, Event: newer}, Step{Op: OpPoll, Who: w2}, Step{Op: OpDispatch, Who: d2})
+	}
+	return steps
 }
 
 // String renders one step compactly.
@@ -344,11 +471,19 @@ func (st Step) String() string {
 			return fmt.Sprintf("%s e#%d (thin twin)", st.Op, st.Event)
 		}
 		return fmt.Sprintf("%s e#%d", st.Op, st.Event)
-	case OpPoll, OpDispatch, OpResume:
+	case OpPoll, OpDispatch:
+		return fmt.Sprintf("%s %d", st.Op, st.Who)
+	case OpResume:
+		if st.Target == TargetDispatcher {
+			return fmt.Sprintf("resume dispatcher %d", st.Who)
+		}
 		return fmt.Sprintf("%s %d", st.Op, st.Who)
 	case OpCrash:
 		return fmt.Sprintf("crash %s %d %s %s +%d", st.Target, st.Who, st.When, st.Call, st.Ahead)
 	case OpPause:
+		if st.Target == TargetDispatcher {
+			return fmt.Sprintf("pause dispatcher %d before %s +%d", st.Who, st.Call, st.Ahead)
+		}
 		return fmt.Sprintf("pause %d before %s +%d", st.Who, st.Call, st.Ahead)
 	case OpAdvance:
 		return fmt.Sprintf("advance %ds", st.Seconds)
