@@ -23,7 +23,7 @@ func main() {
 func run() int {
 	n := flag.Int("n", 100, "schedules per design")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000), "first seed; schedule i has seed+i")
-	design := flag.String("design", "ours", "ours|checkthen|split|nolease|all (or a comma-separated list)")
+	design := flag.String("design", "ours", "ours|checkthen|split|nolease|dispatch-everything|all (or a comma-separated list)")
 	parallel := flag.Int("parallel", 2, "schedules run at once")
 	shrink := flag.Int("shrink", 1, "failures shrunk and printed per design")
 	jsonOut := flag.String("json", "", "write the summaries as JSON to this file")

@@ -114,3 +114,49 @@ func TestGenerateIsDeterministic(t *testing.T) {
 		t.Fatal("two seeds, one schedule")
 	}
 }
+
+// The stories of issue 12 as schedules, through the real handlers: the
+// O-42 override while the refund and notice wait on a 503, and a grant
+// that meets a 503 and is retried after the revoke was performed. Ours
+// passes both; the dispatch-everything design (the dispatcher before
+// issue 12) is caught by I7 in both, and in a generated schedule.
+func TestChaosDispatchEverythingIsCaught(t *testing.T) {
+	o42 := chaos.Schedule{Seed: 42, Workers: 1, Dispatchers: 2,
+		Events: []chaos.Event{
+			{ID: "o42-12", Subject: "O-42", Revision: 12, Status: "cancelled"},
+			{ID: "o42-13", Subject: "O-42", Revision: 13, Status: "confirmed"},
+		},
+		Steps: []chaos.Step{
+			{Op: chaos.OpDeliver, Event: 0}, {Op: chaos.OpPoll},
+			{Op: chaos.OpDownstream, Mode: chaos.Mode503}, {Op: chaos.OpDownstream, Mode: chaos.Mode503},
+			{Op: chaos.OpDispatch}, {Op: chaos.OpDispatch},
+			{Op: chaos.OpDeliver, Event: 1}, {Op: chaos.OpPoll}, {Op: chaos.OpDispatch, Who: 1},
+		},
+	}
+	grant := chaos.Schedule{Seed: 5, Workers: 1, Dispatchers: 2,
+		Events: []chaos.Event{
+			{ID: "evt_grant", Source: chaos.SourceStripe, Subject: "sub_chaos_1", Type: "created", Revision: 0, Status: "active"},
+			{ID: "evt_revoke", Source: chaos.SourceStripe, Subject: "sub_chaos_1", Type: "updated", Revision: 2, Status: "unpaid"},
+		},
+		Steps: []chaos.Step{
+			{Op: chaos.OpDeliver, Event: 0}, {Op: chaos.OpPoll},
+			{Op: chaos.OpDownstream, Mode: chaos.Mode503}, {Op: chaos.OpDispatch},
+			{Op: chaos.OpDeliver, Event: 1}, {Op: chaos.OpPoll}, {Op: chaos.OpDispatch, Who: 1},
+		},
+	}
+	for name, s := range map[string]chaos.Schedule{"O-42 override": o42, "grant retried after the revoke": grant, "generated seed 12": chaos.Generate(12, chaos.Config{})} {
+		t.Run(name, func(t *testing.T) {
+			if r := chaos.Run(s, chaos.Ours); r.Failed() {
+				t.Fatalf("ours: %v", r.Violations)
+			}
+			r := chaos.Run(s, chaos.DispatchEverything)
+			for _, v := range r.Violations {
+				if v.Invariant == chaos.I7 {
+					t.Logf("caught: %s", v)
+					return
+				}
+			}
+			t.Fatalf("dispatch-everything was not caught by I7: %v", r.Violations)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/chaos/naive"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
+	"github.com/effectively-once/webhooks/pkg/outbox"
 )
 
 // Naive returns the design of a naive processing core (package naive):
@@ -33,9 +34,23 @@ func Naive(k naive.Kind) Design {
 	}
 }
 
+// DispatchEverything is ours with the dispatcher as it was before issue
+// 12: it performs every intent once, blind to what happened to its
+// subject since (naive.TruthBlind hides the projection and takes no
+// subject cursor). The processor and the rest are ours, Stripe included.
+var DispatchEverything = Design{
+	Name:         "dispatch-everything",
+	NewProcessor: Ours.NewProcessor,
+	Outbox:       true,
+	Effects:      Ours.Effects,
+	DispatcherLedger: func(l outbox.Ledger) outbox.Ledger {
+		return naive.TruthBlind{Ledger: l}
+	},
+}
+
 // Designs returns every design by name: "ours" and the naive ones.
 func Designs() map[string]Design {
-	ds := map[string]Design{Ours.Name: Ours}
+	ds := map[string]Design{Ours.Name: Ours, DispatchEverything.Name: DispatchEverything}
 	for _, k := range naive.Kinds {
 		ds[string(k)] = Naive(k)
 	}
