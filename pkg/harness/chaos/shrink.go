@@ -88,10 +88,10 @@ func withInstances(s Schedule, w, n int) Schedule {
 	c.Steps = make([]Step, len(s.Steps))
 	for i, st := range s.Steps {
 		switch {
+		case st.Op == OpDispatch || st.Target == TargetDispatcher:
+			st.Who %= n
 		case st.Op == OpPoll || st.Op == OpPause || st.Op == OpResume || (st.Op == OpCrash && st.Target == TargetWorker):
 			st.Who %= w
-		case st.Op == OpDispatch || (st.Op == OpCrash && st.Target == TargetDispatcher):
-			st.Who %= n
 		}
 		c.Steps[i] = st
 	}
