@@ -4,7 +4,7 @@ GO    ?= go
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help dev demo build fuzz test test-race test-short test-infra synth deploy lint tidy-check clean bench chaos load FORCE
+.PHONY: help dev demo build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,10 +35,22 @@ build/%/bootstrap: FORCE
 	@mkdir -p $(dir $@)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $@ ./functions/$*
 
-test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), then each fuzz target briefly
+test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), the ledger's contract tests on dynalite, each fuzz target briefly, the stack's
 	$(GO) test -count=1 -parallel 8 ./...
+	@$(MAKE) --no-print-directory test-dynalite
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 	@$(MAKE) --no-print-directory test-infra
+
+# dynalite: a second, stricter DynamoDB (AWS's validation, no transactions),
+# pinned in scripts/dynalite/package.json; tests only (issue 14).
+DYNALITE := scripts/dynalite/node_modules/.bin/dynalite
+$(DYNALITE): scripts/dynalite/package.json scripts/dynalite/package-lock.json
+	cd scripts/dynalite && npm ci --no-audit --no-fund
+	@touch $@
+
+test-dynalite: $(DYNALITE) ## the ledger's tests on dynalite (those without transactions), then the ledger and pipeline tests on minidyn with every transaction's parts validated by dynalite
+	$(GO) run ./scripts/dynalite -mode full -- $(GO) test -count=1 ./pkg/ledger/
+	$(GO) run ./scripts/dynalite -mode strict -- $(GO) test -count=1 -parallel 4 ./pkg/ledger/ ./pkg/harness/pipelinetest/
 
 FUZZTIME_TEST ?= 3s
 FUZZTIME ?= 60s

@@ -38,6 +38,12 @@ type fixture struct {
 //	LEDGER_TEST_DYNAMODB_URL=http://127.0.0.1:8411 go test ./pkg/ledger/
 const externalDynamoEnv = "LEDGER_TEST_DYNAMODB_URL"
 
+// strictDynamoEnv names a dynalite that validates every transaction's
+// parts while the tests run on minidyn (localaws.StrictTransactions):
+//
+//	go run ./scripts/dynalite -mode strict -- go test ./pkg/ledger/
+const strictDynamoEnv = "LEDGER_TEST_STRICT_URL"
+
 func newFixture(t *testing.T) fixture {
 	t.Helper()
 	rec := &awstrace.Recorder{}
@@ -64,10 +70,22 @@ func newFixture(t *testing.T) fixture {
 			t.Fatal(err)
 		}
 	}
+	var ldb ledger.DynamoDB = db
+	if table == "ledger" {
+		strict, st, err := localaws.StrictFromEnv(context.Background(), strictDynamoEnv, func(ctx context.Context, db *dynamodb.Client, table string) error {
+			return ledger.CreateTable(ctx, db, table)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strict != nil {
+			ldb = localaws.StrictTransactions{DB: db, Strict: strict, StrictTable: st}
+		}
+	}
 	clock := ledger.NewManualClock(t0)
 	n := 0
 	var mu sync.Mutex
-	l, err := ledger.New(db, ledger.Options{Table: table, Clock: clock, Tokens: func() string {
+	l, err := ledger.New(ldb, ledger.Options{Table: table, Clock: clock, Tokens: func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		n++

@@ -92,6 +92,9 @@ type Harness struct {
 	opts   Options
 	tokens tokenSeq
 	sqsSrv *localaws.SQS
+	// strict validates every transaction's parts on dynalite (StrictEnv).
+	strict      *dynamodb.Client
+	strictTable string
 }
 
 type tokenSeq struct {
@@ -141,6 +144,13 @@ func New(t testing.TB, o Options) *Harness {
 	if err := ledger.CreateTable(ctx, h.DB, h.Table); err != nil {
 		t.Fatal(err)
 	}
+	// With a dynalite named (go run ./scripts/dynalite -mode strict), every
+	// transaction's parts are validated there too (issue 14).
+	if h.strict, h.strictTable, err = localaws.StrictFromEnv(ctx, StrictEnv, func(ctx context.Context, db *dynamodb.Client, table string) error {
+		return ledger.CreateTable(ctx, db, table)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	spec := queue.Spec{Name: localaws.UniqueName("events"), VisibilityTimeout: time.Second, MaxReceiveCount: o.MaxReceiveCount, DLQRetention: time.Hour}
 	if h.Queues, err = queue.Create(ctx, h.SQS, spec); err != nil {
 		t.Fatal(err)
@@ -169,7 +179,14 @@ func New(t testing.TB, o Options) *Harness {
 	return h
 }
 
+// StrictEnv names the dynalite that validates every transaction's parts
+// (localaws.StrictTransactions), when set.
+const StrictEnv = "LEDGER_TEST_STRICT_URL"
+
 func (h *Harness) newLedger(db ledger.DynamoDB, actor string) *ledger.Ledger {
+	if h.strict != nil {
+		db = localaws.StrictTransactions{DB: db, Strict: h.strict, StrictTable: h.strictTable}
+	}
 	l, err := ledger.New(db, ledger.Options{Table: h.Table, Clock: h.Clock, Tokens: h.tokens.next, Actor: actor})
 	if err != nil {
 		h.T.Fatal(err)
