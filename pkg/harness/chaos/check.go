@@ -55,10 +55,12 @@ type observed struct {
 }
 
 // Ops returns the operation ids of a cancellation of subject at revision:
-// the refund's and the notification's (projection.Orders' keys).
+// the refund's and the notification's (projection.Orders' keys, in the
+// "orders" source's scope).
 func Ops(subject string, revision int) (refund, notify string) {
 	rev := strconv.Itoa(revision)
-	return projection.OperationID(subject, "refund_due_to_cancellation", rev), projection.OperationID(subject, "notify_cancellation", rev)
+	return projection.ScopedOperationID("orders", projection.OperationID(subject, "refund_due_to_cancellation", rev)),
+		projection.ScopedOperationID("orders", projection.OperationID(subject, "notify_cancellation", rev))
 }
 
 // check compares a run's final state with the reference model.

@@ -804,7 +804,7 @@ func (r *run) stripeStats(o observed) {
 	}
 	r.stats.StripeFetches = len(r.h.Stripe.Requests())
 	for _, p := range o.projections {
-		if p.Name == projection.StripeSubscriptionProjection && p.Terminal {
+		if _, base := projection.SplitScoped(p.Name); base == projection.StripeSubscriptionProjection && p.Terminal {
 			r.stats.Deleted++
 		}
 	}

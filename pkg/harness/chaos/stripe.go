@@ -59,7 +59,7 @@ func StripeOp(e Event) string {
 	if stripeEntitled[e.Status] && e.Type != "deleted" {
 		kind = "entitlement.grant"
 	}
-	return projection.OperationID(projection.StripeSubscriptionProjection, e.Subject, kind, strconv.FormatInt(StripeVersion(e), 10))
+	return projection.ScopedOperationID("stripe", projection.OperationID(projection.StripeSubscriptionProjection, e.Subject, kind, strconv.FormatInt(StripeVersion(e), 10)))
 }
 
 // StripeTruth is each subscription's status in Stripe once all its events
@@ -153,7 +153,7 @@ func stripeOpOf(subject string, v int64, state string, deleted bool) string {
 	if stripeEntitled[status] && !deleted {
 		kind = "entitlement.grant"
 	}
-	return projection.OperationID(projection.StripeSubscriptionProjection, subject, kind, strconv.FormatInt(v, 10))
+	return projection.ScopedOperationID("stripe", projection.OperationID(projection.StripeSubscriptionProjection, subject, kind, strconv.FormatInt(v, 10)))
 }
 
 // stripeState is what a subscription event says: the state it writes.
