@@ -5,6 +5,31 @@
 //
 // goaws keeps its queues in process-global state, so one SQS server serves a
 // whole test binary; give every test its own queue names (UniqueName).
+//
+// # Which emulator covers what (AWS, not the emulator, is the truth)
+//
+//   - minidyn (every test, the local stack): items, conditions, updates,
+//     queries on the table and the due index, and TransactWriteItems with
+//     its cancellation reasons. Known gaps: it ignores REMOVE in update
+//     expressions; it rewrites every number of an item it updates through
+//     a float64, so integers above 2^53 are rounded (the ledger keeps a
+//     text copy of versions that must stay exact: version_s); it cannot
+//     rewrite an item holding an empty map; it does not return the old item
+//     in a transaction's cancellation reasons (the ledger reads it, one
+//     request more than on AWS); it mis-maintains index key lists, which
+//     DynamoHandler repairs (gsifix.go); it accepts numbers out of
+//     DynamoDB's range, items over 400 KB and deep nesting.
+//   - dynalite (npm, pinned in scripts/dynalite; `make test-dynalite`):
+//     DynamoDB's request validation (reserved words, unused or missing
+//     expression names and values, value types, number range, item size)
+//     on every non-transactional call of the ledger's suite, and on each
+//     part of every transaction of the ledger and pipeline suites through
+//     StrictTransactions. Known gap: no transactions at all.
+//   - goaws (every test, the local stack): queues, visibility timeouts,
+//     redrive to a DLQ after maxReceiveCount. Known gaps: it always reports
+//     ApproximateReceiveCount 1 in some paths; it does not enforce the
+//     12-hour visibility limit counted from the receive; long polling is
+//     approximate.
 package localaws
 
 import (
