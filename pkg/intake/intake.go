@@ -171,9 +171,21 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		}
 	}
 
+	deliveryID := ""
+	if len(verified.Events) > 0 {
+		deliveryID = verified.Events[0].DeliveryID
+	}
+	if verified.Unidentified == "" && len(req.Body) == 0 {
+		// A signed empty body (an id in a header, perhaps) carries nothing
+		// to apply, and no retry will change it: kept like any verified
+		// delivery without a usable identity, never answered with a 5xx.
+		// Under the content id, not the header's id, so that a later
+		// delivery with a body under that id is a new event, not a conflict.
+		verified.Unidentified = "empty body"
+	}
 	if verified.Unidentified != "" {
 		id := ledger.ContentID(req.Body)
-		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", Payload: req.Body, Quarantine: "no_identity"})
+		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", DeliveryID: deliveryID, Payload: req.Body, Quarantine: "no_identity"})
 		if err != nil {
 			return h.storeFailed(log, err)
 		}

@@ -207,7 +207,10 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		vals[":did"] = sv(d.DeliveryID)
 		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)")
 	}
-	if chunks == 0 {
+	if chunks == 0 && len(stored) > 0 {
+		// An empty payload is stored as no attribute: DynamoDB accepts an
+		// empty Binary outside keys, but minidyn refuses one, and Payload
+		// reads a missing attribute as the empty body its hash names.
 		vals[":payload"] = &types.AttributeValueMemberB{Value: stored}
 		set = append(set, "payload = if_not_exists(payload, :payload)")
 	}
