@@ -145,6 +145,12 @@ func (h *Handler) handleEventBridge(ctx context.Context, ev events.EventBridgeEv
 		return src.Name, "misconfigured", fmt.Errorf("%w: source %s is %s", ErrNotEventBridgeKind, src.Name, src.Kind)
 	}
 
+	attrs := map[string]string{attrVia: viaEventBridge, attrEventBridgeID: ev.ID}
+	if verified.Unidentified == "" {
+		var bad map[string]string
+		verified.Unidentified, bad = unusableID(verified)
+		maps.Copy(attrs, bad)
+	}
 	if verified.Unidentified != "" {
 		code := "no_identity"
 		if len(detail) > src.BodyLimit() {
@@ -152,7 +158,7 @@ func (h *Handler) handleEventBridge(ctx context.Context, ev events.EventBridgeEv
 		}
 		id := ledger.ContentID(detail)
 		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", DeliveryID: ev.ID,
-			Payload: detail, Quarantine: code, Attributes: map[string]string{attrVia: viaEventBridge, attrEventBridgeID: ev.ID}})
+			Payload: detail, Quarantine: code, Attributes: attrs})
 		if err != nil {
 			log.Error("ledger write failed", "event_id", id, "err", err)
 			return src.Name, "failed", fmt.Errorf("quarantine event %s of %s: %w", ev.ID, src.Name, err)

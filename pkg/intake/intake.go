@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -183,9 +184,14 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		// delivery with a body under that id is a new event, not a conflict.
 		verified.Unidentified = "empty body"
 	}
+	var attrs map[string]string
+	if verified.Unidentified == "" {
+		verified.Unidentified, attrs = unusableID(verified)
+	}
 	if verified.Unidentified != "" {
 		id := ledger.ContentID(req.Body)
-		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", DeliveryID: deliveryID, Payload: req.Body, Quarantine: "no_identity"})
+		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", DeliveryID: deliveryID,
+			Payload: req.Body, Quarantine: "no_identity", Attributes: attrs})
 		if err != nil {
 			return h.storeFailed(log, err)
 		}
@@ -242,6 +248,28 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		return Response{Status: http.StatusOK, Body: b}
 	}
 	return reply(status, map[string]any{"events": results})
+}
+
+// unusableID checks every event id of a verified delivery against what
+// the ledger keys, SQS carries and logs hold (ledger.CheckEventID). The
+// id is the sender's input, and a delivery with an id that fails would be
+// accepted and then fail to enqueue on every retry; it is kept instead,
+// like a delivery without identity, under its content id. The first id
+// that fails is returned quoted (ASCII, bounded) for the row's attribute
+// unusable_event_id and the log, with the reason; "" and nil when every
+// id is usable.
+func unusableID(v provider.Verified) (string, map[string]string) {
+	for _, ident := range v.Events {
+		if ledger.CheckEventID(ident.EventID) == nil {
+			continue
+		}
+		q := strconv.QuoteToASCII(ident.EventID)
+		if len(q) > ledger.MaxIDLength {
+			q = q[:ledger.MaxIDLength-3] + "..."
+		}
+		return "event id " + q + " cannot be a ledger key or travel in a queue message", map[string]string{"unusable_event_id": q}
+	}
+	return "", nil
 }
 
 // errEnqueue: the event is in the ledger, but its pointer could not be

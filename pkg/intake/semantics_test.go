@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
@@ -74,5 +76,77 @@ func TestSignedEmptyBodyIsQuarantinedNot5xx(t *testing.T) {
 				t.Fatalf("not listed for operators: %+v", open)
 			}
 		})
+	}
+}
+
+// §7: an event id SQS cannot carry in a message body (U+FFFE, U+FFFF,
+// outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF)
+// or a log line should not (C1 controls) would be accepted and then fail
+// to enqueue on every retry. The id is the sender's input and the delivery
+// is verified: it is kept, QUARANTINED no_identity under the body's content
+// id (202, no queue message), and the row names the id it could not use.
+func TestUnusableEventIDIsQuarantinedUnderTheContentID(t *testing.T) {
+	hf := hfHarness(t)
+	st := pt.New(t, pt.Options{})
+	partner := hfSchemes()[4]
+	if partner.source != "partner" {
+		t.Fatal("hfSchemes changed order")
+	}
+	cases := []struct {
+		name, source, id string
+		h                *pt.Harness
+		body             string
+		headers          func(body []byte) map[string]string
+	}{
+		{name: "stripe U+FFFE", source: "stripe", h: st, id: "evt_\ufffe", body: `{"id":"evt_\ufffe","object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`},
+		{name: "stripe U+FFFF", source: "stripe", h: st, id: "evt_\uffff", body: `{"id":"evt_\uffff","object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`},
+		{name: "partner C1 control", source: "partner", h: hf, id: "ev_\u0085", body: `{"event_id":"ev_\u0085","kind":"invoice.paid","invoice":{"id":"inv_1"}}`},
+		{name: "partner U+FFFF", source: "partner", h: hf, id: "ev_\uffff", body: `{"event_id":"ev_\uffff","kind":"invoice.paid","invoice":{"id":"inv_1"}}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			body := []byte(c.body)
+			headers := map[string]string{"stripe-signature": c.h.Sign(body, pt.SecretPrimary)}
+			if c.source == "partner" {
+				headers = partner.sign(t, c.h.Clock.Now(), body, partner.secret)
+			}
+			depth := c.h.Depth(c.h.Queues.Queue)
+			r := c.h.DeliverTo(c.source, body, headers)
+			var a quarantinedAnswer
+			_ = json.Unmarshal(r.Body, &a)
+			want := ledger.ContentID(body)
+			if r.Status != 202 || a.Status != "quarantined" || a.EventID != want {
+				t.Fatalf("%d %s, want 202 quarantined under %s", r.Status, r.Body, want)
+			}
+			ev, err := c.h.Ledger.Get(ctx, c.source, want)
+			if err != nil || ev.Status != ledger.StatusQuarantined || ev.ErrorCode != "no_identity" || ev.Attributes["unusable_event_id"] == "" {
+				t.Fatalf("row %+v: %v", ev, err)
+			}
+			if _, err := c.h.Ledger.Get(ctx, c.source, c.id); err == nil {
+				t.Fatal("a row was written under the unusable id")
+			}
+			if n := c.h.Depth(c.h.Queues.Queue); n != depth {
+				t.Fatalf("queue depth %d, was %d", n, depth)
+			}
+		})
+	}
+}
+
+// §7 on the EventBridge path: the same rule, the same outcome.
+func TestUnusableEventIDOverEventBridgeIsQuarantined(t *testing.T) {
+	h := pt.New(t, pt.Options{SourcesDoc: ebSources})
+	raw := ebEvent(t, "stripe-customer.subscription.updated.json", func(ev *events.EventBridgeEvent) {
+		ev.Detail = json.RawMessage(`{"id":"evt_\uffff","object":"event","type":"customer.subscription.updated","data":{"object":{"id":"sub_1"}}}`)
+	})
+	if err := invokeEB(t, h.Intake, raw); err != nil {
+		t.Fatalf("bridge: %v", err)
+	}
+	ev := h.EventOf("stripe", ledger.ContentID(detailOf(t, raw)))
+	if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != "no_identity" || ev.Attributes["via"] != "eventbridge" || ev.Attributes["unusable_event_id"] != `"evt_\uffff"` {
+		t.Fatalf("row %+v", ev)
+	}
+	if d := h.Depth(h.Queues.Queue); d != 0 {
+		t.Fatalf("depth %d", d)
 	}
 }

@@ -68,6 +68,15 @@ const (
 	compressAbove = 1024
 )
 
+// CheckEventID returns nil when id can be an event id everywhere one goes:
+// a DynamoDB key (at most MaxIDLength bytes of UTF-8), the body of an SQS
+// pointer message (no code point SQS refuses: U+FFFE, U+FFFF, C0 controls
+// but tab and newlines), and a log line (no control characters at all).
+// Otherwise it returns an error wrapping ErrInvalid, as Accept would. The
+// id is the sender's input: intake checks it first and keeps a verified
+// delivery whose id fails under its ContentID instead.
+func CheckEventID(id string) error { return validID("event id", id, MaxIDLength) }
+
 // ContentID derives an event id from the payload bytes, for verified
 // deliveries that carry no usable identity.
 func ContentID(payload []byte) string {

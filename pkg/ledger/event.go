@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -393,9 +395,16 @@ func validID(kind, v string, maxLen int) error {
 	if len(v) > maxLen {
 		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, kind, maxLen)
 	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, kind)
+	}
 	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: %s contains control characters", ErrInvalid, kind)
+		if unicode.IsControl(r) || r == 0xFFFE || r == 0xFFFF {
+			// SQS message bodies (where an id travels in its pointer) allow
+			// #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF;
+			// valid UTF-8 has no surrogates; controls (C0, DEL, C1) have no
+			// place in keys and log lines either.
+			return fmt.Errorf("%w: %s contains control characters or code points SQS refuses (U+%04X)", ErrInvalid, kind, r)
 		}
 	}
 	return nil
