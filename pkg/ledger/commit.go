@@ -198,6 +198,11 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 		if err != nil {
 			return Committed{}, err
 		}
+		// What DynamoDB would refuse is refused here, named, before the
+		// transaction (see validate.go): no retry could store it.
+		if err := checkTransaction(items); err != nil {
+			return l.refuseUnstorable(ctx, c, write, err)
+		}
 		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		if err == nil {
 			ops := make([]string, 0, len(intents)+len(comps))
@@ -216,11 +221,22 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
 		}
 		failed := conditionFailures(tce)
-		if len(failed) == 0 {
-			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
-		}
 		if _, ok := failed[0]; ok {
 			return Committed{}, fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
+		}
+		// DynamoDB refused an item (a ValidationError reason): permanent,
+		// named by the item it concerns.
+		if cl := classifyCancellation(tce); cl.kind == ErrInvalid {
+			name := fmt.Sprintf("transaction item %d", cl.index)
+			if cl.index >= 0 && cl.index < len(items) {
+				name = transactItemName(items[cl.index])
+			}
+			return l.refuseUnstorable(ctx, c, write, cl.unstorable(name))
+		}
+		if len(failed) == 0 {
+			// Throttled (ErrUnavailable) or a concurrent transaction
+			// (ErrConflict): both retryable.
+			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
 		}
 		if old, ok := failed[1]; ok {
 			cur, err := l.projectionAt(ctx, write, old)
@@ -250,6 +266,30 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 		intents = kept
 	}
 	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, ErrConflict)
+}
+
+// refuseUnstorable answers a commit that DynamoDB cannot store (verr, an
+// UnstorableError). When the projection's version guard would refuse the
+// write anyway (the subject is at this revision or a newer one, or
+// terminal), nothing of it was ever going to be written: the event is
+// recorded as the guard says (stale, noop, a same-version conflict), as
+// any older revision is. Otherwise verr is returned, wrapped: permanent.
+// It costs one consistent read, on this path only.
+func (l *Ledger) refuseUnstorable(ctx context.Context, c Claim, w *ProjectionWrite, verr error) (Committed, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: projectionKey(w.Name, w.Subject), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Committed{}, fmt.Errorf("read projection %s/%s: %w", w.Name, w.Subject, translate(err))
+	}
+	if len(out.Item) > 0 {
+		cur, err := decodeProjection(out.Item)
+		if err != nil {
+			return Committed{}, fmt.Errorf("projection %s/%s: %w", w.Name, w.Subject, err)
+		}
+		if !(cur.Version < w.Version && !cur.Terminal && cur.Fingerprint != w.Fingerprint) {
+			return l.resolveGuard(ctx, c, w, cur)
+		}
+	}
+	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, verr)
 }
 
 // conditionFailures returns, by transaction index, the items whose condition

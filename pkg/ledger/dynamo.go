@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
@@ -34,12 +35,11 @@ func translate(err error) error {
 	)
 	switch {
 	case errors.As(err, &tce):
-		for _, r := range tce.CancellationReasons {
-			if r.Code != nil && (*r.Code == "TransactionConflict" || *r.Code == "ThrottlingError" || *r.Code == "ProvisionedThroughputExceeded") {
-				return fmt.Errorf("%w: %v", ErrConflict, err)
-			}
+		cl := classifyCancellation(tce)
+		if cl.kind == ErrInvalid {
+			return cl.unstorable(fmt.Sprintf("transaction item %d", cl.index))
 		}
-		return fmt.Errorf("%w: %v", ErrConflict, err)
+		return fmt.Errorf("%w: %v", cl.kind, err)
 	case errors.As(err, &conflict), errors.As(err, &inprog):
 		return fmt.Errorf("%w: %v", ErrConflict, err)
 	case errors.As(err, &throttle), errors.As(err, &limit), errors.As(err, &internal):
@@ -58,6 +58,75 @@ func translate(err error) error {
 	}
 	// Connection errors, timeouts, cancelled contexts: retryable.
 	return fmt.Errorf("%w: %v", ErrUnavailable, err)
+}
+
+// cancellation is what a cancelled transaction means for its caller,
+// decided from its reasons, and the reason that decided it.
+type cancellation struct {
+	// kind is ErrInvalid (no retry can succeed), ErrUnavailable (throttled:
+	// retry with backoff) or ErrConflict (a concurrent writer, or a
+	// condition that failed: the caller looks at conditionFailures).
+	kind    error
+	index   int // the item whose reason decided kind (-1: none did)
+	code    string
+	message string
+}
+
+// classifyCancellation reads a TransactionCanceledException's reasons one
+// by one. DynamoDB gives one reason per item of the request, in its order,
+// with code "None" (or, in older documentation, a null code) for an item
+// without error; the codes and their messages are listed in the API
+// reference of TransactWriteItems and TransactionCanceledException:
+//
+//   - ValidationError: the item cannot be written as asked ("Item size to
+//     update has exceeded the maximum allowed size", "Number overflow…",
+//     "Nesting Levels have exceeded supported limits", …). Permanent:
+//     ErrInvalid, whatever the other items say.
+//   - ItemCollectionSizeLimitExceeded: an item collection with a local
+//     secondary index is over 10 GB (this table has none). Permanent too.
+//   - ThrottlingError, ProvisionedThroughputExceeded (and
+//     RequestLimitExceeded, the account-level throttle): ErrUnavailable,
+//     worth a retry after a backoff.
+//   - TransactionConflict: another transaction holds one of the items:
+//     ErrConflict, worth a retry.
+//   - ConditionalCheckFailed: the caller's own conditions; ErrConflict
+//     here, and the caller reads which item failed (conditionFailures).
+//
+// An unknown code counts as a conflict (retryable), as every cancellation
+// did before the reasons were read one by one.
+func classifyCancellation(tce *types.TransactionCanceledException) cancellation {
+	out := cancellation{kind: ErrConflict, index: -1}
+	rank := 0 // 3 permanent, 2 throttled, 1 conflict
+	for i, r := range tce.CancellationReasons {
+		code := aws.ToString(r.Code)
+		var kind error
+		var k int
+		switch code {
+		case "", "None":
+			continue
+		case "ValidationError", "ItemCollectionSizeLimitExceeded":
+			kind, k = ErrInvalid, 3
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			kind, k = ErrUnavailable, 2
+		default: // TransactionConflict, ConditionalCheckFailed, unknown
+			kind, k = ErrConflict, 1
+		}
+		if k > rank {
+			rank = k
+			out = cancellation{kind: kind, index: i, code: code, message: aws.ToString(r.Message)}
+		}
+	}
+	return out
+}
+
+// unstorable is the permanent error of a cancellation whose reason is a
+// validation error, naming the item it concerns.
+func (c cancellation) unstorable(item string) error {
+	rule := "DynamoDB refused it (" + c.code
+	if c.message != "" {
+		rule += ": " + c.message
+	}
+	return &UnstorableError{Item: item, Rule: rule + ")"}
 }
 
 // IsRetryable reports whether err is worth retrying later.
