@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
@@ -18,6 +19,16 @@ func nv(n int64) types.AttributeValue {
 }
 
 func join(parts []string) string { return strings.Join(parts, ", ") }
+
+// unmarshalExact decodes an item into out keeping every number exact:
+// typed fields are parsed from the number's text (int64 exactly), and a
+// number inside an any (a projection's state, an intent's payload) becomes
+// an attributevalue.Number, which exactNumbers turns into json.Number. The
+// default decoder makes the latter a float64, which rounds integers above
+// 2^53 (an order id, a Stripe deletion's version) and loses digits past 17.
+func unmarshalExact(av map[string]types.AttributeValue, out any) error {
+	return attributevalue.UnmarshalMapWithOptions(av, out, func(o *attributevalue.DecoderOptions) { o.UseNumber = true })
+}
 
 // translate maps DynamoDB errors onto the ledger's closed set. It is the only
 // place that knows AWS exception names (STYLE.md: translate at the adapter).

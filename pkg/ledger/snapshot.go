@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -52,8 +51,11 @@ func TakeSnapshot(ctx context.Context, db Scanner, table string) (Snapshot, erro
 				snap.Projections = append(snap.Projections, p)
 			case sk.Value == skIntent:
 				var in StoredIntent
-				if err := attributevalue.UnmarshalMap(it, &in); err != nil {
+				if err := unmarshalExact(it, &in); err != nil {
 					return snap, fmt.Errorf("decode intent: %w", err)
+				}
+				if in.Payload != nil {
+					in.Payload = exactNumbers(in.Payload).(map[string]any)
 				}
 				snap.Intents = append(snap.Intents, in)
 			}

@@ -204,8 +204,11 @@ const (
 // latest intents.
 func decodeProjection(av map[string]types.AttributeValue) (Projection, error) {
 	var p Projection
-	if err := attributevalue.UnmarshalMap(av, &p); err != nil {
+	if err := unmarshalExact(av, &p); err != nil {
 		return p, fmt.Errorf("decode projection: %w", err)
+	}
+	if p.State != nil {
+		p.State = exactNumbers(p.State).(map[string]any)
 	}
 	var n int
 	if v, ok := av[attrWatchN]; ok {
