@@ -194,43 +194,35 @@ func (l *Ledger) ListSyncDue(ctx context.Context, before time.Time, limit int) (
 	}
 	var out []SubjectCursor
 	for shard := 0; shard < l.opts.DueShards; shard++ {
-		var start map[string]types.AttributeValue
-		for {
-			res, err := l.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                aws.String(l.opts.Table),
-				IndexName:                aws.String(DueIndex),
-				KeyConditionExpression:   aws.String("due_shard = :s AND due_at <= :b"),
-				FilterExpression:         aws.String("#item = :cursor"),
-				ExpressionAttributeNames: map[string]string{"#item": "item"},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":s": sv(syncPrefix + strconv.Itoa(shard)), ":b": nv(ms(before)), ":cursor": sv("cursor"),
-				},
-				ExclusiveStartKey: start,
-				Limit:             aws.Int32(int32(limit)),
-			})
+		// Each shard gives its own oldest `limit` cursors (see pageShard).
+		err := l.pageShard(ctx, dynamodb.QueryInput{
+			TableName:                aws.String(l.opts.Table),
+			IndexName:                aws.String(DueIndex),
+			KeyConditionExpression:   aws.String("due_shard = :s AND due_at <= :b"),
+			FilterExpression:         aws.String("#item = :cursor"),
+			ExpressionAttributeNames: map[string]string{"#item": "item"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": sv(syncPrefix + strconv.Itoa(shard)), ":b": nv(ms(before)), ":cursor": sv("cursor"),
+			},
+		}, limit, func(it map[string]types.AttributeValue) (bool, error) {
+			// The index projects only the attributes the work queries
+			// need (DueIndexAttributes): read the cursor itself.
+			full, err := l.getItem(ctx, map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK]}, "cursor")
+			if errors.Is(err, ErrNotFound) {
+				return false, nil
+			}
 			if err != nil {
-				return nil, fmt.Errorf("list sync cursors, shard %d: %w", shard, translate(err))
+				return false, err
 			}
-			for _, it := range res.Items {
-				// The index projects only the attributes the work queries
-				// need (DueIndexAttributes): read the cursor itself.
-				full, err := l.getItem(ctx, map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK]}, "cursor")
-				if errors.Is(err, ErrNotFound) {
-					continue
-				}
-				if err != nil {
-					return nil, err
-				}
-				c, _, err := decodeCursor(full)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, c)
+			c, _, err := decodeCursor(full)
+			if err != nil {
+				return false, err
 			}
-			start = res.LastEvaluatedKey
-			if len(start) == 0 || len(out) >= limit*(shard+1) {
-				break
-			}
+			out = append(out, c)
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list sync cursors, shard %d: %w", shard, err)
 		}
 	}
 	sortCursors(out)

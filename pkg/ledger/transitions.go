@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -280,8 +281,38 @@ func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind
 	return l.queryShards(ctx, "", before, limit, kind, statuses...)
 }
 
+// The due index's paging (queryShards, ListSyncDue). DynamoDB applies a
+// Query's Limit to the entries it evaluates, before the filter, and one
+// shard holds events, intents, live leases and entries the filter drops,
+// so a page can hold any number of matches, none included. Each shard is
+// therefore paged until it has given its own oldest `limit` matches (the
+// oldest `limit` overall are among them) or is exhausted. Pages start at
+// the caller's limit and double up to dueMaxPage entries (never below the
+// limit), so a shard full of matches costs one request and one mostly
+// filtered costs a few; a shard gets at most DueQueryPagesPerShard pages.
+const (
+	// DueQueryPagesPerShard bounds the Query requests one due query makes
+	// per shard: ListDue, ListDueIntents and ListSyncDue make at most
+	// DueShards × DueQueryPagesPerShard (64 with the default 4 shards),
+	// ListOpen twice that (work and attention shards). Each evaluates at
+	// most max(limit, dueMaxPage) index entries and at most 1 MB, the
+	// Query's own cap; with limit 1 the 16 pages evaluate 1+2+…+512 then
+	// 6×1,000, about 7,000 entries (~2 MB of projected attributes, a few
+	// hundred eventually consistent read units).
+	DueQueryPagesPerShard = 16
+	dueMaxPage            = 1000
+)
+
 // queryShards reads one family of shards: "" for work, attentionPrefix for
-// items waiting for an operator.
+// items waiting for an operator. It returns the oldest `limit` matches,
+// oldest first: exactly those, unless a shard reached its page bound
+// without giving `limit` matches (with limit 1, some 7,000 entries to skip
+// ahead of them; more with a larger limit). Then its unread entries are
+// not compared: the result is
+// still oldest first, and exact up to the last entry that shard read, but
+// it may hold newer matches of other shards in place of older ones the
+// bound left unread (rather than nothing newer than that point, which
+// would stall every shard behind one).
 func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
 	if limit <= 0 {
 		limit = 1
@@ -298,35 +329,36 @@ func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Tim
 		in = append(in, k)
 	}
 	var items []dueItem
+	// Once `limit` matches are known, a later shard can only contribute
+	// items at least as old as the newest of them: its key condition
+	// stops there (:hi), so it does not page through newer entries.
+	hi := before
 	for shard := 0; shard < l.opts.DueShards; shard++ {
 		vals[":s"] = sv(prefix + strconv.Itoa(shard))
-		var start map[string]types.AttributeValue
-		for {
-			out, err := l.db.Query(ctx, &dynamodb.QueryInput{
-				TableName:                 aws.String(l.opts.Table),
-				IndexName:                 aws.String(DueIndex),
-				KeyConditionExpression:    aws.String("due_shard = :s AND due_at <= :b"),
-				FilterExpression:          aws.String("#item = :kind AND #status IN (" + join(in) + ") AND NOT (#status IN (:leased, :dispatching) AND lease_expires_at > :b)"),
-				ExpressionAttributeNames:  map[string]string{"#item": "item", "#status": "status"},
-				ExpressionAttributeValues: vals,
-				ExclusiveStartKey:         start,
-				Limit:                     aws.Int32(int32(limit)),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("list due %ss, shard %d: %w", kind, shard, translate(err))
+		vals[":hi"] = nv(ms(hi))
+		err := l.pageShard(ctx, dynamodb.QueryInput{
+			TableName:                 aws.String(l.opts.Table),
+			IndexName:                 aws.String(DueIndex),
+			KeyConditionExpression:    aws.String("due_shard = :s AND due_at <= :hi"),
+			FilterExpression:          aws.String("#item = :kind AND #status IN (" + join(in) + ") AND NOT (#status IN (:leased, :dispatching) AND lease_expires_at > :b)"),
+			ExpressionAttributeNames:  map[string]string{"#item": "item", "#status": "status"},
+			ExpressionAttributeValues: vals,
+		}, limit, func(it map[string]types.AttributeValue) (bool, error) {
+			due := time.Time{}
+			if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
+				n, _ := strconv.ParseInt(v.Value, 10, 64)
+				due = fromMS(n)
 			}
-			for _, it := range out.Items {
-				due := time.Time{}
-				if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
-					n, _ := strconv.ParseInt(v.Value, 10, 64)
-					due = fromMS(n)
-				}
-				items = append(items, dueItem{item: it, dueAt: due})
-			}
-			start = out.LastEvaluatedKey
-			if len(start) == 0 || len(items) >= limit*l.opts.DueShards {
-				break
-			}
+			items = append(items, dueItem{item: it, dueAt: due})
+			return true, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list due %ss, shard %d: %w", kind, shard, err)
+		}
+		if len(items) >= limit {
+			sortDue(items)
+			items = items[:limit]
+			hi = items[limit-1].dueAt
 		}
 	}
 	sortDue(items)
@@ -334,4 +366,38 @@ func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Tim
 		items = items[:limit]
 	}
 	return items, nil
+}
+
+// pageShard pages one shard of the due index (q names it), oldest first,
+// handing each returned item to take, which says whether it counts, until
+// want items counted, the shard is exhausted, or it had
+// DueQueryPagesPerShard pages. A Query error is translated; take's are
+// returned as they are.
+func (l *Ledger) pageShard(ctx context.Context, q dynamodb.QueryInput, want int, take func(map[string]types.AttributeValue) (bool, error)) error {
+	page, maxPage := min(want, dueMaxPage), max(want, dueMaxPage)
+	taken := 0
+	for range DueQueryPagesPerShard {
+		q.Limit = aws.Int32(int32(min(page, math.MaxInt32)))
+		out, err := l.db.Query(ctx, &q)
+		if err != nil {
+			return translate(err)
+		}
+		for _, it := range out.Items {
+			ok, err := take(it)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if taken++; taken >= want {
+					return nil
+				}
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		q.ExclusiveStartKey = out.LastEvaluatedKey
+		page = min(2*page, maxPage)
+	}
+	return nil
 }
