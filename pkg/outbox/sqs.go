@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -35,13 +36,29 @@ var _ Visibility = (*sqs.Client)(nil)
 // the intent is due, so the queue carries the backoff. Messages are
 // dispatched concurrently: every effect has its own timeout, and a batch
 // must finish inside the function's timeout.
+//
+// The queue carries a wait of at most MaxHold, and never past what SQS
+// allows for the message (MaxVisibility from its receive). A longer wait
+// (a Retry-After of hours, say) is not carried by the message: it is
+// acknowledged, and the intent waits in the ledger (RETRY_WAIT or
+// UNCERTAIN on the due index, due at its next time), where the
+// reconciler finds it once due (AnnounceDue, run with `before` StuckAfter
+// in the past: so such an intent is announced again up to StuckAfter plus
+// one schedule period after its time). Held for hours instead, the
+// message would come back again and again, each receive counting towards
+// maxReceiveCount, and could not be held past 12 hours from a receive
+// anyway.
 type Consumer struct {
 	Dispatcher *Dispatcher
 	// SQS and QueueURL are optional; without them a waiting message comes
 	// back after the queue's visibility timeout instead.
 	SQS      Visibility
 	QueueURL string
-	Log      *slog.Logger
+	// ReceiveClock is compared with the message's receive timestamp, which
+	// SQS stamps with its own clock (the wall clock); the dispatcher's clock
+	// says when an intent is due. Default: the wall clock.
+	ReceiveClock ledger.Clock
+	Log          *slog.Logger
 	// Metrics receives one EMF record per dispatch that recorded an
 	// outcome: EffectsSucceeded, EffectsFailed, EffectsUncertain,
 	// EffectsRetryWait, EffectsQuarantined, EffectsSuperseded,
@@ -52,8 +69,20 @@ type Consumer struct {
 	Metrics *metrics.Emitter
 }
 
-// MaxVisibility is SQS's limit for a message's visibility timeout.
+// MaxVisibility is SQS's limit on a message's visibility: 12 hours
+// counted from the receive, not from the ChangeMessageVisibility call. A
+// call that would keep the message invisible past that is refused (SQS
+// does not shorten it to what is left).
 const MaxVisibility = 12 * time.Hour
+
+// MaxHold is the longest wait a waiting intent's message carries (its
+// visibility timeout, whatever the downstream's Retry-After or the
+// backoff asked). A longer wait is left to the ledger: see Consumer.
+const MaxHold = time.Hour
+
+// receiveSkew is taken off what is left of MaxVisibility: the receive
+// timestamp is SQS's clock, the hold is computed with ours.
+const receiveSkew = time.Minute
 
 // HandleSQS processes a batch and reports the messages to retry. It never
 // returns an error: that would redeliver the whole batch.
@@ -120,8 +149,7 @@ func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 			due = nc.Intent.LeaseExpires
 		}
 		log.Info("intent not claimable now; will retry", "why", nc.Why)
-		c.delay(ctx, r, due, log)
-		return false
+		return c.delay(ctx, r, due, log)
 	case errors.Is(err, ledger.ErrNotFound):
 		log.Error("pointer to an intent the ledger does not hold; dropping", "err", err)
 		return true
@@ -155,21 +183,61 @@ func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 		return true
 	}
 	log.Warn("dispatched; waiting", append(attrs, "next", o.Next)...)
-	c.delay(ctx, r, o.Next, log)
-	return false
+	return c.delay(ctx, r, o.Next, log)
 }
 
-// delay makes the message invisible until due (best effort: on failure the
-// queue's own visibility timeout applies and the intent re-checks its time).
-func (c *Consumer) delay(ctx context.Context, r events.SQSMessage, due time.Time, log *slog.Logger) {
-	if c.SQS == nil || c.QueueURL == "" || r.ReceiptHandle == "" || due.IsZero() {
-		return
+// delay makes the message invisible until due, when the queue can carry
+// that wait (at most MaxHold, and within MaxVisibility of the receive),
+// and returns false: retry the message then. A longer wait returns true:
+// acknowledge the message, the intent waits in the ledger (see Consumer).
+// Holding is best effort: on failure the queue's own visibility timeout
+// applies and the intent re-checks its time.
+func (c *Consumer) delay(ctx context.Context, r events.SQSMessage, due time.Time, log *slog.Logger) (ack bool) {
+	if due.IsZero() {
+		return false
 	}
 	wait := due.Sub(c.Dispatcher.now())
-	secs := int32(min(max((wait+time.Second-1)/time.Second, 1), MaxVisibility/time.Second))
+	if limit := c.holdLimit(r); wait > limit {
+		log.Info("wait longer than the message may be held; acknowledged, the intent waits in the ledger until the reconciler announces it",
+			"due", due, "wait_s", int64(wait/time.Second), "hold_limit_s", int64(limit/time.Second))
+		return true
+	}
+	if c.SQS == nil || c.QueueURL == "" || r.ReceiptHandle == "" {
+		return false
+	}
+	secs := int32(max((wait+time.Second-1)/time.Second, 1))
 	if _, err := c.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(c.QueueURL), ReceiptHandle: aws.String(r.ReceiptHandle), VisibilityTimeout: secs,
 	}); err != nil {
 		log.Warn("could not delay the message; the queue's visibility timeout applies", "err", err)
 	}
+	return false
+}
+
+// holdLimit is the longest this message may be kept invisible from now:
+// MaxHold, or less when the message's MaxVisibility runs out sooner.
+//
+// SQS counts MaxVisibility from the receive that made the message in
+// flight, and the Lambda event does not carry that time: it carries
+// ApproximateFirstReceiveTimestamp, the message's first receive, which is
+// no later than this one. Counting from it overestimates the time since
+// this receive, so the limit errs on the short side (a message first
+// received 11.5 hours ago is not held for an hour even if it was received
+// again a minute ago: it is acknowledged and the ledger carries the wait).
+// Without the attribute (not a Lambda event) the message is taken as just
+// received: MaxHold still leaves 11 hours between the receive and this
+// call, which happens while the receipt is in flight (within the queue's
+// visibility timeout, minutes).
+func (c *Consumer) holdLimit(r events.SQSMessage) time.Duration {
+	limit := MaxHold
+	ms, err := strconv.ParseInt(r.Attributes["ApproximateFirstReceiveTimestamp"], 10, 64)
+	if err != nil {
+		return limit
+	}
+	var clock ledger.Clock = ledger.SystemClock{}
+	if c.ReceiveClock != nil {
+		clock = c.ReceiveClock
+	}
+	since := max(clock.Now().Sub(time.UnixMilli(ms)), 0)
+	return min(limit, MaxVisibility-since-receiveSkew)
 }
