@@ -244,15 +244,65 @@ type DLQClient interface {
 
 var _ DLQClient = (*sqs.Client)(nil)
 
+// DefaultDLQWait is how long each receive of a dead-letter sweep
+// long-polls (SQS WaitTimeSeconds). Any wait (1 s is SQS's minimum) makes
+// SQS look at all its servers for the queue, so an empty answer means the
+// DLQ holds no visible message; a short poll (no wait) samples some of
+// them and may answer empty while messages wait. A longer wait would only
+// wait for letters arriving meanwhile, which the next sweep takes: an
+// empty DLQ costs a sweep this long, once.
+const DefaultDLQWait = time.Second
+
+// DLQWait is a DLQClient whose sweeps long-poll for Wait instead of
+// DefaultDLQWait (whole seconds, 1 to 20, SQS's range). A negative Wait
+// short-polls: only for an emulator whose short poll sees every message
+// (goaws), never for SQS.
+type DLQWait struct {
+	DLQClient
+	Wait time.Duration
+}
+
+// pollWait is the WaitTimeSeconds of one sweep receive: the client's wait
+// (DefaultDLQWait unless it is a DLQWait), cut to what the context's
+// deadline leaves with a second to spare for the answer. It is an error
+// when that leaves less than the one second a long poll needs.
+func pollWait(ctx context.Context, c DLQClient) (int32, error) {
+	wait := DefaultDLQWait
+	if w, ok := c.(DLQWait); ok && w.Wait != 0 {
+		wait = w.Wait
+	}
+	if wait < 0 {
+		return 0, nil
+	}
+	secs := min(max(int32((wait+time.Second-1)/time.Second), 1), 20)
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl) - time.Second
+		if left < time.Second {
+			return 0, fmt.Errorf("%w: %s left, too little for a long poll", context.DeadlineExceeded, max(time.Until(dl), 0).Round(time.Millisecond))
+		}
+		secs = min(secs, int32(left/time.Second))
+	}
+	return secs, nil
+}
+
 // SweepDLQ reads up to maxMessages dead letters and asks decide about each
 // body: true deletes the message (nothing left to redrive), false keeps it.
 // A kept message is hidden for 30 s, so one sweep never sees it twice, and
-// then waits for an operator's console redrive. It returns how many
-// messages it saw; an error from decide or SQS ends the sweep.
+// then waits for an operator's console redrive. Every receive long-polls
+// (see DefaultDLQWait, DLQWait), and the sweep ends at maxMessages or at
+// the first empty answer to a long poll: SQS may answer a short poll
+// empty while messages wait. It returns how many messages it saw; an
+// error from decide or SQS, or a deadline too close for a long poll, ends
+// the sweep.
 func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, decide func(ctx context.Context, body string) (del bool, err error)) (seen int, err error) {
 	for seen < maxMessages {
+		wait, err := pollWait(ctx, c)
+		if err != nil {
+			return seen, fmt.Errorf("sweep DLQ %s: %w", dlqURL, err)
+		}
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: int32(min(10, maxMessages-seen)), VisibilityTimeout: 30,
+			WaitTimeSeconds: wait,
 		})
 		if err != nil {
 			return seen, fmt.Errorf("receive from DLQ %s: %w", dlqURL, err)

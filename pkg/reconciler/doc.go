@@ -22,6 +22,9 @@
 //     (intake.Handler.SweepEventBridgeDLQ): its messages are partner events
 //     the bridge never accepted; each is fed through the bridge's own
 //     accept path (idempotent by event id) and deleted only once accepted.
+//     Every sweep long-polls (Options.DLQWait, 1 s by default) and ends at
+//     MaxItems or at the first empty answer to a long poll: SQS may answer
+//     a short poll empty while messages wait.
 //  4. Compare with provider truth, for every source with a SourceOfTruth:
 //     each fact is projected with the source's own projection and compared
 //     with the stored projection. When the store is behind (missing, an

@@ -74,6 +74,13 @@ type Options struct {
 	// DriftChecks bounds the subjects whose downstream one run asks for
 	// their version (one status request each). Default DefaultDriftChecks.
 	DriftChecks int
+	// DLQWait is how long each receive of the DLQ sweeps long-polls (SQS
+	// WaitTimeSeconds, whole seconds, 1 to 20). Default
+	// queue.DefaultDLQWait (1 s): a sweep ends at the first empty answer
+	// to a long poll, so an empty DLQ costs one wait per DLQ, inside
+	// Budget. Negative short-polls, which SQS may answer empty while dead
+	// letters wait: only for an emulator whose short poll is exact (goaws).
+	DLQWait time.Duration
 	// Actor names the reconciler in audit entries. Default "reconciler".
 	Actor string
 	Now   func() time.Time
@@ -146,6 +153,9 @@ func (r *Reconciler) opts() Options {
 	if o.DriftChecks <= 0 {
 		o.DriftChecks = DefaultDriftChecks
 	}
+	if o.DLQWait == 0 {
+		o.DLQWait = queue.DefaultDLQWait
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -174,6 +184,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 		}
 	}
 	cutoff := start.Add(-o.StuckAfter)
+	dlq := queue.DLQWait{DLQClient: r.SQS, Wait: o.DLQWait}
 	step("reenqueue", func() error { return r.reenqueue(ctx, o, cutoff, &rep) })
 	step("intents", func() error {
 		n, err := outbox.AnnounceDue(ctx, r.Ledger, r.effectsQueue(), cutoff, o.MaxItems, "reconcile")
@@ -182,21 +193,21 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	})
 	if r.Queues.BridgeDLQ != "" && r.Bridge != nil {
 		step("bridge dlq", func() error {
-			sw, err := r.Bridge.SweepEventBridgeDLQ(ctx, r.SQS, r.Queues.BridgeDLQ, o.MaxItems)
+			sw, err := r.Bridge.SweepEventBridgeDLQ(ctx, dlq, r.Queues.BridgeDLQ, o.MaxItems)
 			rep.BridgeDLQ = sw
 			return err
 		})
 	}
 	if r.Queues.EventsDLQ != "" {
 		step("dlq", func() error {
-			sw, err := processor.SweepDLQ(ctx, r.SQS, r.Queues.EventsDLQ, r.Ledger, o.Actor, o.MaxItems, o.Log)
+			sw, err := processor.SweepDLQ(ctx, dlq, r.Queues.EventsDLQ, r.Ledger, o.Actor, o.MaxItems, o.Log)
 			rep.DLQ = sw
 			return err
 		})
 	}
 	if r.Queues.EffectsDLQ != "" {
 		step("effects dlq", func() error {
-			sw, err := outbox.SweepDLQ(ctx, r.SQS, r.Queues.EffectsDLQ, r.Ledger, o.MaxItems, o.Log)
+			sw, err := outbox.SweepDLQ(ctx, dlq, r.Queues.EffectsDLQ, r.Ledger, o.MaxItems, o.Log)
 			rep.EffectsDLQ = sw
 			return err
 		})
