@@ -109,10 +109,15 @@ $(CDK): infra/package.json infra/package-lock.json
 test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cache builds the CDK module first: ~3 min on 2 cores)
 	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
+# cdk.out must exist before the app runs: the CLI points the app's
+# performance-counters file into it, and on a clean checkout the app's
+# write of that file fails (ENOENT) before anything else creates the folder.
 synth: $(CDK) ## synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
+	@mkdir -p cdk.out
 	$(CDK_ENV) $(CDK) synth --no-notices --quiet $(CDK_CTX)
 	@ls cdk.out/*.template.json
 
 deploy: build $(CDK) ## build every function, then cdk deploy into the account of your AWS credentials (STAGE=, CDK_ARGS=)
+	@mkdir -p cdk.out
 	$(CDK_ENV) $(CDK) deploy --no-notices -c strictAssets=true $(CDK_CTX)
 FORCE:
