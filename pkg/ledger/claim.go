@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +22,9 @@ type Claim struct {
 	// that was DEAD (the message came back from the DLQ).
 	From    Status
 	Redrive bool
+	// Message and Letter are ClaimOptions' own: the message the claim
+	// came from, which Dead records (see ClaimOptions).
+	Message, Letter string
 }
 
 // NotClaimableError says why an event could not be claimed, with the event as
@@ -29,6 +33,11 @@ type Claim struct {
 type NotClaimableError struct {
 	Event Event
 	Why   string
+	// InFlightToDLQ: the event is DEAD and this is the very message Dead
+	// recorded, received again before SQS moved it to the dead-letter
+	// queue. Not acknowledging it lets it go on there, where a console
+	// redrive can bring it back.
+	InFlightToDLQ bool
 }
 
 func (e *NotClaimableError) Error() string {
@@ -46,8 +55,33 @@ type ClaimOptions struct {
 	// own deadline (the Lambda timeout) or two workers may overlap; the
 	// fencing token keeps even that safe.
 	Lease time.Duration
-	// AllowRedrive lets a DEAD event be claimed: the message came back from
-	// the dead-letter queue by an operator's redrive.
+	// Message is the SQS message id the claim comes from, and Letter the
+	// pointer id its body carries (queue.Pointer.ID, minted once per send).
+	// They decide what a DEAD event does with the message:
+	//
+	//   - a redrive: Letter is one of the event's dead letters (the pointer
+	//     ids Dead and GiveUp recorded of messages that went to the DLQ)
+	//     and Message is not the one Dead recorded. A console redrive
+	//     sends a dead letter's body back as a new message with a new
+	//     message id (SQS: "All redriven messages are considered new
+	//     messages and are assigned a new messageID"), so that is what a
+	//     message back from the DLQ looks like. The claim starts a new
+	//     round, audited as a redrive naming the letter. (The letters
+	//     stay on the row: one per message that ever reached the DLQ.
+	//     Removing one with DELETE would leave minidyn an empty set it
+	//     then refuses in every later update of the item.)
+	//   - Message is the one Dead recorded: the dead event's own message,
+	//     received again before SQS moved it on (NotClaimableError with
+	//     InFlightToDLQ).
+	//   - anything else (a second pointer: an intake duplicate, a
+	//     reconciler re-enqueue, a replay's pointer that arrives late, a
+	//     pointer written before pointers had ids): NotClaimableError; the
+	//     event stays DEAD and its audit unchanged. Only a redrive or an
+	//     operator's Replay reopens it.
+	Message, Letter string
+	// AllowRedrive claims a DEAD event whatever the message, audited as a
+	// redrive: for a caller that vouches for the redrive itself (tests,
+	// tools). The processor never sets it.
 	AllowRedrive bool
 }
 
@@ -63,17 +97,23 @@ func (l *Ledger) Claim(ctx context.Context, source, eventID string, o ClaimOptio
 	from := StatusReceived
 	var old Event
 	for range 3 {
-		c, cur, err := l.claimFrom(ctx, source, eventID, from, old, o)
+		c, raw, err := l.claimFrom(ctx, source, eventID, from, old, o)
 		if err == nil {
 			return c, nil
 		}
 		if !errors.Is(err, errCondition) {
 			return Claim{}, err
 		}
-		if cur == nil {
-			return Claim{}, fmt.Errorf("claim %s/%s: %w", source, eventID, ErrNotFound)
+		if _, ok := raw["status"]; !ok {
+			// DynamoDB returns the item with the refusal; a store that
+			// does not (dynalite) is asked.
+			if raw, err = l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID); err != nil {
+				return Claim{}, fmt.Errorf("claim %s/%s: %w", source, eventID, err)
+			}
 		}
-		old = *cur
+		if old, err = decodeEvent(raw); err != nil {
+			return Claim{}, fmt.Errorf("claim %s/%s: %w", source, eventID, err)
+		}
 		now := l.now()
 		switch old.Status {
 		case StatusReceived:
@@ -89,8 +129,15 @@ func (l *Ledger) Claim(ctx context.Context, source, eventID string, o ClaimOptio
 			}
 			from = StatusProcessing
 		case StatusDead:
-			if !o.AllowRedrive {
-				return Claim{}, &NotClaimableError{Event: old, Why: "dead; needs a redrive or replay"}
+			letters, dying := deadLetters(raw)
+			switch {
+			case o.AllowRedrive:
+			case o.Message != "" && o.Message == dying:
+				return Claim{}, &NotClaimableError{Event: old, InFlightToDLQ: true,
+					Why: "dead; this is its own message, on its way to the dead-letter queue"}
+			case o.Letter == "" || !slices.Contains(letters, o.Letter):
+				return Claim{}, &NotClaimableError{Event: old,
+					Why: "dead; a message that did not come back from the dead-letter queue does not reopen it (a redrive of its dead letter or a replay does)"}
 			}
 			from = StatusDead
 		default:
@@ -103,7 +150,30 @@ func (l *Ledger) Claim(ctx context.Context, source, eventID string, o ClaimOptio
 // errCondition marks a failed condition inside this package.
 var errCondition = errors.New("condition failed")
 
-func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Status, old Event, o ClaimOptions) (Claim, *Event, error) {
+// deadLetters reads what Dead and GiveUp recorded on an event item: the
+// pointer ids of its messages that went to the DLQ, and the message id
+// Dead left to go there.
+func deadLetters(item map[string]types.AttributeValue) (letters []string, message string) {
+	if v, ok := item[attrDeadLetters].(*types.AttributeValueMemberSS); ok {
+		letters = v.Value
+	}
+	if v, ok := item[attrDeadMessage].(*types.AttributeValueMemberS); ok {
+		message = v.Value
+	}
+	return letters, message
+}
+
+// The attributes of a DEAD event's dead letters (see ClaimOptions): a
+// string set of pointer ids, and one message id.
+const (
+	attrDeadLetters = "dead_letters"
+	attrDeadMessage = "dead_message"
+)
+
+// claimFrom tries one claim, conditioned on the event being in from (and,
+// from DEAD, on the message being one of its dead letters). A refused
+// claim returns errCondition and the item as the store sent it back.
+func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Status, old Event, o ClaimOptions) (Claim, map[string]types.AttributeValue, error) {
 	now := l.now()
 	token := l.opts.Tokens()
 	expires := now.Add(o.Lease)
@@ -119,6 +189,7 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 	}
 	cond := "#status = :from"
 	attempts := "attempts = attempts + :one"
+	names := map[string]string{"#status": "status"}
 	switch from {
 	case StatusRetryWait:
 		cond += " AND next_attempt_at <= :now"
@@ -132,6 +203,19 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 	case StatusDead:
 		attempts = "attempts = :one"
 		action, reason = "redrive", "message redriven from the dead-letter queue"
+		if !o.AllowRedrive {
+			// Only a dead letter, and not the message Dead left to go
+			// there.
+			cond += " AND contains(#letters, :letter)"
+			names["#letters"] = attrDeadLetters
+			vals[":letter"] = sv(o.Letter)
+			if o.Message != "" {
+				cond += " AND (attribute_not_exists(#dying) OR #dying <> :mid)"
+				names["#dying"] = attrDeadMessage
+				vals[":mid"] = sv(o.Message)
+			}
+			reason = fmt.Sprintf("message redriven from the dead-letter queue (dead letter %s, now message %s)", truncate(o.Letter, 64), truncate(o.Message, 128))
+		}
 	}
 	vals[":audit"] = auditValue(now, from, StatusProcessing, o.Owner, action, reason)
 
@@ -142,14 +226,15 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 			"due_shard = :shard, " + attempts + ", total_attempts = total_attempts + :one, " +
 			"audit = list_append(audit, :audit) REMOVE next_attempt_at"),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            map[string]string{"#status": "status"},
+		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           vals,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		if cur, failed := conditionFailed(err); failed {
-			return Claim{}, cur, errCondition
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return Claim{}, ccf.Item, errCondition
 		}
 		return Claim{}, nil, fmt.Errorf("claim %s/%s: %w", source, eventID, translate(err))
 	}
@@ -157,5 +242,6 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 	if err != nil {
 		return Claim{}, nil, err
 	}
-	return Claim{Event: ev, Owner: o.Owner, Token: token, Expires: expires, From: from, Redrive: from == StatusDead}, nil, nil
+	return Claim{Event: ev, Owner: o.Owner, Token: token, Expires: expires, From: from, Redrive: from == StatusDead,
+		Message: o.Message, Letter: o.Letter}, nil, nil
 }

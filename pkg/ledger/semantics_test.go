@@ -3,7 +3,10 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
@@ -58,5 +61,107 @@ func TestEventIDsAreWhatSQSAndDynamoDBCarry(t *testing.T) {
 		if (err == nil) != c.ok || (aerr == nil) != c.ok || (!c.ok && (!errors.Is(err, ledger.ErrInvalid) || !errors.Is(aerr, ledger.ErrInvalid))) {
 			t.Errorf("%q: CheckEventID %v, Accept %v; want usable=%v", c.id, err, aerr, c.ok)
 		}
+	}
+}
+
+// §4: only a message back from the dead-letter queue reopens a DEAD event.
+// Dead records the claim's pointer id as a dead letter and its message id;
+// a console redrive sends the letter's body back under a new message id.
+// The same message received again before SQS moved it, a second pointer
+// (an intake duplicate, a reconciler re-enqueue) or a pointer without an
+// id is refused and changes nothing; a redrive reopens the event, audited
+// as a redrive that names the letter; GiveUp records the letter of a
+// message that reached the DLQ on its own.
+func TestOnlyADeadLetterReopensADeadEvent(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	accepted(t, f, "evt_d")
+	claim := func(msg, letter string) (ledger.Claim, error) {
+		return f.L.Claim(ctx, "stripe", "evt_d", ledger.ClaimOptions{Owner: "proc", Lease: time.Minute, Message: msg, Letter: letter})
+	}
+	c, err := claim("m1", "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.L.Dead(ctx, c, "commit_failed", "boom"); err != nil {
+		t.Fatal(err)
+	}
+	dead, _ := f.L.Get(ctx, "stripe", "evt_d")
+	refused := func(msg, letter string, inFlight bool) {
+		t.Helper()
+		_, err := claim(msg, letter)
+		var nc *ledger.NotClaimableError
+		if !errors.As(err, &nc) || nc.InFlightToDLQ != inFlight || nc.Event.Status != ledger.StatusDead {
+			t.Fatalf("claim by message %q pointer %q: %v (in flight to the DLQ: %v), want refused, in flight %v", msg, letter, err, nc != nil && nc.InFlightToDLQ, inFlight)
+		}
+		ev, _ := f.L.Get(ctx, "stripe", "evt_d")
+		if ev.Status != ledger.StatusDead || !reflect.DeepEqual(ev.Audit, dead.Audit) || ev.Attempts != dead.Attempts {
+			t.Fatalf("a refused claim changed the event: %s %v", ev.Status, ev.Audit)
+		}
+	}
+	refused("m1", "p1", true)  // its own message, before SQS moved it to the DLQ
+	refused("m2", "p2", false) // a second pointer
+	refused("m2", "", false)   // a pointer without an id
+	open, err := f.L.ListOpen(ctx, "event", 10, ledger.StatusDead)
+	if err != nil || len(open) != 1 {
+		t.Fatalf("a DEAD event must stay listed: %+v %v", open, err)
+	}
+
+	// The console redrive: p1's body under a new message id.
+	r, err := claim("m3", "p1")
+	if err != nil || !r.Redrive || r.Event.Attempts != 1 {
+		t.Fatalf("redrive: %+v %v", r, err)
+	}
+	last := r.Event.Audit[len(r.Event.Audit)-1]
+	if last.Action != "redrive" || last.From != ledger.StatusDead || !strings.Contains(last.Reason, "dead letter p1") || !strings.Contains(last.Reason, "m3") {
+		t.Fatalf("redrive audit %+v", last)
+	}
+	// The redriven message's own round ends DEAD: it is on its way to the
+	// DLQ, and a redrive of it (under yet another message id) reopens.
+	if err := f.L.Dead(ctx, r, "commit_failed", "again"); err != nil {
+		t.Fatal(err)
+	}
+	dead, _ = f.L.Get(ctx, "stripe", "evt_d")
+	refused("m3", "p1", true)
+	r2, err := claim("m4", "p1")
+	if err != nil || !r2.Redrive {
+		t.Fatalf("a redrive of the redriven message: %+v %v", r2, err)
+	}
+	if err := f.L.Dead(ctx, r2, "commit_failed", "again"); err != nil {
+		t.Fatal(err)
+	}
+	dead, _ = f.L.Get(ctx, "stripe", "evt_d")
+	refused("m5", "p9", false)
+
+	// A message that reached the DLQ on its own: the sweep's GiveUp
+	// records its letter on the DEAD event, and its redrive reopens it.
+	if _, err := f.L.GiveUp(ctx, "stripe", "evt_d", "dlq-sweep", "message reached the dead-letter queue", "p9"); !errors.As(err, new(*ledger.NotClaimableError)) {
+		t.Fatalf("give up on a DEAD event: %v", err)
+	}
+	if ev, _ := f.L.Get(ctx, "stripe", "evt_d"); ev.Status != ledger.StatusDead || !reflect.DeepEqual(ev.Audit, dead.Audit) {
+		t.Fatalf("recording a letter changed the event: %s %v", ev.Status, ev.Audit)
+	}
+	if r3, err := claim("m6", "p9"); err != nil || !r3.Redrive {
+		t.Fatalf("redrive of a letter GiveUp recorded: %+v %v", r3, err)
+	}
+}
+
+// §4 with GiveUp first: an unfinished event whose message reached the DLQ
+// is marked DEAD with that message's pointer id as its dead letter.
+func TestGiveUpRecordsTheDeadLetter(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	accepted(t, f, "evt_g")
+	if _, err := f.L.GiveUp(ctx, "stripe", "evt_g", "dlq-sweep", "message reached the dead-letter queue", "p1"); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(msg, letter string) (ledger.Claim, error) {
+		return f.L.Claim(ctx, "stripe", "evt_g", ledger.ClaimOptions{Owner: "proc", Lease: time.Minute, Message: msg, Letter: letter})
+	}
+	if _, err := claim("m2", "p2"); !errors.As(err, new(*ledger.NotClaimableError)) {
+		t.Fatalf("a second pointer reopened it: %v", err)
+	}
+	if c, err := claim("m3", "p1"); err != nil || !c.Redrive {
+		t.Fatalf("redrive: %+v %v", c, err)
 	}
 }

@@ -71,9 +71,22 @@ func (l *Ledger) RetryLater(ctx context.Context, c Claim, code, msg string, next
 // Dead records that the attempts are exhausted. The event moves from the
 // work shards of the due index to its attention shards (see ListOpen), so
 // operators find it without a scan, and its message goes on to the DLQ.
+// The claim's message is recorded: its pointer id as a dead letter (a
+// console redrive of it may reopen the event), and its message id, which
+// is received again until SQS moves it on (see ClaimOptions).
 func (l *Ledger) Dead(ctx context.Context, c Claim, code, msg string) error {
-	u := l.leaveProcessing(c, StatusDead, "dead", code, msg, "due_shard = :ashard, due_at = :anow",
-		l.attentionVals(c.Event.Source, c.Event.EventID), ", next_attempt_at")
+	set, vals, remove := "due_shard = :ashard, due_at = :anow", l.attentionVals(c.Event.Source, c.Event.EventID), ", next_attempt_at"
+	if c.Message != "" {
+		set += ", " + attrDeadMessage + " = :dmsg"
+		vals[":dmsg"] = sv(truncate(c.Message, MaxIDLength))
+	} else {
+		remove += ", " + attrDeadMessage
+	}
+	u := l.leaveProcessing(c, StatusDead, "dead", code, msg, set, vals, remove)
+	if c.Letter != "" {
+		u.UpdateExpression = aws.String(aws.ToString(u.UpdateExpression) + " ADD " + attrDeadLetters + " :dletter")
+		u.ExpressionAttributeValues[":dletter"] = &types.AttributeValueMemberSS{Value: []string{c.Letter}}
+	}
 	return l.fencedUpdate(ctx, c, u)
 }
 
@@ -164,35 +177,73 @@ func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, act
 // GiveUp marks an unfinished event DEAD without holding its lease: the queue
 // has given up on its message (it reached the dead-letter queue) while the
 // ledger still counted attempts left. It never overrides a live lease.
-func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason string) (Event, error) {
+// letter is the pointer id the dead letter carries (queue.Pointer.ID, ""
+// for a pointer without one): it is recorded as one of the event's dead
+// letters, so that a console redrive of that message may reopen the event
+// (see ClaimOptions). On an event that is DEAD already GiveUp records the
+// letter only (a second request, once per letter) and still answers with
+// a NotClaimableError.
+func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason, letter string) (Event, error) {
 	now := l.now()
+	update := "SET #status = :dead, error_code = :code, error_message = :msg, audit = list_append(audit, :audit), " +
+		"due_shard = :ashard, due_at = :now REMOVE lease_owner, lease_token, lease_expires_at, next_attempt_at"
+	vals := map[string]types.AttributeValue{
+		":dead": sv(string(StatusDead)), ":recv": sv(string(StatusReceived)), ":retry": sv(string(StatusRetryWait)),
+		":proc": sv(string(StatusProcessing)), ":now": nv(ms(now)),
+		":code": sv("queue_exhausted"), ":msg": sv(truncate(reason, MaxErrorMessageLen)),
+		":ashard": sv(attentionPrefix + l.dueShard(source, eventID)),
+		":audit":  auditValue(now, "", StatusDead, actor, "give_up", reason),
+	}
+	if letter != "" {
+		update += " ADD " + attrDeadLetters + " :dletter"
+		vals[":dletter"] = &types.AttributeValueMemberSS{Value: []string{letter}}
+	}
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.opts.Table),
-		Key:       eventKey(source, eventID),
-		UpdateExpression: aws.String("SET #status = :dead, error_code = :code, error_message = :msg, audit = list_append(audit, :audit), " +
-			"due_shard = :ashard, due_at = :now REMOVE lease_owner, lease_token, lease_expires_at, next_attempt_at"),
-		ConditionExpression:      aws.String("#status IN (:recv, :retry) OR (#status = :proc AND lease_expires_at < :now)"),
-		ExpressionAttributeNames: map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":dead": sv(string(StatusDead)), ":recv": sv(string(StatusReceived)), ":retry": sv(string(StatusRetryWait)),
-			":proc": sv(string(StatusProcessing)), ":now": nv(ms(now)),
-			":code": sv("queue_exhausted"), ":msg": sv(truncate(reason, MaxErrorMessageLen)),
-			":ashard": sv(attentionPrefix + l.dueShard(source, eventID)),
-			":audit":  auditValue(now, "", StatusDead, actor, "give_up", reason),
-		},
+		TableName:                           aws.String(l.opts.Table),
+		Key:                                 eventKey(source, eventID),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String("#status IN (:recv, :retry) OR (#status = :proc AND lease_expires_at < :now)"),
+		ExpressionAttributeNames:            map[string]string{"#status": "status"},
+		ExpressionAttributeValues:           vals,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
-		switch cur, failed := conditionFailed(err); {
-		case failed && cur == nil:
-			return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, ErrNotFound)
-		case failed:
-			return *cur, &NotClaimableError{Event: *cur, Why: "finished or leased"}
-		}
+	if err == nil {
+		return decodeEvent(out.Attributes)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
 		return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, translate(err))
 	}
-	return decodeEvent(out.Attributes)
+	raw := ccf.Item
+	if _, ok := raw["status"]; !ok {
+		// DynamoDB returns the item with the refusal; a store that does
+		// not (dynalite) is asked.
+		if raw, err = l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID); err != nil {
+			return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, err)
+		}
+	}
+	cur, err := decodeEvent(raw)
+	if err != nil {
+		return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, err)
+	}
+	if letters, _ := deadLetters(raw); cur.Status == StatusDead && letter != "" && !slices.Contains(letters, letter) {
+		// Dead already (its own message went there, or another one did
+		// first): this message is a dead letter too.
+		_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(l.opts.Table),
+			Key:                       eventKey(source, eventID),
+			UpdateExpression:          aws.String("ADD " + attrDeadLetters + " :dletter"),
+			ConditionExpression:       aws.String("#status = :dead"),
+			ExpressionAttributeNames:  map[string]string{"#status": "status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":dead": sv(string(StatusDead)), ":dletter": vals[":dletter"]},
+		})
+		var again *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &again) {
+			return Event{}, fmt.Errorf("record dead letter of %s/%s: %w", source, eventID, translate(err))
+		}
+	}
+	return cur, &NotClaimableError{Event: cur, Why: "finished or leased"}
 }
 
 // conditionFailed reports whether err is a failed condition and returns the

@@ -60,7 +60,7 @@ stripe  evt_1     invoice.paid  QUARANTINED  2026-11-30T12:10:00Z  0s   1       
 	if got := actions(ev.Audit); !slices.Equal(got, []string{"accept", "claim", "retry_later", "hold", "release"}) {
 		t.Fatalf("audit %v", got)
 	}
-	if p := f.pointers(f.Events.Queue); len(p) != 1 || p[0] != (queue.Pointer{V: 1, Source: "stripe", EventID: "evt_1", Reason: "replay"}) {
+	if p := f.pointers(f.Events.Queue); len(p) != 1 || p[0].ID == "" || p[0] != (queue.Pointer{V: 1, Source: "stripe", EventID: "evt_1", Reason: "replay", ID: p[0].ID}) {
 		t.Fatalf("queue %+v", p)
 	}
 

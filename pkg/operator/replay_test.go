@@ -172,7 +172,7 @@ func TestReplayJSONAndDefaultActor(t *testing.T) {
 	if e := f.event("stripe", "evt_1").Audit; e[len(e)-1].Actor != aliceActor {
 		t.Fatalf("audit actor %q", e[len(e)-1].Actor)
 	}
-	if p := f.pointers(f.Events.Queue); len(p) != 1 || p[0] != (queue.Pointer{V: 1, Source: "stripe", EventID: "evt_1", Reason: "replay"}) {
+	if p := f.pointers(f.Events.Queue); len(p) != 1 || p[0].ID == "" || p[0] != (queue.Pointer{V: 1, Source: "stripe", EventID: "evt_1", Reason: "replay", ID: p[0].ID}) {
 		t.Fatalf("queue: %+v", p)
 	}
 }

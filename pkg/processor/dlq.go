@@ -12,7 +12,7 @@ import (
 
 // GiveUpper is the part of the ledger the DLQ sweep uses.
 type GiveUpper interface {
-	GiveUp(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
+	GiveUp(ctx context.Context, source, eventID, actor, reason, letter string) (ledger.Event, error)
 }
 
 // SweepReport counts what one sweep did.
@@ -40,7 +40,9 @@ func SweepDLQ(ctx context.Context, c queue.DLQClient, dlqURL string, l GiveUpper
 			rep.Unreadable++
 			return false, nil
 		}
-		_, gerr := l.GiveUp(ctx, ptr.Source, ptr.EventID, actor, "message reached the dead-letter queue")
+		// The pointer's id is recorded as a dead letter of the event, so a
+		// console redrive of this message may reopen it (ledger.ClaimOptions).
+		_, gerr := l.GiveUp(ctx, ptr.Source, ptr.EventID, actor, "message reached the dead-letter queue", ptr.ID)
 		var nc *ledger.NotClaimableError
 		switch {
 		case gerr == nil:

@@ -171,10 +171,21 @@ func (p *Processor) handle(ctx context.Context, m Message, written *[]string) (a
 	}
 	log = log.With("source", ptr.Source, "event_id", ptr.EventID)
 
-	c, err := p.ledger.Claim(ctx, ptr.Source, ptr.EventID, ledger.ClaimOptions{Owner: p.o.Owner, Lease: p.o.Lease, AllowRedrive: true})
+	// The message and its pointer id decide what a DEAD event does with
+	// it: only a dead letter back from the DLQ (a console redrive) reopens
+	// it; its own message still on the way there is left to go on; any
+	// other pointer is acknowledged and changes nothing.
+	c, err := p.ledger.Claim(ctx, ptr.Source, ptr.EventID, ledger.ClaimOptions{Owner: p.o.Owner, Lease: p.o.Lease, Message: m.ID, Letter: ptr.ID})
 	if err != nil {
 		var nc *ledger.NotClaimableError
 		switch {
+		case errors.As(err, &nc) && nc.InFlightToDLQ:
+			log.Info("DEAD; its own message goes on to the dead-letter queue (not acknowledged)", "ledger_status", nc.Event.Status)
+			return false
+		case errors.As(err, &nc) && nc.Event.Status == ledger.StatusDead:
+			log.Warn("DEAD; a pointer that did not come back from the dead-letter queue does not reopen it: acknowledged (a redrive of its dead letter or webhookctl replay does)",
+				"ledger_status", nc.Event.Status, "reason", ptr.Reason, "pointer_id", ptr.ID)
+			return true
 		case errors.As(err, &nc) && nc.Event.Status.Terminal():
 			log.Info("already finished; acknowledging", "ledger_status", nc.Event.Status)
 			return true
@@ -191,7 +202,7 @@ func (p *Processor) handle(ctx context.Context, m Message, written *[]string) (a
 	}
 	log = log.With("type", c.Event.EventType, "attempt", c.Event.Attempts, "lease_owner", c.Owner)
 	if c.Redrive {
-		log.Info("redriven from the dead-letter queue")
+		log.Info("redriven from the dead-letter queue", "pointer_id", ptr.ID)
 	}
 	outcome, ack := p.apply(ctx, c, m, written, log)
 	took := p.o.Now().Sub(start)

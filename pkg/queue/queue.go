@@ -6,6 +6,8 @@ package queue
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,20 @@ type Pointer struct {
 	EventID string `json:"event_id"`
 	// Reason says why it was sent: "accept", "duplicate", "replay", "reconcile".
 	Reason string `json:"reason,omitempty"`
+	// ID names this one send (Sender mints it when empty). A message SQS
+	// moves to the dead-letter queue keeps its body, and a console redrive
+	// sends that body back as a new message (new message id): the ledger
+	// records the ids of an event's dead letters, so the processor tells a
+	// message back from the DLQ, which may reopen a DEAD event, from any
+	// other pointer to it, which may not (ledger.ClaimOptions).
+	ID string `json:"id,omitempty"`
+}
+
+// NewPointerID mints a pointer id: 96 random bits, hex.
+func NewPointerID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // MaxPointerBytes bounds what ParsePointer reads.
@@ -104,8 +120,11 @@ type Sender struct {
 	URL    string
 }
 
-// Send enqueues one pointer.
+// Send enqueues one pointer, minting its ID when it has none.
 func (s Sender) Send(ctx context.Context, p Pointer) error {
+	if p.ID == "" {
+		p.ID = NewPointerID()
+	}
 	_, err := s.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.URL), MessageBody: aws.String(p.Encode())})
 	if err != nil {
 		return fmt.Errorf("send %s/%s: %w: %v", p.Source, p.EventID, ErrUnavailable, err)
@@ -129,10 +148,14 @@ func (s Sender) SendIntents(ctx context.Context, ps []IntentPointer) (unsent []s
 }
 
 // SendEvents enqueues event pointers in batches (the reconciler's
-// re-enqueue). It returns "source/event_id" of each pointer not sent.
+// re-enqueue), minting the ID of each that has none. It returns
+// "source/event_id" of each pointer not sent.
 func (s Sender) SendEvents(ctx context.Context, ps []Pointer) (unsent []string, err error) {
 	bodies, ids := make([]string, len(ps)), make([]string, len(ps))
 	for i, p := range ps {
+		if p.ID == "" {
+			p.ID = NewPointerID()
+		}
 		bodies[i], ids[i] = p.Encode(), p.Source+"/"+p.EventID
 	}
 	return s.sendBatches(ctx, bodies, ids, "events")

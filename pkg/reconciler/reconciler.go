@@ -27,7 +27,7 @@ type Ledger interface {
 	ListDue(ctx context.Context, before time.Time, limit int) ([]ledger.DueRef, error)
 	ListDueIntents(ctx context.Context, before time.Time, limit int) ([]ledger.IntentDueRef, error)
 	ListOpen(ctx context.Context, kind string, limit int, statuses ...ledger.Status) ([]ledger.OpenItem, error)
-	GiveUp(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
+	GiveUp(ctx context.Context, source, eventID, actor, reason, letter string) (ledger.Event, error)
 	Accept(ctx context.Context, d ledger.Delivery) (ledger.Accepted, error)
 	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
 	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
