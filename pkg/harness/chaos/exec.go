@@ -581,7 +581,8 @@ func (r *run) reconcile() {
 	}
 	rc := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Queues: q, Sources: h.Sources,
 		Registry: projection.Default(projection.StripeOptions{}),
-		Opts:     reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100}}
+		// goaws answers a short poll with every message: no long poll here.
+		Opts: reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100, DLQWait: -1}}
 	if _, err := rc.Run(r.ctx); err != nil {
 		r.viol = append(r.viol, Violation{Invariant: Harness, Detail: "reconciler: " + err.Error()})
 	}

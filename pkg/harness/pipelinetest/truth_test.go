@@ -426,7 +426,8 @@ func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
 	rc := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Sources: h.Sources, Effects: h.Outbox.Effects,
 		Queues:   reconciler.Queues{Events: h.Queues.Queue, EventsDLQ: h.Queues.DLQ, Effects: h.Outbox.Queues.Queue, EffectsDLQ: h.Outbox.Queues.DLQ},
 		Registry: projection.Default(projection.StripeOptions{}),
-		Opts:     reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100}}
+		// goaws answers a short poll with every message: no long poll here.
+		Opts: reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100, DLQWait: -1}}
 	rep, err := rc.Run(ctx)
 	if err != nil || rep.Downstream.Drifting != 1 || rep.Downstream.Reannounced != 1 || rep.IntentsReannounced != 0 {
 		t.Fatalf("reconciler: %+v %v; want one drifting subject, its revoke re-announced by the drift check", rep, err)
