@@ -316,15 +316,21 @@ func (e *HTTPEffect) retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 {
+		// Bounded before the multiplication: a huge delta-seconds would
+		// overflow time.Duration and wrap.
+		return time.Duration(min(s, int64(MaxRetryAfter/time.Second))) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		now := time.Now()
 		if e.Clock != nil {
 			now = e.Clock.Now()
 		}
-		return max(t.Sub(now), 0)
+		return min(max(t.Sub(now), 0), MaxRetryAfter)
 	}
 	return 0
 }
+
+// MaxRetryAfter bounds the wait a downstream's Retry-After can impose on
+// one intent (a day): longer answers are read as this.
+const MaxRetryAfter = 24 * time.Hour

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -96,5 +97,22 @@ func TestStatusLookupNeverFollowsRedirects(t *testing.T) {
 	}
 	if len(other.calls) != 0 {
 		t.Fatalf("the redirect target received %v", other.calls)
+	}
+}
+
+// A Retry-After too large for time.Duration is bounded, not wrapped.
+func TestRetryAfterIsBounded(t *testing.T) {
+	for _, v := range []string{"99999999999", "9300000000", "Fri, 31 Dec 9999 23:59:59 GMT"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", v)
+			w.WriteHeader(http.StatusTooManyRequests)
+		}))
+		eff := &outbox.HTTPEffect{Name: kind, URL: srv.URL}
+		_, err := eff.Do(context.Background(), outbox.Call{Key: "op_1", Kind: kind})
+		srv.Close()
+		var re *outbox.RetryableError
+		if !errors.As(err, &re) || re.RetryAfter != outbox.MaxRetryAfter {
+			t.Fatalf("Retry-After %q: %v", v, err)
+		}
 	}
 }
