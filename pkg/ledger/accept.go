@@ -120,6 +120,10 @@ func payloadHash(payload []byte) string {
 // before done_shard existed falls back to its work shard; ListDue's status
 // filter still keeps it from being re-enqueued.
 //
+// A duplicate of a DEAD or QUARANTINED row that is not on its attention
+// shard (written so by an older version) moves it there: one more request,
+// once (see toAttention).
+//
 // A delivery without identity (Quarantine set) is accepted QUARANTINED on
 // its attention shard. Its write alone is conditioned (not on a PROCESSED
 // row), so its error code can never land on an event an operator replayed
@@ -313,7 +317,48 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 			}
 		}
 	}
+	if err := l.toAttention(ctx, d.Source, d.EventID, ev.Status, old); err != nil {
+		return Accepted{}, err
+	}
 	return res, nil
+}
+
+// toAttention moves a DEAD or QUARANTINED row that is not on its attention
+// shard there (due_shard "A"+shard, due_at kept, or now when it has none).
+// Every path that sets either status writes the attention keys in the
+// same request; a row an older version wrote (a delivery without identity
+// was accepted QUARANTINED on its work shard) has them wrong, where
+// ListOpen, and so stats, events list --status and the gauges, cannot see
+// it, and it costs this one extra request when it is delivered again. The
+// write is conditioned on the row as it was, so it never moves a row that
+// changed in between.
+func (l *Ledger) toAttention(ctx context.Context, source, eventID string, st Status, old map[string]types.AttributeValue) error {
+	if st != StatusDead && st != StatusQuarantined {
+		return nil
+	}
+	shard, _ := old[attrDueShard].(*types.AttributeValueMemberS)
+	if _, hasDue := old[attrDueAt]; shard != nil && strings.HasPrefix(shard.Value, attentionPrefix) && hasDue {
+		return nil
+	}
+	vals := map[string]types.AttributeValue{":st": sv(string(st)), ":ashard": sv(attentionPrefix + l.dueShard(source, eventID)), ":now": nv(ms(l.now()))}
+	cond := "#status = :st AND attribute_not_exists(" + attrDueShard + ")"
+	if shard != nil {
+		cond = "#status = :st AND " + attrDueShard + " = :old"
+		vals[":old"] = sv(shard.Value)
+	}
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(l.opts.Table),
+		Key:                       eventKey(source, eventID),
+		UpdateExpression:          aws.String("SET " + attrDueShard + " = :ashard, " + attrDueAt + " = if_not_exists(" + attrDueAt + ", :now)"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
+		ExpressionAttributeValues: vals,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("move %s/%s to its attention shard: %w", source, eventID, translate(err))
+	}
+	return nil
 }
 
 // withDelivery is the delivery history of the old item with slot set to r,

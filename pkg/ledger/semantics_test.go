@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
@@ -163,5 +167,172 @@ func TestGiveUpRecordsTheDeadLetter(t *testing.T) {
 	}
 	if c, err := claim("m3", "p1"); err != nil || !c.Redrive {
 		t.Fatalf("redrive: %+v %v", c, err)
+	}
+}
+
+// §5: every DEAD and QUARANTINED row is on the attention shards of the due
+// index, however it got there, so ListOpen (webhookctl stats, events list
+// --status, replay --status, the reconciler's gauges) finds it without a
+// scan and the work queries never do. One case per path that sets either
+// status; and a row an older version left QUARANTINED or DEAD on its work
+// shard (accept put a delivery without identity there before the
+// attention shards) moves to its attention shard with the next delivery
+// of it.
+func TestEveryDeadOrQuarantinedRowIsOnTheAttentionShards(t *testing.T) {
+	ctx := context.Background()
+	claimOf := func(t *testing.T, f fixture, id string) ledger.Claim {
+		t.Helper()
+		accepted(t, f, id)
+		c, err := f.L.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: "proc", Lease: time.Minute, Message: "m-" + id, Letter: "p-" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// legacy leaves id in status on its work shard, as an older version
+	// of the ledger did, and delivers it again.
+	legacy := func(t *testing.T, f fixture, id string, status ledger.Status) {
+		t.Helper()
+		accepted(t, f, id)
+		if _, err := f.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.Table),
+			Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "EV#stripe#" + id}, "sk": &types.AttributeValueMemberS{Value: "EV"}},
+			UpdateExpression:          aws.String("SET #s = :s, error_code = :c"),
+			ExpressionAttributeNames:  map[string]string{"#s": "status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: string(status)}, ":c": &types.AttributeValueMemberS{Value: "no_identity"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if open, _ := f.L.ListOpen(ctx, "event", 10, status); len(open) != 0 {
+			t.Fatalf("setup: the legacy row is listed already: %+v", open)
+		}
+		f.Clock.Advance(time.Minute)
+		if dup, err := f.L.Accept(ctx, delivery(id, `{"id":"`+id+`"}`)); err != nil || !dup.Duplicate {
+			t.Fatalf("delivered again: %+v %v", dup, err)
+		}
+	}
+	cases := []struct {
+		name   string
+		status ledger.Status
+		run    func(t *testing.T, f fixture, id string)
+	}{
+		{"accept without identity", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			d := delivery(id, `not json`)
+			d.Quarantine = "no_identity"
+			if _, err := f.L.Accept(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"accept of a suspected replay", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			d := delivery(id, `{"id":"x"}`)
+			d.Quarantine, d.Attributes = "suspected_replay", map[string]string{"replay_of": "evt_first"}
+			if _, err := f.L.Accept(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"processor quarantine", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			if err := f.L.Quarantine(ctx, claimOf(t, f, id), "malformed", "bad json"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"same version, other state", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			w := func(fp string) *ledger.ProjectionWrite {
+				return &ledger.ProjectionWrite{Name: "sub", Subject: "sub_" + id, Version: 1, Fingerprint: fp, State: map[string]any{"s": fp}}
+			}
+			_, err := f.L.Commit(ctx, claimOf(t, f, id+"_first"), w("a"), nil)
+			skipWithoutTransactions(t, err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done, err := f.L.Commit(ctx, claimOf(t, f, id), w("b"), nil); err != nil || !done.Conflict {
+				t.Fatalf("conflict: %+v %v", done, err)
+			}
+		}},
+		{"DEAD on exhausted attempts", ledger.StatusDead, func(t *testing.T, f fixture, id string) {
+			if err := f.L.Dead(ctx, claimOf(t, f, id), "commit_failed", "boom"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"DEAD again after a redrive", ledger.StatusDead, func(t *testing.T, f fixture, id string) {
+			if err := f.L.Dead(ctx, claimOf(t, f, id), "commit_failed", "boom"); err != nil {
+				t.Fatal(err)
+			}
+			c, err := f.L.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: "proc", Lease: time.Minute, Message: "m2-" + id, Letter: "p-" + id})
+			if err != nil || !c.Redrive {
+				t.Fatalf("redrive: %v", err)
+			}
+			if err := f.L.Dead(ctx, c, "commit_failed", "again"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"DLQ sweep gives up on a RECEIVED row", ledger.StatusDead, func(t *testing.T, f fixture, id string) {
+			accepted(t, f, id)
+			if _, err := f.L.GiveUp(ctx, "stripe", id, "dlq-sweep", "message reached the dead-letter queue", "p-"+id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"DLQ sweep gives up on a RETRY_WAIT row", ledger.StatusDead, func(t *testing.T, f fixture, id string) {
+			if err := f.L.RetryLater(ctx, claimOf(t, f, id), "x", "y", f.Clock.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.L.GiveUp(ctx, "stripe", id, "dlq-sweep", "message reached the dead-letter queue", ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"operator hold of a RECEIVED row", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			accepted(t, f, id)
+			if _, err := f.L.Hold(ctx, "stripe", id, "ops:alice", "dispute"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"operator hold of a DEAD row", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			if err := f.L.Dead(ctx, claimOf(t, f, id), "commit_failed", "boom"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.L.Hold(ctx, "stripe", id, "ops:alice", "dispute"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"older version: QUARANTINED on its work shard, delivered again", ledger.StatusQuarantined, func(t *testing.T, f fixture, id string) {
+			legacy(t, f, id, ledger.StatusQuarantined)
+		}},
+		{"older version: DEAD on its work shard, delivered again", ledger.StatusDead, func(t *testing.T, f fixture, id string) {
+			legacy(t, f, id, ledger.StatusDead)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			id := "evt_" + strings.NewReplacer(" ", "_", ",", "", ":", "").Replace(c.name)
+			c.run(t, f, id)
+			ev, err := f.L.Get(ctx, "stripe", id)
+			if err != nil || ev.Status != c.status {
+				t.Fatalf("row %s %v, want %s", ev.Status, err, c.status)
+			}
+			for _, sts := range [][]ledger.Status{{c.status}, nil} {
+				open, err := f.L.ListOpen(ctx, "event", 100, sts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				listed := false
+				for _, it := range open {
+					listed = listed || (it.EventID == id && it.Status == string(c.status))
+				}
+				if !listed {
+					t.Fatalf("a %s row is not listed by ListOpen(%v): %+v", c.status, sts, open)
+				}
+			}
+			if shard := stringAttr(rawEvent(t, f, id), "due_shard"); !strings.HasPrefix(shard, "A") {
+				t.Fatalf("on shard %q, want an attention shard", shard)
+			}
+			due, err := f.L.ListDue(ctx, f.Clock.Now().Add(48*time.Hour), 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range due {
+				if d.EventID == id {
+					t.Fatalf("a %s row is listed as work", c.status)
+				}
+			}
+		})
 	}
 }
