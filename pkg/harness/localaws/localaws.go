@@ -14,7 +14,8 @@
 //     expressions; it rewrites every number of an item it updates through
 //     a float64, so integers above 2^53 are rounded (the ledger keeps a
 //     text copy of versions that must stay exact: version_s); it cannot
-//     rewrite an item holding an empty map; it does not return the old item
+//     rewrite an item holding an empty map, nor one whose set a DELETE
+//     emptied (DynamoDB removes the attribute); it does not return the old item
 //     in a transaction's cancellation reasons (the ledger reads it, one
 //     request more than on AWS); it mis-maintains index key lists, which
 //     DynamoHandler repairs (gsifix.go); it accepts numbers out of
