@@ -89,6 +89,13 @@ type IntentState struct {
 	// the projection declares one for the kind.
 	ContradictedBy int64
 	CompensatedBy  string
+	// MaybeSent: some earlier attempt may have reached the downstream
+	// (it timed out after sending, or its dispatcher died mid-call). It
+	// stays set through later attempts that learned nothing about that one
+	// (a 500 on a retry with the same key), so a decision without a call
+	// (OBSOLETE, SUPERSEDED) still asks the downstream first. Found by the
+	// chaos checker (seed 65).
+	MaybeSent bool
 
 	Attempts       int
 	FirstAttemptAt time.Time // first claim: when the downstream may first have seen the key
@@ -121,6 +128,7 @@ type intentItem struct {
 	Condition      map[string]string `dynamodbav:"condition"`
 	ContradictedBy int64             `dynamodbav:"contradicted_by"`
 	CompensatedBy  string            `dynamodbav:"compensated_by"`
+	MaybeSent      bool              `dynamodbav:"maybe_sent"`
 	Attempts       int               `dynamodbav:"attempts"`
 	FirstAttemptAt int64             `dynamodbav:"first_attempt_at"`
 	LeaseOwner     string            `dynamodbav:"lease_owner"`
@@ -147,7 +155,7 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 		OperationID: it.OperationID, Kind: it.Kind, Subject: it.Subject, Status: it.Status,
 		Causation: it.Causation, CreatedAt: fromMS(it.CreatedAt),
 		Projection: it.Projection, ProjectionSubject: it.ProjSubject, Version: it.Version, Fingerprint: it.Fingerprint,
-		Policy: it.Policy, Condition: it.Condition, ContradictedBy: it.ContradictedBy, CompensatedBy: it.CompensatedBy,
+		Policy: it.Policy, Condition: it.Condition, ContradictedBy: it.ContradictedBy, CompensatedBy: it.CompensatedBy, MaybeSent: it.MaybeSent,
 		Attempts: it.Attempts, FirstAttemptAt: fromMS(it.FirstAttemptAt),
 		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
 		NextAttemptAt: fromMS(it.NextAttemptAt), NextCheckAt: fromMS(it.NextCheckAt),
@@ -184,7 +192,7 @@ type IntentClaim struct {
 // MaybeSent reports whether an earlier attempt may have reached the
 // downstream without its outcome being recorded.
 func (c IntentClaim) MaybeSent() bool {
-	return c.From == IntentStatusUncertain || c.From == IntentStatusDispatching
+	return c.From == IntentStatusUncertain || c.From == IntentStatusDispatching || c.Intent.MaybeSent
 }
 
 // IntentNotClaimableError says why an intent could not be claimed, with the
@@ -281,12 +289,17 @@ func (l *Ledger) claimIntentFrom(ctx context.Context, op string, from IntentStat
 		vals[":oldtok"] = sv(old.LeaseToken)
 		action, reason = "takeover", "lease of "+old.LeaseOwner+" expired at "+old.LeaseExpires.Format(time.RFC3339Nano)
 	}
+	maybe := ""
+	if from == IntentStatusDispatching || from == IntentStatusUncertain {
+		maybe = "maybe_sent = :maybe, "
+		vals[":maybe"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	vals[":audit"] = auditValue(now, Status(from), Status(IntentStatusDispatching), o.Owner, action, reason)
 
 	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.opts.Table),
 		Key:       intentKey(op),
-		UpdateExpression: aws.String("SET #status = :disp, lease_owner = :owner, lease_token = :tok, lease_expires_at = :exp, " +
+		UpdateExpression: aws.String("SET #status = :disp, lease_owner = :owner, lease_token = :tok, lease_expires_at = :exp, " + maybe +
 			"due_shard = :shard, attempts = if_not_exists(attempts, :zero) + :one, " +
 			"first_attempt_at = if_not_exists(first_attempt_at, :now), " +
 			"audit = list_append(if_not_exists(audit, :empty), :audit) REMOVE next_attempt_at, next_check_at"),

@@ -473,3 +473,50 @@ func TestReasonRemovedThenRestoredStaysObsolete(t *testing.T) {
 		}
 	}
 }
+
+// Found by the chaos checker (seed 65): the notice's call is applied and
+// then times out (UNCERTAIN); the recheck, with no status endpoint to ask,
+// retries with the same key and meets a 500 (RETRY_WAIT), which says
+// nothing about the first attempt. The operator's r13 arrives. The intent
+// must not end OBSOLETE as if never sent: it may have been performed and
+// nobody can tell, so it is QUARANTINED for its owner.
+func TestTimedOutThenFailedRetryIsStillMaybeSent(t *testing.T) {
+	h, o, w, d := orderPipeline(t, pt.OutboxOptions{})
+	ctx := context.Background()
+	deliver(t, h, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""), 202)
+	w.PollOnce(ctx)
+	// The first call succeeds; the second is applied, then hangs (timeout).
+	o.Down.Then(downstream.Behavior{Mode: downstream.Apply}, downstream.Behavior{Mode: downstream.HangAfterApply})
+	d.Batch = 1
+	for range 2 {
+		d.PollOnce(ctx)
+	}
+	var hung string
+	for _, op := range []string{refund12, notify12} {
+		if o.Intent(op).Status == ledger.IntentStatusUncertain {
+			hung = op
+		}
+	}
+	if hung == "" || o.Down.Effective(hung) != 1 {
+		t.Fatalf("want one intent applied and UNCERTAIN: refund %s, notice %s", o.Intent(refund12).Status, o.Intent(notify12).Status)
+	}
+	// The recheck retries with the same key and meets a 500.
+	o.Down.Then(downstream.Behavior{Mode: downstream.Fail500})
+	h.Clock.Advance(time.Minute)
+	if n := o.Reconcile(h.Clock.Now()); n == 0 {
+		t.Fatal("nothing re-announced")
+	}
+	for i := 0; i < 20 && o.Intent(hung).Status != ledger.IntentStatusRetryWait; i++ {
+		d.PollOnce(ctx)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if in := o.Intent(hung); in.Status != ledger.IntentStatusRetryWait || !in.MaybeSent {
+		t.Fatalf("after the 500: %s maybe_sent=%v", in.Status, in.MaybeSent)
+	}
+	deliver(t, h, "msg_o42_13", pt.OrderEvent("order.confirmed", o42, 13, "confirmed", ""), 202)
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+	got := o.Intent(hung)
+	if got.Status != ledger.IntentStatusQuarantined || got.ErrorCode != "obsolete_maybe_performed" || o.Down.Effective(hung) != 1 {
+		t.Fatalf("the applied intent ended %s (%s: %s), effective %d; want QUARANTINED obsolete_maybe_performed, never OBSOLETE", got.Status, got.ErrorCode, got.Detail, o.Down.Effective(hung))
+	}
+}
