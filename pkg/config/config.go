@@ -10,6 +10,8 @@
 //	EFFECTS             effect configuration JSON (or EFFECTS_FILE), required by the dispatcher; see package outbox
 //	SOURCES             source configuration JSON (or SOURCES_FILE: a path to it); see package source
 //	RETENTION_DAYS      days a processed event is kept (default 30, minimum 4)
+//	DUE_SHARDS          partitions of the due index new writes use (default 4, at most 64)
+//	DUE_SHARDS_READ     partitions the queries read (default DUE_SHARDS, never fewer; see ledger.Options)
 //	MAX_ATTEMPTS        processor attempts per event; equals the queue's maxReceiveCount (default 5)
 //	LEASE_SECONDS       processor lease (default 60; must exceed the function timeout)
 //	QUEUE_VISIBILITY_SECONDS  the events queue's visibility timeout (default 180); caps the retry backoff
@@ -29,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/source"
@@ -45,8 +48,11 @@ type Common struct {
 	MetricsNamespace string
 	Sources          *source.Set
 	Retention        time.Duration
-	LogLevel         slog.Level
-	EnvSecret        bool
+	// DueShards and DueShardsRead size the due index (DUE_SHARDS, default
+	// 4; DUE_SHARDS_READ, default DUE_SHARDS): see ledger.Options.
+	DueShards, DueShardsRead int
+	LogLevel                 slog.Level
+	EnvSecret                bool
 }
 
 // Intake adds the queue.
@@ -122,6 +128,12 @@ func loadBase(getenv func(string) string) (Common, error) {
 		return c, err
 	}
 	c.Retention = time.Duration(days) * 24 * time.Hour
+	if c.DueShards, err = intVar(getenv, "DUE_SHARDS", 4, 1, ledger.MaxDueShards); err != nil {
+		return c, err
+	}
+	if c.DueShardsRead, err = intVar(getenv, "DUE_SHARDS_READ", c.DueShards, c.DueShards, ledger.MaxDueShards); err != nil {
+		return c, err
+	}
 	switch strings.ToLower(getenv("LOG_LEVEL")) {
 	case "", "info":
 		c.LogLevel = slog.LevelInfo

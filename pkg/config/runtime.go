@@ -47,7 +47,7 @@ func (c Common) Start(ctx context.Context, function, actor string) (Runtime, err
 	if actor == "" {
 		actor = r.Owner
 	}
-	if r.Ledger, err = ledger.New(dynamodb.NewFromConfig(r.AWS), ledger.Options{Table: c.Table, Retention: c.Retention, Actor: actor}); err != nil {
+	if r.Ledger, err = ledger.New(dynamodb.NewFromConfig(r.AWS), ledger.Options{Table: c.Table, Retention: c.Retention, Actor: actor, DueShards: c.DueShards, DueShardsRead: c.DueShardsRead}); err != nil {
 		return Runtime{}, err
 	}
 	r.Secrets = &source.Secrets{SM: secretsmanager.NewFromConfig(r.AWS)}

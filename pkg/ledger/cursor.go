@@ -193,7 +193,7 @@ func (l *Ledger) ListSyncDue(ctx context.Context, before time.Time, limit int) (
 		limit = 1
 	}
 	var out []SubjectCursor
-	for shard := 0; shard < l.opts.DueShards; shard++ {
+	for shard := 0; shard < l.opts.DueShardsRead; shard++ {
 		// Each shard gives its own oldest `limit` cursors (see pageShard).
 		err := l.pageShard(ctx, dynamodb.QueryInput{
 			TableName:                aws.String(l.opts.Table),

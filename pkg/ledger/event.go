@@ -275,9 +275,20 @@ const doneShardPrefix = "done#"
 
 // dueShard spreads unfinished events over the GSI partitions.
 func (l *Ledger) dueShard(source, eventID string) string {
+	return strconv.Itoa(DueShard(l.opts.DueShards, source, eventID))
+}
+
+// MaxDueShards bounds the due index's shard count: every query reads each
+// shard, so the count is also a cost per query.
+const MaxDueShards = 64
+
+// DueShard is the due-index shard (0 … shards-1) of an item keyed by a
+// and b (an event's source and id; "OP" and an operation id): an FNV-1a
+// hash, so items spread evenly whatever their ids look like.
+func DueShard(shards int, a, b string) int {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(source + "#" + eventID))
-	return fmt.Sprintf("%d", h.Sum32()%uint32(l.opts.DueShards))
+	_, _ = h.Write([]byte(a + "#" + b))
+	return int(h.Sum32() % uint32(shards))
 }
 
 func decodeEvent(av map[string]types.AttributeValue) (Event, error) {

@@ -112,9 +112,21 @@ type Options struct {
 	// Default 400 days: far beyond Retention so an unresolved (DEAD or
 	// QUARANTINED) event keeps its body while operators look at it.
 	PayloadRetention time.Duration
-	// DueShards is the number of partitions of the sparse "due" index.
-	// Default 4. Changing it needs a backfill, so pick it once.
+	// DueShards is the number of partitions of the sparse "due" index that
+	// new writes spread over (default 4, at most MaxDueShards). DynamoDB
+	// limits one partition key to about 1,000 write units per second, and
+	// an event with one effect writes about 7 index entries, so the due
+	// index caps the pipeline near DueShards × 1000 / 7 events per second
+	// (BENCHMARKS.md, "Scale").
 	DueShards int
+	// DueShardsRead is how many shards the queries read (default
+	// DueShards; never fewer). Raising DueShards on a live table is safe
+	// at once: old items sit on shards the wider read still covers.
+	// Lowering it is two steps: first lower DueShards and keep
+	// DueShardsRead at the old count until nothing is due on the shards
+	// being retired (the events' retention for done shards), then lower
+	// DueShardsRead.
+	DueShardsRead int
 	// InlinePayloadMax is the largest stored (compressed) payload kept inside
 	// the event item. Default 256 bytes: the event item's own attributes and
 	// audit take most of a 1 KB write unit, and every status change is billed
@@ -163,6 +175,12 @@ func New(db DynamoDB, opts Options) (*Ledger, error) {
 	}
 	if opts.DueShards <= 0 {
 		opts.DueShards = 4
+	}
+	if opts.DueShardsRead <= 0 {
+		opts.DueShardsRead = opts.DueShards
+	}
+	if opts.DueShards > MaxDueShards || opts.DueShardsRead < opts.DueShards || opts.DueShardsRead > MaxDueShards {
+		return nil, fmt.Errorf("%w: due shards: write %d, read %d; want 1 ≤ write ≤ read ≤ %d", ErrInvalid, opts.DueShards, opts.DueShardsRead, MaxDueShards)
 	}
 	if opts.InlinePayloadMax <= 0 {
 		opts.InlinePayloadMax = 256

@@ -384,7 +384,7 @@ func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Tim
 	// items at least as old as the newest of them: its key condition
 	// stops there (:hi), so it does not page through newer entries.
 	hi := before
-	for shard := 0; shard < l.opts.DueShards; shard++ {
+	for shard := 0; shard < l.opts.DueShardsRead; shard++ {
 		vals[":s"] = sv(prefix + strconv.Itoa(shard))
 		vals[":hi"] = nv(ms(hi))
 		err := l.pageShard(ctx, dynamodb.QueryInput{

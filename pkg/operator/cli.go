@@ -27,6 +27,10 @@ type Settings struct {
 	// RetentionDays is how long a resolved intent is kept (RETENTION_DAYS,
 	// default 30: the deployed functions' value).
 	RetentionDays int
+	// DueShards is how many due-index shards the listings read
+	// (DUE_SHARDS_READ, else DUE_SHARDS, default 4: the deployed
+	// functions' read width, or more).
+	DueShards int
 }
 
 // Clients are what Connect builds.
@@ -226,6 +230,12 @@ func settingsFromEnv(getenv func(string) string) Settings {
 	if n, err := strconv.Atoi(getenv("RETENTION_DAYS")); err == nil && n > 0 {
 		s.RetentionDays = n
 	}
+	s.DueShards = 4
+	for _, v := range []string{"DUE_SHARDS", "DUE_SHARDS_READ"} {
+		if n, err := strconv.Atoi(getenv(v)); err == nil && n > 0 {
+			s.DueShards = n
+		}
+	}
 	return s
 }
 
@@ -257,6 +267,7 @@ func addConnectionFlags(fs *flag.FlagSet, s *Settings) {
 	fs.StringVar(&s.Actor, "actor", s.Actor, "who you are, for the audit trail (default $USER@hostname); a write also records the identity you cannot choose: your AWS caller ARN (sts:GetCallerIdentity), or the local user with --local")
 	fs.BoolVar(&s.JSON, "json", s.JSON, "print JSON instead of a table")
 	fs.IntVar(&s.RetentionDays, "retention-days", s.RetentionDays, "days a resolved intent is kept (env RETENTION_DAYS)")
+	fs.IntVar(&s.DueShards, "due-shards", s.DueShards, "due-index shards to read: the stack's dueShardsRead (env DUE_SHARDS_READ, else DUE_SHARDS)")
 }
 
 func printTopUsage(w io.Writer, fs *flag.FlagSet) {
@@ -333,7 +344,11 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 	}
 	// The ledger's own actor names automatic writes, which webhookctl never
 	// makes; every operator write passes App.actor's verified one.
-	l, err := ledger.New(c.DynamoDB, ledger.Options{Table: s.Table, Clock: env.Clock, Actor: "webhookctl", Retention: time.Duration(s.RetentionDays) * 24 * time.Hour})
+	// An operator's move (hold, replay) may put an item on any shard below
+	// the read width, and the functions read them all: only the read
+	// width must match the stack's.
+	l, err := ledger.New(c.DynamoDB, ledger.Options{Table: s.Table, Clock: env.Clock, Actor: "webhookctl", Retention: time.Duration(s.RetentionDays) * 24 * time.Hour,
+		DueShards: min(4, max(s.DueShards, 1)), DueShardsRead: max(s.DueShards, 1)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
