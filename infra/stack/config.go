@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/effectively-once/webhooks/pkg/ledger"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,6 +53,14 @@ type Config struct {
 	// cannot spare it: a reservation comes out of the unreserved pool, and
 	// Lambda keeps at least 100 of that pool unreserved).
 	IntakeReservedConcurrency int
+	// DueShards and DueShardsRead size the ledger's due index (every
+	// function's DUE_SHARDS and DUE_SHARDS_READ; see ledger.Options). One
+	// partition key takes about 1,000 write units per second, and an event
+	// with one effect writes about 7 index entries: size DueShards from the
+	// expected peak (BENCHMARKS.md, "Scale"). Raise it in one deploy; lower
+	// it in two (first DueShards, keeping DueShardsRead at the old count
+	// until the retired shards are empty).
+	DueShards, DueShardsRead int
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
 }
@@ -129,6 +138,8 @@ const (
 	KeyThrottleRate       = "throttleRateLimit"
 	KeyThrottleBurst      = "throttleBurstLimit"
 	KeyIntakeReserved     = "intakeReservedConcurrency"
+	KeyDueShards          = "dueShards"
+	KeyDueShardsRead      = "dueShardsRead"
 )
 
 var (
@@ -194,6 +205,15 @@ func FromContext(get func(key string) any) (Config, error) {
 		if *iv.dst, err = intValue(get(iv.key), *iv.dst, iv.lo, iv.hi); err != nil {
 			return c, fmt.Errorf("%w: %s: %v", ErrConfig, iv.key, err)
 		}
+	}
+	if c.DueShards, err = intValue(get(KeyDueShards), 4, 1, ledger.MaxDueShards); err != nil {
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDueShards, err)
+	}
+	if c.DueShardsRead, err = intValue(get(KeyDueShardsRead), c.DueShards, 1, ledger.MaxDueShards); err != nil {
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDueShardsRead, err)
+	}
+	if c.DueShardsRead < c.DueShards {
+		return c, fmt.Errorf("%w: %s %d is below %s %d: the queries would miss the items written on the other shards", ErrConfig, KeyDueShardsRead, c.DueShardsRead, KeyDueShards, c.DueShards)
 	}
 	// After the burst limit, whose value is its default.
 	if c.IntakeReservedConcurrency, err = intValue(get(KeyIntakeReserved), c.ThrottleBurst, 0, maxReservedConcurrency); err != nil {

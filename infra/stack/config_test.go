@@ -95,21 +95,23 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 		override map[string]any
 		want     string
 	}{
-		"stage with capitals":     {map[string]any{"stage": "Prod"}, "stage"},
-		"no sources":              {map[string]any{"sources": []any{}}, "sources"},
-		"duplicate source":        {map[string]any{"sources": `[{"name":"a","kind":"stripe"},{"name":"a","kind":"github"}]`}, "appears twice"},
-		"unknown field":           {map[string]any{"sources": `[{"name":"a","kind":"stripe","secret":"whsec_x"}]`}, "sources"},
-		"secret value as ARN":     {map[string]any{"sources": `[{"name":"a","kind":"stripe","secretArn":"whsec_123"}]`}, "secretArn"},
-		"unknown provider kind":   {map[string]any{"sources": `[{"name":"a","kind":"paypal"}]`}, "kind"},
-		"plain http effect":       {map[string]any{"effects": `[{"kind":"refund","url":"http://pay.example/r"}]`}, "effects"},
-		"effect timeout too long": {map[string]any{"effects": `[{"kind":"refund","url":"https://pay.example/r","timeoutSeconds":60}]`}, "timeout"},
-		"log retention":           {map[string]any{"logRetentionDays": 10}, "logRetentionDays"},
-		"sources over 4 KB":       {map[string]any{"sources": manySources(30)}, "Lambda environment"},
-		"retention below minimum": {map[string]any{"retentionDays": "2"}, "retentionDays"},
-		"tracing not a bool":      {map[string]any{"tracing": "yes"}, "tracing"},
-		"alarm email":             {map[string]any{"alarmEmail": "oncall"}, "alarmEmail"},
-		"negative reservation":    {map[string]any{"intakeReservedConcurrency": -1.0}, "intakeReservedConcurrency"},
-		"reservation not a count": {map[string]any{"intakeReservedConcurrency": "all"}, "intakeReservedConcurrency"},
+		"stage with capitals":      {map[string]any{"stage": "Prod"}, "stage"},
+		"no sources":               {map[string]any{"sources": []any{}}, "sources"},
+		"duplicate source":         {map[string]any{"sources": `[{"name":"a","kind":"stripe"},{"name":"a","kind":"github"}]`}, "appears twice"},
+		"unknown field":            {map[string]any{"sources": `[{"name":"a","kind":"stripe","secret":"whsec_x"}]`}, "sources"},
+		"secret value as ARN":      {map[string]any{"sources": `[{"name":"a","kind":"stripe","secretArn":"whsec_123"}]`}, "secretArn"},
+		"unknown provider kind":    {map[string]any{"sources": `[{"name":"a","kind":"paypal"}]`}, "kind"},
+		"plain http effect":        {map[string]any{"effects": `[{"kind":"refund","url":"http://pay.example/r"}]`}, "effects"},
+		"effect timeout too long":  {map[string]any{"effects": `[{"kind":"refund","url":"https://pay.example/r","timeoutSeconds":60}]`}, "timeout"},
+		"log retention":            {map[string]any{"logRetentionDays": 10}, "logRetentionDays"},
+		"sources over 4 KB":        {map[string]any{"sources": manySources(30)}, "Lambda environment"},
+		"retention below minimum":  {map[string]any{"retentionDays": "2"}, "retentionDays"},
+		"tracing not a bool":       {map[string]any{"tracing": "yes"}, "tracing"},
+		"alarm email":              {map[string]any{"alarmEmail": "oncall"}, "alarmEmail"},
+		"negative reservation":     {map[string]any{"intakeReservedConcurrency": -1.0}, "intakeReservedConcurrency"},
+		"reservation not a count":  {map[string]any{"intakeReservedConcurrency": "all"}, "intakeReservedConcurrency"},
+		"too many due shards":      {map[string]any{"dueShards": 65.0}, "dueShards"},
+		"read narrower than write": {map[string]any{"dueShards": "16", "dueShardsRead": "8"}, "dueShardsRead 8 is below dueShards 16"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// GIVEN cdk.json's context with one wrong value
@@ -179,5 +181,15 @@ func TestAssetsComeFromMakeBuildAndNeverDeployAPlaceholderByAccident(t *testing.
 	}
 	if _, err := os.Stat(filepath.Join(repo, "infra", "placeholder")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The due index's shard count reaches every function (issue 17).
+func TestDueShardsReachEveryFunction(t *testing.T) {
+	ctx := cdkContext(t)
+	ctx["dueShards"], ctx["dueShardsRead"] = "16", "32"
+	cfg, err := stack.FromContext(func(k string) any { return ctx[k] })
+	if err != nil || cfg.DueShards != 16 || cfg.DueShardsRead != 32 {
+		t.Fatalf("config %d/%d, %v", cfg.DueShards, cfg.DueShardsRead, err)
 	}
 }

@@ -89,6 +89,8 @@ func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Func
 	env := map[string]*string{
 		"LOG_LEVEL":         jsii.String(cfg.LogLevel),
 		"RETENTION_DAYS":    jsii.String(itoa(cfg.RetentionDays)),
+		"DUE_SHARDS":        jsii.String(itoa(cfg.DueShards)),
+		"DUE_SHARDS_READ":   jsii.String(itoa(cfg.DueShardsRead)),
 		"METRICS_NAMESPACE": jsii.String(cfg.MetricsNamespace()),
 	}
 	for k, v := range p.Env {

@@ -154,7 +154,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 				env := s.env(t, name)
 				// THEN every function has the common variables
 				if env["METRICS_NAMESPACE"] != "EffectivelyOnce/dev" || env["LOG_LEVEL"] != "info" || env["RETENTION_DAYS"] != "30" ||
-					env["TABLE_NAME"] != "webhooks-dev-ledger" {
+					env["TABLE_NAME"] != "webhooks-dev-ledger" || env["DUE_SHARDS"] != "4" || env["DUE_SHARDS_READ"] != "4" {
 					t.Errorf("%s: common env %v", name, env)
 				}
 			}
