@@ -201,3 +201,31 @@ func TestPolicyBudget(t *testing.T) {
 		t.Errorf("contradicting revision: %s", wc.ContradictingCalls.Detail)
 	}
 }
+
+// Issue 17: the due index caps the pipeline, and the shard count moves the
+// cap. The index write units of one realistic 4 KB event with its effect
+// are measured; the busiest shard's share comes from 100,000 generated
+// ids hashed as the ledger hashes them.
+func TestDueIndexCapMovesWithTheShards(t *testing.T) {
+	rows, err := capacity.MeasurePipeline(t.Context(), []int{4 << 10}, capacity.Realistic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows[0]
+	perEvent := float64(r.Intake.IndexUnits() + r.Process.IndexUnits() + r.Effect.IndexUnits())
+	var prev capacity.ShardLoad
+	for _, shards := range []int{4, 8, 16, 32, 64} {
+		l := capacity.DueIndexCap(shards, 100_000, perEvent, 1)
+		t.Logf("%d index WU per event; %s", int(perEvent), l)
+		if l.HottestShare > 1.1/float64(shards) {
+			t.Fatalf("%d shards: the busiest holds %.3f of the events, want about %.3f", shards, l.HottestShare, 1/float64(shards))
+		}
+		if prev.Shards > 0 && l.CapEventsPerSecond < 1.8*prev.CapEventsPerSecond {
+			t.Fatalf("doubling the shards from %d to %d moved the cap from %.0f to %.0f events/s only", prev.Shards, shards, prev.CapEventsPerSecond, l.CapEventsPerSecond)
+		}
+		prev = l
+	}
+	if four := capacity.DueIndexCap(4, 100_000, perEvent, 1); four.CapEventsPerSecond > 1000 {
+		t.Fatalf("4 shards cap at %.0f events/s: the index write units per event (%v) look too low", four.CapEventsPerSecond, perEvent)
+	}
+}
