@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,6 +56,9 @@ type Ledger interface {
 	RetryLater(ctx context.Context, c ledger.Claim, code, msg string, next time.Time) error
 	Dead(ctx context.Context, c ledger.Claim, code, msg string) error
 	Quarantine(ctx context.Context, c ledger.Claim, code, msg string) error
+	// GetIntentState is read only on the recovery path (a pointer that
+	// finds its event PROCESSED): see Processor.recover.
+	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -81,7 +85,11 @@ type Options struct {
 	StripeAPI map[string]StripeFetcher
 	// Effects announces the intents a commit wrote. When nil, or when the
 	// send fails, the intents stay PENDING and the reconciler announces
-	// them; the event is complete either way.
+	// them; the event is complete either way. A pointer that arrives for a
+	// PROCESSED event announces those of its intents still PENDING (see
+	// Processor.recover), so a crash between a batch's commits and its
+	// announcement is recovered within the events queue's visibility
+	// timeout, not the reconciler's threshold.
 	Effects outbox.Announcer
 }
 
@@ -134,22 +142,35 @@ func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*P
 
 // Process handles a batch and returns the ids of the messages to retry.
 // Messages are handled one by one; a failure of one never affects another.
-// The intents the batch's commits wrote are announced together at the end
-// (SendMessageBatch, ten per request), not one request per event.
+// The intents the batch's commits wrote, and the PENDING intents of the
+// PROCESSED events its pointers found (recovered), are announced together
+// at the end (SendMessageBatch, ten per request), not one request per event.
 func (p *Processor) Process(ctx context.Context, msgs []Message) []string {
-	var failed, written []string
+	var failed []string
+	var ann announcements
 	for _, m := range msgs {
-		if !p.handle(ctx, m, &written) {
+		if !p.handle(ctx, m, &ann) {
 			failed = append(failed, m.ID)
 		}
 	}
-	p.announce(ctx, written)
+	p.announce(ctx, ann)
 	return failed
 }
 
+// announcements are the intents a batch announces: written by its commits,
+// and recovered (still PENDING, of events a pointer found PROCESSED).
+type announcements struct {
+	written, recovered []string
+}
+
+// has reports whether op is already to be announced.
+func (a *announcements) has(op string) bool {
+	return slices.Contains(a.written, op) || slices.Contains(a.recovered, op)
+}
+
 // handle returns true to acknowledge (delete) the message; the operation
-// ids a commit wrote are appended to written.
-func (p *Processor) handle(ctx context.Context, m Message, written *[]string) (ack bool) {
+// ids a commit wrote, or recovered, are added to ann.
+func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (ack bool) {
 	start := p.o.Now()
 	log := p.o.Log.With("message_id", m.ID)
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
@@ -188,6 +209,9 @@ func (p *Processor) handle(ctx context.Context, m Message, written *[]string) (a
 			return true
 		case errors.As(err, &nc) && nc.Event.Status.Terminal():
 			log.Info("already finished; acknowledging", "ledger_status", nc.Event.Status)
+			if nc.Event.Status == ledger.StatusProcessed {
+				p.recover(ctx, nc.Event, ann, log)
+			}
 			return true
 		case errors.As(err, &nc):
 			log.Info("not claimable now; will retry", "why", nc.Why)
@@ -204,7 +228,7 @@ func (p *Processor) handle(ctx context.Context, m Message, written *[]string) (a
 	if c.Redrive {
 		log.Info("redriven from the dead-letter queue", "pointer_id", ptr.ID)
 	}
-	outcome, ack := p.apply(ctx, c, m, written, log)
+	outcome, ack := p.apply(ctx, c, m, &ann.written, log)
 	took := p.o.Now().Sub(start)
 	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
 	p.emit(c.Event, outcome, took)
@@ -308,22 +332,62 @@ func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
 		metrics.Latency("ProcessLatencyMs", took))
 }
 
+// recover is the recovery path of a crash between a batch's commits and
+// its announcement: the event is PROCESSED, but the processor died before
+// announcing its intents, and the redelivered pointer finds the event
+// finished. Each intent the event's stored result names
+// (Result.Operations) is read once, and those still PENDING are
+// announced with the batch (an announcement is idempotent: the
+// dispatcher's claim decides). The happy path never comes here; a pointer
+// that finds a PROCESSED event costs at most one GetItem per operation.
+// A read that fails is logged and skipped: the reconciler's sweep remains
+// the backstop.
+func (p *Processor) recover(ctx context.Context, ev ledger.Event, ann *announcements, log *slog.Logger) {
+	if p.o.Effects == nil {
+		return
+	}
+	pending := 0
+	for _, op := range ev.Result.Operations {
+		if ann.has(op.ID) {
+			continue
+		}
+		in, err := p.ledger.GetIntentState(ctx, op.ID)
+		if err != nil {
+			log.Warn("could not read an intent of a processed event; the reconciler will announce it if it waits", "operation_id", op.ID, "err", err)
+			continue
+		}
+		if in.Status == ledger.IntentStatusPending {
+			ann.recovered = append(ann.recovered, op.ID)
+			pending++
+		}
+	}
+	if pending > 0 {
+		log.Info("processed event with intents still PENDING (a crash before their announcement?); announcing them", "pending", pending, "operations", len(ev.Result.Operations))
+	}
+}
+
 // announce tells the dispatcher about new intents. It is after the commits
 // on purpose: an intent must exist before a dispatcher looks for it. A crash
-// or an SQS failure between the two leaves the intents PENDING, which the
-// reconciler's sweep finds (the same gap as intake's put→send).
-func (p *Processor) announce(ctx context.Context, ops []string) {
+// between the two leaves the intents PENDING, which the event's redelivered
+// pointer recovers (see recover); an SQS failure (the pointers are
+// acknowledged) leaves them to the reconciler's sweep (the same gap as
+// intake's put→send).
+func (p *Processor) announce(ctx context.Context, ann announcements) {
 	log := p.o.Log
-	if len(ops) == 0 {
+	n := len(ann.written) + len(ann.recovered)
+	if n == 0 {
 		return
 	}
 	if p.o.Effects == nil {
-		log.Warn("no effects queue configured; intents wait for the reconciler", "intents", len(ops))
+		log.Warn("no effects queue configured; intents wait for the reconciler", "intents", n)
 		return
 	}
-	ps := make([]queue.IntentPointer, len(ops))
-	for i, op := range ops {
-		ps[i] = queue.IntentPointer{OperationID: op, Reason: "commit"}
+	ps := make([]queue.IntentPointer, 0, n)
+	for _, op := range ann.written {
+		ps = append(ps, queue.IntentPointer{OperationID: op, Reason: "commit"})
+	}
+	for _, op := range ann.recovered {
+		ps = append(ps, queue.IntentPointer{OperationID: op, Reason: "recover"})
 	}
 	if unsent, err := p.o.Effects.SendIntents(ctx, ps); err != nil {
 		log.Warn("could not announce intents; the reconciler will", "unsent", unsent, "err", err)

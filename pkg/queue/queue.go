@@ -80,7 +80,9 @@ func ParsePointer(body string) (Pointer, error) {
 type IntentPointer struct {
 	V           int    `json:"v"`
 	OperationID string `json:"operation_id"`
-	// Reason says why it was sent: "commit", "reconcile", "operator".
+	// Reason says why it was sent: "commit", "recover" (a pointer found
+	// its event PROCESSED and the intent still PENDING), "reconcile",
+	// "drift", "operator".
 	Reason string `json:"reason,omitempty"`
 }
 

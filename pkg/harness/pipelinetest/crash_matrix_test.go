@@ -216,3 +216,86 @@ func TestCrashMatrix(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashMatrix_BeforeAnnouncement crashes the processor between a
+// batch's commits and its announcement of their intents: after the first,
+// second or third of three commits, and right before the effects
+// SendMessageBatch. The crashed invocation deletes nothing, so every pointer
+// comes back after the events queue's visibility timeout; a fresh worker
+// finishes the events it did not commit and, for those it finds PROCESSED,
+// announces the intents still PENDING. With the manual clock standing still
+// (no lease expiry, no reconciler threshold) and no reconciler run, every
+// intent is dispatched within that one redelivery, none twice.
+func TestCrashMatrix_BeforeAnnouncement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash matrix skipped in -short mode")
+	}
+	orders := []string{"O-1", "O-2", "O-3"}
+	points := []awstrace.Crash{
+		{Op: "DynamoDB.TransactWriteItems", Nth: 1, When: awstrace.After},
+		{Op: "DynamoDB.TransactWriteItems", Nth: 2, When: awstrace.After},
+		{Op: "DynamoDB.TransactWriteItems", Nth: 3, When: awstrace.After},
+		{Op: "SQS.SendMessageBatch", Nth: 1, When: awstrace.Before},
+	}
+	for _, c := range points {
+		t.Run(strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			h := pt.NewOrders(t, pt.Options{}, pt.OutboxOptions{})
+			o := h.Outbox
+			want := map[string]int{}
+			for _, id := range orders {
+				deliver(t, h, "msg_"+id, pt.OrderEvent("order.cancelled", id, 12, "", ""), 202)
+				refund, notify := pt.OrderOps(id, 12)
+				want[refund], want[notify] = 1, 1
+			}
+			w1 := h.NewWorker("proc-1")
+			w1.Rec.Arm(c)
+			if n := w1.PollOnce(ctx); n != len(orders) || !w1.Rec.Crashed() {
+				t.Fatalf("setup: one batch of %d pointers and a crash wanted; got %d, %s", len(orders), n, w1.Rec)
+			}
+			if h.Depth(o.Queues.Queue) != 0 {
+				t.Fatal("setup: an announcement was sent before the crash")
+			}
+			crashedAt, start := h.Clock.Now(), time.Now()
+
+			// The redelivery, and nothing else: no reconciler, the
+			// manual clock stands still.
+			w2, d := h.NewWorker("proc-2"), o.NewDispatcher("disp-1")
+			redelivered := 0
+			deadline := time.Now().Add(drainTimeout)
+			for h.Depth(h.Queues.Queue)+h.Depth(o.Queues.Queue) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("not drained without the reconciler: events %d, effects %d", h.Depth(h.Queues.Queue), h.Depth(o.Queues.Queue))
+				}
+				got := w2.PollOnce(ctx)
+				redelivered += got
+				if got+d.PollOnce(ctx) == 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			took := time.Since(start)
+			if !h.Clock.Now().Equal(crashedAt) {
+				t.Fatalf("the manual clock moved %s", h.Clock.Now().Sub(crashedAt))
+			}
+			if redelivered != len(orders) {
+				t.Fatalf("%d pointers redelivered, want each once (%d)", redelivered, len(orders))
+			}
+			for _, id := range orders {
+				ev := requireEvent(t, h, "msg_"+id, ledger.StatusProcessed, ledger.OutcomeApplied)
+				if count(pt.Actions(ev), "complete") != 1 {
+					t.Fatalf("%s audit %v", id, pt.Actions(ev))
+				}
+			}
+			for op := range want {
+				requireIntentStatus(t, o, op, ledger.IntentStatusSucceeded, "")
+			}
+			requireEffective(t, o, want)
+			if n := o.Reconcile(h.Clock.Now().Add(time.Hour)); n != 0 {
+				t.Fatalf("intents still due: %d", n)
+			}
+			t.Logf("%s: %d intents dispatched once each, %s (real time) after the crash; events queue visibility timeout %s",
+				c, len(want), took.Round(time.Millisecond), time.Second)
+		})
+	}
+}
