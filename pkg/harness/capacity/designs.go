@@ -1,0 +1,426 @@
+package capacity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
+	"github.com/effectively-once/webhooks/pkg/harness/chaos/naive"
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/pkg/processor"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/pkg/source"
+)
+
+// The designs compared by MeasureDesigns.
+const (
+	DesignOurs               = "ours"
+	DesignPowertools         = "powertools-style"
+	DesignDispatchEverything = "dispatch-everything"
+)
+
+// DesignNames lists the compared designs in table order.
+var DesignNames = []string{DesignOurs, DesignPowertools, string(naive.CheckThenInsert), string(naive.SplitCommit), string(naive.NoLease), DesignDispatchEverything}
+
+// ChaosRun names the chaos run the failure counts come from.
+const ChaosRun = "`go run ./scripts/chaos -n 1000 -design all -seed 1 -shrink 0`, 2026-12-02 (BENCHMARKS.md, Chaos against a reference model; ours from its rerun after the seed-65 fix)"
+
+// ChaosFailed is, per design, how many of that run's 1000 schedules
+// violated at least one invariant (I1–I7). A design absent from the map
+// is not in the chaos harness.
+var ChaosFailed = map[string]int{
+	DesignOurs:                    0,
+	string(naive.CheckThenInsert): 535,
+	DesignDispatchEverything:      523,
+	string(naive.NoLease):         493,
+	string(naive.SplitCommit):     589,
+}
+
+// DesignRow is what processing one event, and performing its effects,
+// cost in one design.
+type DesignRow struct {
+	Design string
+	// Process is the processing of the event. The naive and
+	// powertools-style designs perform the effects inside it.
+	Process      Totals
+	ProcessCalls Calls
+	// Effects is the dispatch of the event's intents (ours and
+	// dispatch-everything, which perform effects from the outbox).
+	Effects      Totals
+	EffectsCalls Calls
+	// Performed is how many effects were performed.
+	Performed int
+}
+
+// Requests is every AWS request the design made for the event after intake.
+func (r DesignRow) Requests() int { return r.ProcessCalls.Total + r.EffectsCalls.Total }
+
+// Units is the write units the design spent on the event after intake.
+func (r DesignRow) Units() int { return r.Process.Units() + r.Effects.Units() }
+
+// OrderCancelledEvent is a seed-003 orders event (Standard Webhooks
+// order.updated) that cancels order at revision 1, grown to about size
+// bytes with invoice-like line items in its data (part of the order's
+// state, as a real order's lines would be). Its cancellation creates two
+// effects, a refund and a notice.
+func OrderCancelledEvent(order string, size int) []byte {
+	head := fmt.Sprintf(`{"type":"order.updated","timestamp":"2026-11-30T12:00:01Z","data":{"id":%q,"revision":1,"customer_id":"cus_test_42","currency":"eur","total_minor":12900,"status":"cancelled"`, order)
+	r := rand.New(rand.NewPCG(uint64(size), 11))
+	word := func(n int) string {
+		w := make([]byte, n)
+		for i := range w {
+			w[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(w)
+	}
+	var lines []string
+	total := len(head) + 16
+	for n := 0; total < size; n++ {
+		l := fmt.Sprintf(`{"id":"li_%s","sku":"sku_%s","quantity":%d,"unit_minor":%d,"description":"Pro plan seat %d"}`,
+			word(14), word(8), 1+r.IntN(5), 100*r.IntN(500), n)
+		lines = append(lines, l)
+		total += len(l) + 1
+	}
+	if len(lines) > 0 {
+		head += `,"lines":[` + strings.Join(lines, ",") + `]`
+	}
+	return []byte(head + "}}")
+}
+
+// designRig is one design's pipeline after intake: a ledger on minidyn
+// with the event already accepted, every DynamoDB write metered and every
+// AWS request recorded.
+type designRig struct {
+	clock   *ledger.ManualClock
+	d       *localaws.Dynamo
+	db      *dynamodb.Client // metered and recorded
+	m       *Meter
+	rec     *awstrace.Recorder
+	led     *ledger.Ledger
+	sources *source.Set
+	down    *httptest.Server
+}
+
+func (r *designRig) close() {
+	r.down.Close()
+	r.d.Close()
+}
+
+const designsSources = `{"sources":[{"name":"orders","kind":"standard-webhooks","secrets":["env:ORDERS_SECRET"],` +
+	`"options":{"subject_path":"data.id","version_path":"data.revision"}}]}`
+
+func newDesignRig(ctx context.Context) (*designRig, error) {
+	r := &designRig{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
+	if err := ledger.CreateTable(ctx, r.d.Client(), "ledger"); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	r.m = &Meter{Reader: r.d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
+		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
+	r.rec = &awstrace.Recorder{}
+	r.db = r.d.Client(r.m.APIOption, r.rec.APIOption)
+	var err error
+	if r.led, err = ledger.New(r.db, ledger.Options{Table: "ledger", Clock: r.clock}); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	if r.sources, err = source.Parse([]byte(designsSources)); err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	r.down = httptest.NewServer(&downstream.Fake{})
+	return r, nil
+}
+
+// accept records the delivery as the intake would (not metered: every
+// design shares the intake).
+func (r *designRig) accept(ctx context.Context, id string, body []byte) error {
+	_, err := r.led.Accept(ctx, ledger.Delivery{Source: "orders", EventID: id, EventType: "order.updated", DeliveryID: "msg_" + id, Payload: body})
+	return err
+}
+
+func (r *designRig) start() {
+	r.m.Reset()
+	r.rec.Reset()
+}
+
+func (r *designRig) take() (Totals, Calls) { return r.m.Totals(), calls(r.rec) }
+
+// MeasureDesigns processes the same event (OrderCancelledEvent of about
+// size bytes, accepted by the ledger as the shared intake would) in each
+// design of DesignNames, each on its own emulators, and meters what
+// processing it and performing its effects cost.
+func MeasureDesigns(ctx context.Context, size int) ([]DesignRow, error) {
+	var rows []DesignRow
+	for _, name := range DesignNames {
+		row, err := measureDesign(ctx, name, size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func measureDesign(ctx context.Context, name string, size int) (DesignRow, error) {
+	rg, err := newDesignRig(ctx)
+	if err != nil {
+		return DesignRow{}, err
+	}
+	defer rg.close()
+	id := "msg_design_" + strconv.Itoa(size)
+	body := OrderCancelledEvent("ord_design_1", size)
+	if err := rg.accept(ctx, id, body); err != nil {
+		return DesignRow{}, err
+	}
+	row := DesignRow{Design: name}
+	switch name {
+	case DesignOurs, DesignDispatchEverything:
+		if err := rg.ours(ctx, id, name == DesignDispatchEverything, &row); err != nil {
+			return row, err
+		}
+	case DesignPowertools:
+		p := &Powertools{DB: rg.db, Ledger: rg.led, Table: "ledger", Now: rg.clock.Now}
+		rg.start()
+		if err := p.Handle(ctx, "orders", id); err != nil {
+			return row, err
+		}
+		row.Process, row.ProcessCalls = rg.take()
+		n, err := countItems(ctx, rg.d.Client(), "PTFX#")
+		if err != nil {
+			return row, err
+		}
+		row.Performed = n
+	default:
+		p := naive.New(naive.Kind(name), rg.db, rg.led, "ledger", "cap", rg.clock.Now)
+		rg.start()
+		resp, err := p.HandleSQS(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "1", Body: queue.Pointer{Source: "orders", EventID: id}.Encode()}}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			return row, fmt.Errorf("naive processing failed: %v", err)
+		}
+		row.Process, row.ProcessCalls = rg.take()
+		fx, err := naive.Effects(ctx, rg.d.Client(), "ledger")
+		if err != nil {
+			return row, err
+		}
+		for _, n := range fx {
+			row.Performed += n
+		}
+	}
+	ev, err := rg.led.Get(ctx, "orders", id)
+	if err != nil {
+		return row, err
+	}
+	if name != DesignPowertools && ev.Status != ledger.StatusProcessed {
+		return row, fmt.Errorf("event %s, not processed", ev.Status)
+	}
+	return row, nil
+}
+
+// ours runs the real processor core, then the real dispatcher on each
+// intent (blind to the truth for dispatch-everything).
+func (r *designRig) ours(ctx context.Context, id string, blind bool, row *DesignRow) error {
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		return err
+	}
+	efq, err := queue.Create(ctx, sq.Client(), queue.Spec{Name: localaws.UniqueName("cap-effects"), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour})
+	if err != nil {
+		return err
+	}
+	po := processor.Options{Owner: "cap", Now: r.clock.Now, Log: slog.New(slog.DiscardHandler), Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
+	proc, err := processor.New(r.led, r.sources, projection.Default(projection.StripeOptions{}), po)
+	if err != nil {
+		return err
+	}
+	r.start()
+	if failed := proc.Process(ctx, []processor.Message{{ID: "1", Body: queue.Pointer{Source: "orders", EventID: id}.Encode()}}); len(failed) != 0 {
+		return fmt.Errorf("processing %s failed", id)
+	}
+	row.Process, row.ProcessCalls = r.take()
+	snap, err := ledger.TakeSnapshot(ctx, r.d.Client(), "ledger")
+	if err != nil {
+		return err
+	}
+	var l outbox.Ledger = r.led
+	if blind {
+		l = naive.TruthBlind{Ledger: r.led}
+	}
+	disp := &outbox.Dispatcher{Ledger: l, Clock: r.clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+	for _, in := range snap.Intents {
+		disp.Effects[in.Kind] = &outbox.HTTPEffect{Name: in.Kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
+	}
+	r.start()
+	for _, in := range snap.Intents {
+		o, err := disp.Dispatch(ctx, in.OperationID)
+		if err != nil || o.Status != ledger.IntentStatusSucceeded {
+			return fmt.Errorf("dispatch %s: %+v %v", in.OperationID, o, err)
+		}
+		row.Performed++
+	}
+	row.Effects, row.EffectsCalls = r.take()
+	return nil
+}
+
+func countItems(ctx context.Context, db naive.DynamoDB, prefix string) (int, error) {
+	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String("ledger"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, it := range out.Items {
+		if pk, ok := it["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, prefix) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// PowertoolsWriter is what the powertools-style processor writes with.
+type PowertoolsWriter interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+var _ PowertoolsWriter = (*dynamodb.Client)(nil)
+
+// Powertools is an idempotent processor in the style of AWS Lambda
+// Powertools' idempotency utility, over the same ledger table: a
+// conditional PutItem of an INPROGRESS record with an expiry (refused
+// when a record exists that has not expired, or is in progress within
+// its in-progress window), the handler's writes as plain writes (the
+// projection, then one record per effect), then an UpdateItem to
+// COMPLETED with the handler's response. It reads the accepted event and
+// its payload from the ledger, as the naive designs do, and leaves the
+// ledger's event status alone (its idempotency record is its status).
+//
+// It is a cost model, not a contender for the chaos harness: a crash
+// after the projection write and before COMPLETED leaves an INPROGRESS
+// record, and the retry after its window writes the projection and the
+// effects again.
+type Powertools struct {
+	DB     PowertoolsWriter
+	Ledger *ledger.Ledger
+	Table  string
+	Now    func() time.Time
+	// Expiry of a COMPLETED record (Powertools' default: one hour) and the
+	// in-progress window (the Lambda's remaining time; default 1 minute).
+	Expiry, InProgress time.Duration
+}
+
+// ErrInProgress is returned for an event another invocation is processing.
+var ErrInProgress = errors.New("powertools-style: event in progress")
+
+// Handle processes the accepted event source/id once.
+func (p *Powertools) Handle(ctx context.Context, src, id string) error {
+	expiry, window := p.Expiry, p.InProgress
+	if expiry == 0 {
+		expiry = time.Hour
+	}
+	if window == 0 {
+		window = time.Minute
+	}
+	ev, err := p.Ledger.Get(ctx, src, id)
+	if err != nil {
+		return fmt.Errorf("powertools-style get %s/%s: %w", src, id, err)
+	}
+	payload, err := p.Ledger.Payload(ctx, ev)
+	if err != nil {
+		return fmt.Errorf("powertools-style payload %s/%s: %w", src, id, err)
+	}
+	now := p.Now()
+	key := map[string]types.AttributeValue{"pk": sv("IDEMPOTENCY#" + src + "#" + id), "sk": sv("ID")}
+	record := map[string]types.AttributeValue{"pk": key["pk"], "sk": key["sk"], "status": sv("INPROGRESS"),
+		"expiration": nv(now.Add(expiry).Unix()), "in_progress_expiration": nv(now.Add(window).UnixMilli())}
+	_, err = p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: record,
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR expiration < :now OR (#status = :inprogress AND in_progress_expiration < :nowms)"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": nv(now.Unix()), ":nowms": nv(now.UnixMilli()), ":inprogress": sv("INPROGRESS")}})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ErrInProgress
+	}
+	if err != nil {
+		return fmt.Errorf("powertools-style record %s/%s: %w", src, id, err)
+	}
+	res, err := projection.NewOrders(projection.OrderOptions{}).Project(projection.Event{Source: ev.Source, Kind: "standard-webhooks", EventID: ev.EventID, Type: ev.EventType, Payload: payload, ReceivedAt: ev.ReceivedAt})
+	if err != nil {
+		return fmt.Errorf("powertools-style project %s/%s: %w", src, id, err)
+	}
+	res = projection.Scoped(ev.Source, res)
+	if w := res.Write; w != nil {
+		state, err := attributevalue.MarshalMap(w.State)
+		if err != nil {
+			return err
+		}
+		item := map[string]types.AttributeValue{"pk": sv("PJ#" + w.Name + "#" + w.Subject), "sk": sv("PJ"), "item": sv("projection"), "name": sv(w.Name), "subject": sv(w.Subject),
+			"version": nv(w.Version), "fingerprint": sv(w.Fingerprint), "terminal": &types.AttributeValueMemberBOOL{Value: w.Terminal},
+			"state": &types.AttributeValueMemberM{Value: state}, "updated_at": nv(now.UnixMilli())}
+		if _, err := p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: item}); err != nil {
+			return fmt.Errorf("powertools-style projection %s/%s: %w", src, id, err)
+		}
+	}
+	for _, in := range res.Intents {
+		pl, err := attributevalue.MarshalMap(in.Payload)
+		if err != nil {
+			return err
+		}
+		fx := map[string]types.AttributeValue{"pk": sv("PTFX#" + in.OperationID), "sk": sv("FX"), "kind": sv(in.Kind), "subject": sv(in.Subject),
+			"payload": &types.AttributeValueMemberM{Value: pl}, "at": nv(now.UnixMilli())}
+		if _, err := p.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &p.Table, Item: fx}); err != nil {
+			return fmt.Errorf("powertools-style effect %s: %w", in.OperationID, err)
+		}
+	}
+	response := fmt.Sprintf(`{"intents":%d}`, len(res.Intents))
+	if _, err := p.DB.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &p.Table, Key: key,
+		UpdateExpression:          aws.String("SET #status = :done, #data = :data"),
+		ExpressionAttributeNames:  map[string]string{"#status": "status", "#data": "data"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": sv("COMPLETED"), ":data": sv(response)}}); err != nil {
+		return fmt.Errorf("powertools-style complete %s/%s: %w", src, id, err)
+	}
+	return nil
+}
+
+// WriteDesignTable renders the side-by-side table as Markdown.
+func WriteDesignTable(w io.Writer, rows []DesignRow) {
+	fmt.Fprintln(w, "| design | requests per event | write units per event | chaos schedules failed of 1000 (I1–I7) |")
+	fmt.Fprintln(w, "|---|---|---|---:|")
+	for _, r := range rows {
+		chaos := "not in the chaos harness"
+		if n, ok := ChaosFailed[r.Design]; ok {
+			chaos = strconv.Itoa(n)
+		}
+		req := fmt.Sprintf("%d (%s)", r.ProcessCalls.Total, r.ProcessCalls.Detail)
+		wu := fmt.Sprintf("%d (%s)", r.Process.Units(), r.Process)
+		if r.EffectsCalls.Total > 0 {
+			req = fmt.Sprintf("%d: processing %d (%s), dispatch %d (%s)", r.Requests(), r.ProcessCalls.Total, r.ProcessCalls.Detail, r.EffectsCalls.Total, r.EffectsCalls.Detail)
+			wu = fmt.Sprintf("%d: processing %d (%s), dispatch %d (%s)", r.Units(), r.Process.Units(), r.Process, r.Effects.Units(), r.Effects)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.Design, req, wu, chaos)
+	}
+}
+
+func sv(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func nv(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
