@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
@@ -38,5 +42,64 @@ func TestDueIndexSurvivesUpserts(t *testing.T) {
 	}
 	if len(due) != 20 {
 		t.Fatalf("due index returned %d of 20 events", len(due))
+	}
+}
+
+// An update that REMOVEs an index key attribute takes the item out of the
+// sparse index and the attribute out of the item, as in DynamoDB (minidyn
+// alone ignores REMOVE).
+func TestRemoveLeavesSparseIndex(t *testing.T) {
+	ctx := context.Background()
+	d := localaws.NewDynamo()
+	defer d.Close()
+	db := d.Client()
+	if err := ledger.CreateTable(ctx, db, "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	key := func(id string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": s(id), "sk": s("event")}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String("ledger"), Key: key(id),
+			UpdateExpression:          aws.String("SET due_shard = :s, due_at = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": s("0"), ":t": &types.AttributeValueMemberN{Value: "5"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String("ledger"), Key: key("b"),
+		UpdateExpression:          aws.String("SET #st = :d REMOVE #ds, due_at"),
+		ExpressionAttributeNames:  map[string]string{"#st": "status", "#ds": "due_shard"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d": s("PROCESSED")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String("ledger"), IndexName: aws.String(ledger.DueIndex),
+		KeyConditionExpression:    aws.String("due_shard = :s"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": s("0")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range out.Items {
+		got = append(got, it["pk"].(*types.AttributeValueMemberS).Value)
+	}
+	if fmt.Sprint(got) != "[a c]" {
+		t.Fatalf("due index holds %v, want [a c]", got)
+	}
+	item, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("ledger"), Key: key("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := item.Item["due_shard"]; ok {
+		t.Fatalf("due_shard still on the item after REMOVE: %v", item.Item)
+	}
+	if _, ok := item.Item["status"]; !ok {
+		t.Fatalf("SET lost: %v", item.Item)
 	}
 }

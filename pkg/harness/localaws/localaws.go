@@ -56,7 +56,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	smithymw "github.com/aws/smithy-go/middleware"
 	"github.com/sirupsen/logrus"
-	"github.com/truora/minidyn/server"
 )
 
 // Region and credentials used against the emulators. They are visibly fake;
@@ -105,7 +104,7 @@ func NewDynamo() *Dynamo {
 //     lists after each write (see indexRepair), so index queries find every
 //     item, as they do in DynamoDB.
 func DynamoHandler() http.Handler {
-	h := &indexRepair{srv: server.NewServer()}
+	h := newIndexRepair()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		if err != nil {
@@ -114,7 +113,7 @@ func DynamoHandler() http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := httptest.NewRecorder()
-		h.serve(rec, r)
+		h.serve(rec, r, body)
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}

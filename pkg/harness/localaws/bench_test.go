@@ -1,0 +1,74 @@
+package localaws_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	"github.com/effectively-once/webhooks/pkg/ledger"
+)
+
+// BenchmarkAcceptWithLedgerOf measures ledger.Accept (intake's conditional
+// UpdateItem upsert of a new event) on the in-process DynamoDB emulator
+// with 1,000, 10,000 and 100,000 events already in the table: the
+// emulator's cost per request must not grow with the ledger (issue 19).
+// The table is filled outside the timer by BatchWriteItem, with finished
+// events (no due index keys) and, one in ten, events still due.
+//
+// Run: go test -run '^$' -bench AcceptWithLedgerOf ./pkg/harness/localaws/
+func BenchmarkAcceptWithLedgerOf(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			d := localaws.NewDynamo()
+			defer d.Close()
+			db := d.Client()
+			if err := ledger.CreateTable(ctx, db, "ledger"); err != nil {
+				b.Fatal(err)
+			}
+			fill(b, db, n)
+			t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+			l, err := ledger.New(db, ledger.Options{Table: "ledger", Clock: ledger.NewManualClock(t0)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				id := fmt.Sprintf("evt_bench_%08d", i)
+				if _, err := l.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: id, EventType: "x", DeliveryID: id, Payload: []byte(`{}`)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func fill(b *testing.B, db *dynamodb.Client, n int) {
+	b.Helper()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	for i := 0; i < n; i += 25 {
+		var reqs []types.WriteRequest
+		for j := i; j < min(i+25, n); j++ {
+			item := map[string]types.AttributeValue{
+				"pk":     s(fmt.Sprintf("stripe#evt_fill_%08d", j)),
+				"sk":     s("event"),
+				"status": s("PROCESSED"),
+			}
+			if j%10 == 0 {
+				item["due_shard"] = s(fmt.Sprintf("%d", j%4))
+				item["due_at"] = &types.AttributeValueMemberN{Value: fmt.Sprintf("%d", 1_700_000_000+j)}
+			}
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+		if _, err := db.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{"ledger": reqs},
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
