@@ -91,6 +91,7 @@ func run() error {
 		{"gobench", goBench},
 		{"capacity", capacitySection},
 		{"policies", policySection},
+		{"designs", designsSection},
 		{"thin", thinSection},
 		{"coldstart", coldStart},
 		{"load", load},
