@@ -29,7 +29,8 @@ func BenchmarkIntakeSide(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ResetTimer()
-				if _, err := deliverAll(ctx, c.h, payloads); err != nil {
+				var dups int
+				if _, err := deliverAll(ctx, c.h, payloads, &dups); err != nil {
 					b.Fatal(err)
 				}
 			})
