@@ -19,7 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/chaos/naive"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
@@ -112,12 +111,7 @@ func OrderCancelledEvent(order string, size int) []byte {
 // with the event already accepted, every DynamoDB write metered and every
 // AWS request recorded.
 type designRig struct {
-	clock   *ledger.ManualClock
-	d       *localaws.Dynamo
-	db      *dynamodb.Client // metered and recorded
-	m       *Meter
-	rec     *awstrace.Recorder
-	led     *ledger.Ledger
+	meteredTable
 	sources *source.Set
 	down    *httptest.Server
 }
@@ -157,20 +151,11 @@ func SubscriptionCreated(size int) DesignEvent {
 }
 
 func newDesignRig(ctx context.Context) (*designRig, error) {
-	r := &designRig{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
-	if err := ledger.CreateTable(ctx, r.d.Client(), "ledger"); err != nil {
-		r.d.Close()
+	t, err := newMeteredTable(ctx)
+	if err != nil {
 		return nil, err
 	}
-	r.m = &Meter{Reader: r.d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
-		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
-	r.rec = &awstrace.Recorder{}
-	r.db = r.d.Client(r.m.APIOption, r.rec.APIOption)
-	var err error
-	if r.led, err = ledger.New(r.db, ledger.Options{Table: "ledger", Clock: r.clock}); err != nil {
-		r.d.Close()
-		return nil, err
-	}
+	r := &designRig{meteredTable: t}
 	if r.sources, err = source.Parse([]byte(designsSources)); err != nil {
 		r.d.Close()
 		return nil, err

@@ -137,15 +137,11 @@ func MeasurePipeline(ctx context.Context, sizes []int, p Padding) ([]Row, error)
 // dispatcher cores over minidyn and goaws, every DynamoDB write metered
 // and every AWS request recorded.
 type rig struct {
-	clock *ledger.ManualClock
-	d     *localaws.Dynamo
-	m     *Meter
-	rec   *awstrace.Recorder
-	led   *ledger.Ledger
-	in    *intake.Handler
-	proc  *processor.Processor
-	down  *httptest.Server
-	disp  *outbox.Dispatcher
+	meteredTable
+	in   *intake.Handler
+	proc *processor.Processor
+	down *httptest.Server
+	disp *outbox.Dispatcher
 }
 
 func (r *rig) close() {
@@ -157,20 +153,11 @@ func (r *rig) close() {
 // from stripeAPI (nil: none).
 func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error) {
 	quiet := slog.New(slog.DiscardHandler)
-	r := &rig{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
-	if err := ledger.CreateTable(ctx, r.d.Client(), "ledger"); err != nil {
-		r.d.Close()
+	t, err := newMeteredTable(ctx)
+	if err != nil {
 		return nil, err
 	}
-	r.m = &Meter{Reader: r.d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
-		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
-	r.rec = &awstrace.Recorder{}
-	db := r.d.Client(r.m.APIOption, r.rec.APIOption)
-	var err error
-	if r.led, err = ledger.New(db, ledger.Options{Table: "ledger", Clock: r.clock}); err != nil {
-		r.d.Close()
-		return nil, err
-	}
+	r := &rig{meteredTable: t}
 	sq, err := localaws.StartSQS("")
 	if err != nil {
 		r.d.Close()
@@ -312,3 +299,33 @@ func WriteTable(w io.Writer, rows []Row) {
 }
 
 var _ Reader = (*dynamodb.Client)(nil)
+
+// meteredTable is a minidyn with the ledger's table, a write-unit meter and
+// a request recorder on one client, and a ledger over that client on a
+// manual clock: what every measuring rig starts from.
+type meteredTable struct {
+	clock *ledger.ManualClock
+	d     *localaws.Dynamo
+	m     *Meter
+	rec   *awstrace.Recorder
+	db    *dynamodb.Client // metered and recorded
+	led   *ledger.Ledger
+}
+
+func newMeteredTable(ctx context.Context) (meteredTable, error) {
+	t := meteredTable{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
+	if err := ledger.CreateTable(ctx, t.d.Client(), "ledger"); err != nil {
+		t.d.Close()
+		return t, err
+	}
+	t.m = &Meter{Reader: t.d.Client(), Table: "ledger", TableKeys: []string{"pk", "sk"},
+		Indexes: []Index{{Name: ledger.DueIndex, HashKey: "due_shard", RangeKey: "due_at", Projected: ledger.DueIndexAttributes}}}
+	t.rec = &awstrace.Recorder{}
+	t.db = t.d.Client(t.m.APIOption, t.rec.APIOption)
+	var err error
+	if t.led, err = ledger.New(t.db, ledger.Options{Table: "ledger", Clock: t.clock}); err != nil {
+		t.d.Close()
+		return t, err
+	}
+	return t, nil
+}
