@@ -87,17 +87,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	}
 
 	// The accepted facts, one per event id.
-	byID := map[string]Event{}
-	var ids []string
-	for i, e := range s.Events {
-		if i < len(accepted) && accepted[i] {
-			if _, dup := byID[e.ID]; !dup {
-				ids = append(ids, e.ID)
-			}
-			byID[e.ID] = e
-		}
-	}
-	sort.Strings(ids)
+	ids, byID := acceptedFacts(s, accepted)
 
 	// I1 and the audit (I5, I6), event by event.
 	for _, id := range ids {
