@@ -192,7 +192,7 @@ func (l *Ledger) ListSyncDue(ctx context.Context, before time.Time, limit int) (
 	if limit <= 0 {
 		limit = 1
 	}
-	var out []SubjectCursor
+	var due []dueItem
 	for shard := 0; shard < l.opts.DueShardsRead; shard++ {
 		// Each shard gives its own oldest `limit` cursors (see pageShard).
 		err := l.pageShard(ctx, dynamodb.QueryInput{
@@ -205,39 +205,36 @@ func (l *Ledger) ListSyncDue(ctx context.Context, before time.Time, limit int) (
 				":s": sv(syncPrefix + strconv.Itoa(shard)), ":b": nv(ms(before)), ":cursor": sv("cursor"),
 			},
 		}, limit, func(it map[string]types.AttributeValue) (bool, error) {
-			// The index projects only the attributes the work queries
-			// need (DueIndexAttributes): read the cursor itself.
-			full, err := l.getItem(ctx, map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK]}, "cursor")
-			if errors.Is(err, ErrNotFound) {
-				return false, nil
-			}
-			if err != nil {
-				return false, err
-			}
-			c, _, err := decodeCursor(full)
-			if err != nil {
-				return false, err
-			}
-			out = append(out, c)
+			due = append(due, dueItemOf(it))
 			return true, nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("list sync cursors, shard %d: %w", shard, err)
 		}
 	}
-	sortCursors(out)
-	if len(out) > limit {
-		out = out[:limit]
+	// The oldest `limit` across the shards, and only those read in full:
+	// the index projects only what the work queries need
+	// (DueIndexAttributes), not the cursor's attributes.
+	sortDue(due)
+	if len(due) > limit {
+		due = due[:limit]
+	}
+	out := make([]SubjectCursor, 0, len(due))
+	for _, d := range due {
+		full, err := l.getItem(ctx, map[string]types.AttributeValue{attrPK: d.item[attrPK], attrSK: d.item[attrSK]}, "cursor")
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list sync cursors: %w", err)
+		}
+		c, _, err := decodeCursor(full)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
 	}
 	return out, nil
-}
-
-func sortCursors(cs []SubjectCursor) {
-	for i := 1; i < len(cs); i++ {
-		for j := i; j > 0 && cs[j].DueAt.Before(cs[j-1].DueAt); j-- {
-			cs[j], cs[j-1] = cs[j-1], cs[j]
-		}
-	}
 }
 
 // MarkSynced records the reconciler's drift check of a cursor: next zero

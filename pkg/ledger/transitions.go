@@ -319,6 +319,16 @@ type dueItem struct {
 	dueAt time.Time
 }
 
+// dueItemOf is an index entry with its due time read.
+func dueItemOf(it map[string]types.AttributeValue) dueItem {
+	due := time.Time{}
+	if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		due = fromMS(n)
+	}
+	return dueItem{item: it, dueAt: due}
+}
+
 func sortDue(items []dueItem) {
 	sort.SliceStable(items, func(i, j int) bool { return items[i].dueAt.Before(items[j].dueAt) })
 }
@@ -395,12 +405,7 @@ func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Tim
 			ExpressionAttributeNames:  map[string]string{"#item": "item", "#status": "status"},
 			ExpressionAttributeValues: vals,
 		}, limit, func(it map[string]types.AttributeValue) (bool, error) {
-			due := time.Time{}
-			if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
-				n, _ := strconv.ParseInt(v.Value, 10, 64)
-				due = fromMS(n)
-			}
-			items = append(items, dueItem{item: it, dueAt: due})
+			items = append(items, dueItemOf(it))
 			return true, nil
 		})
 		if err != nil {
