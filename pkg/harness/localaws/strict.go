@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
 // StrictTransactions is a DynamoDB client for contract tests that need
@@ -29,20 +31,12 @@ import (
 // one action per item, the 4 MB total), which minidyn checks in part, and
 // anything dynalite itself gets wrong.
 type StrictTransactions struct {
-	DB          DynamoDB
+	DB          ledger.DynamoDB
 	Strict      *dynamodb.Client
 	StrictTable string
 }
 
-// DynamoDB is the part of the DynamoDB API the ledger uses (the same
-// methods as ledger.DynamoDB; this package does not import the ledger).
-type DynamoDB interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
+var _ ledger.DynamoDB = StrictTransactions{}
 
 // StrictFromEnv returns a client for the dynalite named by env (a URL, as
 // scripts/dynalite sets it) with a fresh table of the given schema
