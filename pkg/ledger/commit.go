@@ -194,6 +194,15 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 		if err != nil {
 			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, err)
 		}
+		// The compensations this revision writes are its operations too:
+		// the stored result names them, so a redelivered pointer of a
+		// crashed batch announces them like the others.
+		for _, k := range plan.contra {
+			if k.intent.Status == IntentStatusSucceeded && k.entry.Compensation != "" {
+				res.Operations = append(res.Operations, Operation{ID: CompensationID(k.intent.OperationID), Kind: k.entry.Compensation})
+				res.Intents++
+			}
+		}
 		items, comps, err := l.commitItems(c, write, intents, res, prev, plan)
 		if err != nil {
 			return Committed{}, err

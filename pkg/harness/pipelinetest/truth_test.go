@@ -189,6 +189,11 @@ func TestOverrideAfterRefundPerformedIsAttention(t *testing.T) {
 	if err != nil || !strings.Contains(ev.Audit[len(ev.Audit)-1].Reason, "contradicts refund "+refund12) {
 		t.Fatalf("r13's completion audit does not name the contradicted refund: %+v %v", ev.Audit, err)
 	}
+	// r13's result names the compensation it wrote: a redelivered pointer
+	// of a crashed batch announces it like any other operation.
+	if ops := ev.Result.Operations; len(ops) != 1 || ops[0] != (ledger.Operation{ID: comp, Kind: "notify_reinstatement"}) {
+		t.Fatalf("r13's operations %+v, want its compensation", ops)
+	}
 
 	// The recovery owner reverses the refund by hand and says so.
 	if _, err := h.Ledger.ResolveIntent(ctx, refund12, ledger.IntentStatusSucceeded, "ops@example.test", "refund reversed by hand, ticket 81"); err != nil {
