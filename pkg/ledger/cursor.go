@@ -154,10 +154,16 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 		if !errors.As(err, &ccf) {
 			return fmt.Errorf("lock subject %s/%s %s: %w", in.Projection, in.ProjectionSubject, fam, translate(err))
 		}
-		if len(ccf.Item) == 0 {
-			return fmt.Errorf("lock subject %s/%s %s: condition failed without the item: %w", in.Projection, in.ProjectionSubject, fam, ErrConflict)
+		old := ccf.Item
+		if len(old) == 0 {
+			// DynamoDB returns the item with the refusal; a store that does
+			// not (dynalite) is read: the condition only fails on an
+			// existing cursor.
+			if old, err = l.getItem(ctx, key, "cursor"); err != nil {
+				return fmt.Errorf("lock subject %s/%s %s: %w", in.Projection, in.ProjectionSubject, fam, err)
+			}
 		}
-		cur, tok, derr := decodeCursor(ccf.Item)
+		cur, tok, derr := decodeCursor(old)
 		if derr != nil {
 			return derr
 		}

@@ -148,3 +148,34 @@ func TestConditionHolds(t *testing.T) {
 		t.Fatalf("missing field: %v %q", ok, why)
 	}
 }
+
+// The cursor's own requests (no transaction), so that they also run on
+// dynalite (make test-dynalite): taking it, being overtaken, the drift
+// check's listing and marking.
+func TestCursorRequestsWithoutTransactions(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	claim := func(v int64, tok string) ledger.IntentClaim {
+		return ledger.IntentClaim{Owner: "d", Token: tok, Expires: f.Clock.Now().Add(30 * time.Second), From: ledger.IntentStatusPending,
+			Intent: ledger.IntentState{OperationID: fmt.Sprintf("op-raw-%d", v), Kind: "entitlement.grant", Subject: "acct_raw",
+				Projection: "stripe/stripe_subscription", ProjectionSubject: "sub_raw", Version: v, Policy: ledger.PolicyLatest}}
+	}
+	if err := f.L.LockSubject(ctx, claim(5, "t5")); err != nil {
+		t.Fatal(err)
+	}
+	var busy *ledger.SubjectBusyError
+	if err := f.L.LockSubject(ctx, claim(3, "t3")); !errors.As(err, &busy) || !busy.Newer {
+		t.Fatalf("v3 after v5: %v", err)
+	}
+	f.Clock.Advance(time.Minute)
+	due, err := f.L.ListSyncDue(ctx, f.Clock.Now(), 10)
+	if err != nil || len(due) != 1 || due[0].HolderOp != "op-raw-5" || due[0].Projection != "stripe/stripe_subscription" {
+		t.Fatalf("due %+v %v", due, err)
+	}
+	if err := f.L.MarkSynced(ctx, due[0], time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := f.L.ListSyncDue(ctx, f.Clock.Now().Add(time.Hour), 10); err != nil || len(due) != 0 {
+		t.Fatalf("after MarkSynced: %+v %v", due, err)
+	}
+}
