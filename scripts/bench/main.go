@@ -29,7 +29,6 @@ import (
 	"github.com/effectively-once/webhooks/pkg/harness/capacity"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
-	"github.com/effectively-once/webhooks/pkg/harness/plot"
 )
 
 func main() {
@@ -220,60 +219,6 @@ func dash(s string) string {
 		return "–"
 	}
 	return s
-}
-
-// capacitySection measures requests and write units per event on the real
-// handlers and writes the payload-size plot.
-func capacitySection(ctx context.Context, w io.Writer, o options) error {
-	small, err := capacity.MeasurePipeline(ctx, []int{0}, capacity.Realistic)
-	if err != nil {
-		return err
-	}
-	sizes := []int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
-	real, err := capacity.MeasurePipeline(ctx, sizes, capacity.Realistic)
-	if err != nil {
-		return err
-	}
-	worst, err := capacity.MeasurePipeline(ctx, sizes, capacity.Incompressible)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\n## AWS requests per event\n\nCounted by SDK middleware (`pkg/harness/awstrace`) around the real intake, processor and dispatcher cores, one Stripe `customer.subscription.created` event (which creates one `entitlement.grant` intent). The Lambda event source mapping's ReceiveMessage and DeleteMessageBatch are not the function's and are not counted here (the cost model counts them). Test: `go test -run TestRequestBudget -v ./pkg/capacity`.\n\n")
-	capacity.WriteRequestTable(w, append(small, real[2]))
-	fmt.Fprintf(w, "\nBudget: intake 2 requests per new event and 1 per duplicate of a processed event; processing 2 DynamoDB requests. Met for payloads stored inline (up to 256 bytes compressed). A larger payload is stored once in its own item: one more request on each side (a PutItem at intake, a GetItem in the processor), chosen because DynamoDB bills write units, not requests, and a payload inside the event item would be re-billed on every status change (see the write units below: inlining a 1 KB event costs 15 instead of 13).\n")
-
-	fmt.Fprintf(w, "\n## DynamoDB write units per event\n\nComputed from the items actually written, read before and after each write, by DynamoDB's rules (1 KB units rounded up, the larger of the item before and after, transactions count twice, a GSI entry written when it appears, changes or disappears; `pkg/harness/capacity`). Test: `go test -run TestWriteUnitsPerEvent -v ./pkg/capacity`. *Realistic* payloads are invoice-like JSON (gzip about 4:1); *incompressible* ones carry a random string, the worst case for the compressed payload item.\n\n### Realistic payloads\n\n")
-	capacity.WriteTable(w, append(small, real...))
-	fmt.Fprintf(w, "\n### Incompressible payloads\n\n")
-	capacity.WriteTable(w, worst)
-	r4 := real[2]
-	fmt.Fprintf(w, "\nThe event item column is the size of the event's status item once processed (the payload, when not inline, is in its own item): every later write of it, a duplicate's included, is billed by it, so it is kept under 1 KB. "+
-		"A duplicate of a processed event is one UpdateItem that records the delivery on the event (its count and a bounded history of recent deliveries, shown by `webhookctl events show`) and changes nothing else: "+
-		"for a realistic 4 KB event **%d WU** the first time (%s: the event item, and its entry on a \"done\" shard of the due index that no query reads) and **%d WU** for each later one (%s).\n",
-		r4.Duplicate.Units(), r4.Duplicate, r4.DuplicateAgain.Units(), r4.DuplicateAgain)
-	fmt.Fprintf(w, "\nTarget: at most 12 write units per processed 4 KB event. Measured for a realistic 4 KB event: **%d** from delivery to processed, of which %d are its one outbox intent (a transactional put, 2, and its entry on the due index, 1): the same event without an effect costs %d (read off the breakdown above, not measured separately). The intent's write units are the price of writing the effect atomically with the state it follows from, which is what makes the effect happen once; dispatching it costs %d more (claim and record, each with its index entry, and for this `latest` entitlement its subject cursor with its entry on the sync shards of the due index).\n", r4.ProcessedUnits(), 3, r4.ProcessedUnits()-3, r4.Effect.Units())
-	var x, yr, yw []float64
-	for i, r := range real {
-		x = append(x, float64(sizes[i])/1024)
-		yr = append(yr, float64(r.ProcessedUnits()))
-		yw = append(yw, float64(worst[i].ProcessedUnits()))
-	}
-	c := plot.Chart{Title: "Write units per processed event", XLabel: "payload (KB)", YLabel: "write units", YFromZero: true, LogX: true,
-		Series: []plot.Series{{Name: "realistic JSON", X: x, Y: yr}, {Name: "incompressible", X: x, Y: yw}, {Name: "target", X: []float64{x[0], x[len(x)-1]}, Y: []float64{12, 12}}}}
-	path := filepath.Join(o.plots, "write-units.png")
-	if err := c.WriteFile(path); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "\n![write units per processed event by payload size](%s)\n", path)
-
-	lines := capacity.CostPerMillion(capacity.Workload{
-		DuplicateRatio: 0.1, IntentsPerEvent: 1, WriteUnitsEvent: float64(r4.ProcessedUnits()), WriteUnitsEffect: float64(r4.Effect.Units()), WriteUnitsDuplicate: float64(r4.Duplicate.Units()),
-		ReadUnitsEvent: 1, BatchSize: 10, IntakeMs: 15, ProcessorMs: 120, DispatcherMs: 150, MemoryMB: 256, LogBytesPerEvent: 3000,
-	}, capacity.ListPrices)
-	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/harness/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
-	capacity.WriteCostTable(w, lines)
-	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
-	return nil
 }
 
 // policySection measures what each dispatch policy costs (issue 12).
