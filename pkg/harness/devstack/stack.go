@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,6 +79,8 @@ type Stack struct {
 	kills       []CrashKill
 	rearms      []CrashRearm
 	crashLedger *ledger.Ledger
+	// runtimeKills are the runtimes KillRuntime killed (kill.go).
+	runtimeKills []RuntimeKill
 }
 
 // Logs prefixes every line with its component's name.
@@ -392,6 +395,9 @@ type instance struct {
 	name, fn      string
 	port, apiPort int
 	cmd           *exec.Cmd
+	// invokedSince is when the invocation in flight started (UnixNano), 0
+	// while idle (the pool hands an instance to one invocation at a time).
+	invokedSince atomic.Int64
 }
 
 func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }
@@ -563,6 +569,8 @@ func (s *Stack) Invoke(ctx context.Context, fn string, payload []byte, during fu
 		return nil, ctx.Err()
 	}
 	defer func() { pool <- in }()
+	in.invokedSince.Store(time.Now().UnixNano())
+	defer in.invokedSince.Store(0)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+in.addr()+"/2015-03-31/functions/function/invocations", bytes.NewReader(payload))
 	if during != nil {
 		go during(in)
