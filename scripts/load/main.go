@@ -6,6 +6,10 @@
 //
 //	go run ./scripts/load -rate 50 -duration 10s -dup 0.2 -json build/load.json
 //	go run ./scripts/load -sweep 10,20,50,100 -duration 10s -json build/sweep.json -plot build/latency.png
+//	go run ./scripts/load -soak 50000 -rate 30 -drain 5m     # a soak: ~28 min; prints the last 1,000 against the first 1,000
+//
+// A run of at least 2,000 deliveries also prints the intake latency and the
+// time to PROCESSED of its last 1,000 deliveries against its first 1,000.
 package main
 
 import (
@@ -46,6 +50,7 @@ func run() (bool, error) {
 		rate      = flag.Float64("rate", 20, "offered deliveries per second")
 		duration  = flag.Duration("duration", 5*time.Second, "send phase length")
 		count     = flag.Int("count", 0, "at most this many deliveries (default rate × duration)")
+		soak      = flag.Int("soak", 0, "a soak: send this many deliveries at -rate (the send phase lasts as long as they need; -duration is ignored) and compare the last 1,000 with the first 1,000")
 		dup       = flag.Float64("dup", 0.2, "fraction of sends that re-send an earlier event")
 		stripe    = flag.Float64("stripe", 0.5, "fraction of new events that are Stripe (the rest: orders)")
 		inflight  = flag.Int("concurrency", 64, "concurrent sends at most; a send with no free slot is skipped and counted")
@@ -63,6 +68,13 @@ func run() (bool, error) {
 		if err := loadgen.CheckLoopback(u); err != nil {
 			return false, err
 		}
+	}
+	if *soak > 0 {
+		if *sweep != "" {
+			return false, fmt.Errorf("-soak and -sweep exclude each other")
+		}
+		*count = *soak
+		*duration = time.Duration(float64(*soak)/(*rate)*float64(time.Second)) + time.Second
 	}
 	var rates []float64
 	if *sweep != "" {

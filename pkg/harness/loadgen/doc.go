@@ -42,7 +42,11 @@
 //     fake downstream (GET /_dev/downstream) must show exactly one
 //     effective call for each. Missing = an expected intent never applied,
 //     doubled = a key applied more than once (I2). The latest revision of
-//     every subject must end applied (I3: an older event never wins).
+//     every subject must end applied (I3: an older event never wins);
+//   - drift: in a run of at least 2,000 deliveries (a soak), the intake
+//     latency and the time to PROCESSED of the last 1,000 against the
+//     first 1,000 (Result.Drift), which shows a stack whose cost grows with
+//     what it has stored.
 //
 // Sweep runs several offered rates one after the other, each run drained
 // before the next starts, and LatencyChart turns the results into a

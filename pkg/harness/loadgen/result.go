@@ -96,6 +96,55 @@ type Result struct {
 
 	Effects    Effects  `json:"effects"`
 	Violations []string `json:"violations"`
+
+	// Drift compares the run's first and last DriftWindow deliveries; set
+	// when at least twice that many were sent.
+	Drift *Drift `json:"drift,omitempty"`
+}
+
+// DriftWindow is how many deliveries (and events) Drift compares at the
+// start and at the end of a run.
+const DriftWindow = 1000
+
+// Drift is the latency of a run's first DriftWindow deliveries against its
+// last: a stack whose cost per request grows with what it has stored (the
+// emulators' index before issue 19) shows it here, where a short run
+// cannot. Intake is ordered by send time; time to PROCESSED by the
+// event's first send, over accepted events that reached PROCESSED.
+type Drift struct {
+	Window        int         `json:"window"`
+	IntakeFirst   Percentiles `json:"intake_first"`
+	IntakeLast    Percentiles `json:"intake_last"`
+	EndToEndFirst Percentiles `json:"to_processed_first"`
+	EndToEndLast  Percentiles `json:"to_processed_last"`
+}
+
+// Ratio is last over first of a percentile, or 0 when first is 0.
+func Ratio(first, last float64) float64 {
+	if first == 0 {
+		return 0
+	}
+	return last / first
+}
+
+// timed is a duration measured at a point of the run.
+type timed struct {
+	at time.Time
+	d  time.Duration
+}
+
+// ends returns the percentiles of the first and the last n of ts by time.
+func ends(ts []timed, n int) (first, last Percentiles) {
+	slices.SortStableFunc(ts, func(a, b timed) int { return a.at.Compare(b.at) })
+	pick := func(part []timed) Percentiles {
+		ds := make([]time.Duration, len(part))
+		for i, t := range part {
+			ds[i] = t.d
+		}
+		return NewPercentiles(ds)
+	}
+	n = min(n, len(ts))
+	return pick(ts[:n]), pick(ts[len(ts)-n:])
 }
 
 // OK reports whether the run kept every promise: nothing lost, no effect
@@ -106,6 +155,7 @@ func (r *Result) summarizeSends(sends []sent, elapsed time.Duration) {
 	r.StatusCodes = map[string]int{}
 	seen := map[*Event]bool{}
 	var lat []time.Duration
+	var byTime []timed
 	ok := 0
 	for _, s := range sends {
 		r.Sent++
@@ -116,7 +166,12 @@ func (r *Result) summarizeSends(sends []sent, elapsed time.Duration) {
 		}
 		if s.status != 0 {
 			lat = append(lat, s.latency)
+			byTime = append(byTime, timed{s.at, s.latency})
 		}
+	}
+	if r.Sent >= 2*DriftWindow {
+		r.Drift = &Drift{Window: DriftWindow}
+		r.Drift.IntakeFirst, r.Drift.IntakeLast = ends(byTime, DriftWindow)
 	}
 	r.NewEvents = len(seen)
 	// A planned re-send whose original was skipped is the event's first
@@ -135,6 +190,7 @@ func round2(f float64) float64 { return math.Round(f*100) / 100 }
 func (r *Result) summarizeEvents(events []*Event, rows map[*Event]ledger.Event, first, accepted map[*Event]time.Time) {
 	r.Outcomes = map[string]int{}
 	var e2e []time.Duration
+	var byTime []timed
 	latest := map[string]*Event{} // subject → its latest sent event
 	for _, ev := range events {
 		if _, ok := first[ev]; !ok {
@@ -166,8 +222,12 @@ func (r *Result) summarizeEvents(events []*Event, rows map[*Event]ledger.Event, 
 			r.Outcomes[string(row.Result.Outcome)]++
 		}
 		e2e = append(e2e, row.ProcessedAt.Sub(first[ev]))
+		byTime = append(byTime, timed{first[ev], row.ProcessedAt.Sub(first[ev])})
 	}
 	r.EndToEnd = NewPercentiles(e2e)
+	if r.Drift != nil {
+		r.Drift.EndToEndFirst, r.Drift.EndToEndLast = ends(byTime, r.Drift.Window)
+	}
 	for _, ev := range latest {
 		row, ok := rows[ev]
 		if ok && row.Status == ledger.StatusProcessed && (row.Result == nil || row.Result.Outcome != ledger.OutcomeApplied) {
@@ -221,6 +281,16 @@ func (r Result) Print(w io.Writer) {
 		p    Percentiles
 	}{{"intake", r.Intake}, {"to PROCESSED", r.EndToEnd}} {
 		fmt.Fprintf(w, "  %-14s %8.1f %8.1f %8.1f %8.1f %6d\n", p.name, p.p.P50, p.p.P95, p.p.P99, p.p.Max, p.p.N)
+	}
+	if d := r.Drift; d != nil {
+		fmt.Fprintf(w, "  first %d against last %d (ms)\n", d.Window, d.Window)
+		for _, p := range []struct {
+			name        string
+			first, last Percentiles
+		}{{"intake", d.IntakeFirst, d.IntakeLast}, {"to PROCESSED", d.EndToEndFirst, d.EndToEndLast}} {
+			fmt.Fprintf(w, "  %-14s p50 %8.1f → %8.1f (%.2f×)   p99 %8.1f → %8.1f (%.2f×)\n", p.name,
+				p.first.P50, p.last.P50, Ratio(p.first.P50, p.last.P50), p.first.P99, p.last.P99, Ratio(p.first.P99, p.last.P99))
+		}
 	}
 	outcomes := slices.Sorted(maps.Keys(r.Outcomes))
 	parts = parts[:0]
