@@ -326,7 +326,7 @@ func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res 
 	if plan.dropped > 0 {
 		note = withNote(note, fmt.Sprintf("watch list full: the %d oldest watched intents are no longer checked", plan.dropped))
 	}
-	eventUpdate, err := l.finishUpdate(c, res, withNote("outcome "+string(res.Outcome), note))
+	eventUpdate, err := l.finishUpdate(c, res, note)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -551,12 +551,21 @@ func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update
 	if len(stored.Operations) > 0 {
 		stored.Intents = 0 // their number; decodeEvent restores it
 	}
+	if stored.Projection != "" && stored.Subject == c.Event.Subject {
+		// The event item has it already; decodeEvent restores it (a
+		// projection's subject is never empty: Commit checks).
+		stored.Subject = ""
+	}
 	rv, err := attributevalue.Marshal(stored)
 	if err != nil {
 		return nil, fmt.Errorf("%w: result: %v", ErrInvalid, err)
 	}
+	// The entry's reason is the outcome, then why (when there is more to
+	// say than the outcome): "applied", "skipped: older version …".
 	if reason == "" {
-		reason = "outcome " + string(res.Outcome)
+		reason = string(res.Outcome)
+	} else {
+		reason = string(res.Outcome) + ": " + reason
 	}
 	return &types.Update{
 		TableName: aws.String(l.opts.Table),
@@ -569,7 +578,7 @@ func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update
 			":done": sv(string(StatusProcessed)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
 			":now": nv(ms(now)), ":res": rv, ":ttl": nv(now.Add(l.opts.Retention).Unix()),
 			":dshard": sv(doneShardPrefix + l.dueShard(c.Event.Source, c.Event.EventID)),
-			":audit":  auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(string(res.Outcome)+": "+reason, MaxReasonLen)),
+			":audit":  auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(reason, MaxReasonLen)),
 		},
 	}, nil
 }

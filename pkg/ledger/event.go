@@ -230,6 +230,12 @@ type item struct {
 	Audit         []auditItem       `dynamodbav:"audit"`
 }
 
+// auditItem is one stored audit entry. It is written as one string,
+// "<unix ms>\t<from>\t<to>\t<action>\t<actor>[\t<reason>]" (auditText):
+// every later write of an item pays again for its audit's bytes, and a map
+// per entry costs about 35 bytes more (six attribute names and the map's
+// overhead) than the same fields in one string. Entries written as maps
+// (by versions before this encoding) still decode.
 type auditItem struct {
 	At     int64  `dynamodbav:"at"`
 	From   string `dynamodbav:"from,omitempty"`
@@ -237,6 +243,54 @@ type auditItem struct {
 	Actor  string `dynamodbav:"actor"`
 	Action string `dynamodbav:"action"`
 	Reason string `dynamodbav:"reason,omitempty"`
+}
+
+// UnmarshalDynamoDBAttributeValue reads an entry in either encoding.
+func (a *auditItem) UnmarshalDynamoDBAttributeValue(av types.AttributeValue) error {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		f := strings.SplitN(v.Value, "\t", 6)
+		if len(f) < 5 {
+			return fmt.Errorf("audit entry %q: want at least 5 tab-separated fields, have %d", truncate(v.Value, 80), len(f))
+		}
+		at, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("audit entry %q: time: %v", truncate(v.Value, 80), err)
+		}
+		*a = auditItem{At: at, From: f[1], To: f[2], Action: f[3], Actor: f[4]}
+		if len(f) == 6 {
+			a.Reason = f[5]
+		}
+		return nil
+	case *types.AttributeValueMemberM:
+		type plain auditItem // without this method
+		var p plain
+		if err := attributevalue.UnmarshalMap(v.Value, &p); err != nil {
+			return err
+		}
+		*a = auditItem(p)
+		return nil
+	}
+	return fmt.Errorf("audit entry: unexpected %T", av)
+}
+
+// auditText encodes one entry (see auditItem). A tab or line break in the
+// actor or the action would shift the fields, so they become spaces; the
+// reason is the last field and is kept as it is.
+func auditText(at time.Time, from, to Status, actor, action, reason string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '\t' || r == '\n' || r == '\r' {
+				return ' '
+			}
+			return r
+		}, s)
+	}
+	s := strconv.FormatInt(ms(at), 10) + "\t" + string(from) + "\t" + string(to) + "\t" + clean(action) + "\t" + clean(truncate(actor, MaxIDLength))
+	if reason != "" {
+		s += "\t" + truncate(reason, MaxReasonLen)
+	}
+	return s
 }
 
 func ms(t time.Time) int64 {
@@ -323,8 +377,13 @@ func decodeEvent(av map[string]types.AttributeValue) (Event, error) {
 	if len(ev.RecentDeliveries) > 0 {
 		ev.LastDeliveryAt, ev.LastDeliveryID = ev.RecentDeliveries[0].At, ev.RecentDeliveries[0].ID
 	}
-	if r := ev.Result; r != nil && r.Intents == 0 {
-		r.Intents = len(r.Operations)
+	if r := ev.Result; r != nil {
+		if r.Intents == 0 {
+			r.Intents = len(r.Operations)
+		}
+		if r.Projection != "" && r.Subject == "" {
+			r.Subject = ev.Subject // stored once, on the event (finishUpdate)
+		}
 	}
 	for _, a := range it.Audit {
 		ev.Audit = append(ev.Audit, AuditEntry{At: fromMS(a.At), From: Status(a.From), To: Status(a.To), Actor: a.Actor, Action: a.Action, Reason: a.Reason})
@@ -373,19 +432,7 @@ func sortDeliveries(rs []DeliveryRecord) {
 
 // auditValue encodes one audit entry as a one-element list for list_append.
 func auditValue(at time.Time, from, to Status, actor, action, reason string) types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		"at":     &types.AttributeValueMemberN{Value: fmt.Sprintf("%d", ms(at))},
-		"to":     &types.AttributeValueMemberS{Value: string(to)},
-		"actor":  &types.AttributeValueMemberS{Value: truncate(actor, MaxIDLength)},
-		"action": &types.AttributeValueMemberS{Value: action},
-	}
-	if from != "" {
-		m["from"] = &types.AttributeValueMemberS{Value: string(from)}
-	}
-	if reason != "" {
-		m["reason"] = &types.AttributeValueMemberS{Value: truncate(reason, MaxReasonLen)}
-	}
-	return &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: m}}}
+	return &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: auditText(at, from, to, actor, action, reason)}}}
 }
 
 func truncate(s string, n int) string {
