@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -26,8 +27,7 @@ type Runtime struct {
 	Metrics *metrics.Emitter
 	Secrets *source.Secrets
 	Ledger  *ledger.Ledger
-	// Owner names this instance in leases and audit entries: the Lambda
-	// log stream (one per execution environment) plus a random suffix.
+	// Owner names this instance in leases and audit entries (OwnerName).
 	Owner string
 }
 
@@ -40,10 +40,10 @@ func (c Common) Start(ctx context.Context, function, actor string) (Runtime, err
 		return Runtime{}, fmt.Errorf("load AWS config: %w", err)
 	}
 	stream := os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME")
-	if stream == "" {
-		stream = function
+	r.Owner = OwnerName(function, stream, ledger.RandomTokens())
+	if stream != "" {
+		r.Log.Info("owner", "owner", r.Owner, "log_stream", stream)
 	}
-	r.Owner = stream + "/" + ledger.RandomTokens()[:8]
 	if actor == "" {
 		actor = r.Owner
 	}
@@ -55,4 +55,37 @@ func (c Common) Start(ctx context.Context, function, actor string) (Runtime, err
 		r.Secrets.Getenv = os.Getenv
 	}
 	return r, nil
+}
+
+// OwnerName names one runtime in leases and audit entries:
+// "<function>/<stream id>.<random>", for example
+// "processor/9f3c61ab.4e02d7". The stream id is the last 8 letters and
+// digits of the Lambda log stream name ("2026/12/02/[$LATEST]" and 32 hex
+// digits, one per execution environment), so an operator finds the
+// stream from the owner (Start also logs the pair once); the random part
+// tells apart the runtimes Lambda restarts in the same environment after
+// a crash, which keep the stream. Without a stream (outside Lambda) it is
+// "<function>/<8 random>".
+//
+// The name is short on purpose: it is written in the lease and in two
+// audit entries of every event the runtime processes, and every later
+// write of the item pays for those bytes again. The full stream name (about
+// 52 characters) pushed a processed event with a small inline payload past
+// 1 KB, doubling the write units of its commit and of each duplicate.
+func OwnerName(function, stream, random string) string {
+	var id []byte
+	for i := len(stream) - 1; i >= 0 && len(id) < 8; i-- {
+		c := stream[i]
+		if c == ']' || c == '/' {
+			break
+		}
+		if c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			id = append(id, c)
+		}
+	}
+	if len(id) == 0 {
+		return function + "/" + random[:min(8, len(random))]
+	}
+	slices.Reverse(id)
+	return function + "/" + string(id) + "." + random[:min(6, len(random))]
 }
