@@ -8,6 +8,7 @@ import (
 
 	"github.com/effectively-once/webhooks/pkg/harness/capacity"
 	"github.com/effectively-once/webhooks/pkg/harness/plot"
+	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
 // capacitySection measures requests and write units per event on the real
@@ -30,7 +31,7 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	capacity.WriteRequestTable(w, append(small, real[2]))
 	fmt.Fprintf(w, "\nBudget: intake 2 requests per new event and 1 per duplicate of a processed event; processing 2 DynamoDB requests. Met for payloads stored inline (up to 256 bytes compressed). A larger payload is stored once in its own item: one more request on each side (a PutItem at intake, a GetItem in the processor), chosen because DynamoDB bills write units, not requests, and a payload inside the event item would be re-billed on every status change (see the write units below: inlining a 1 KB event costs 15 instead of 13).\n")
 
-	fmt.Fprintf(w, "\n## DynamoDB write units per event\n\nComputed from the items actually written, read before and after each write, by DynamoDB's rules (1 KB units rounded up, the larger of the item before and after, transactions count twice, a GSI entry written when it appears, changes or disappears; `pkg/harness/capacity`). Test: `go test -run TestWriteUnitsPerEvent -v ./pkg/capacity`. *Realistic* payloads are invoice-like JSON (gzip about 4:1); *incompressible* ones carry a random string, the worst case for the compressed payload item.\n\n### Realistic payloads\n\n")
+	fmt.Fprintf(w, "\n## DynamoDB write units per event\n\nComputed from the items actually written, read before and after each write, by DynamoDB's rules (1 KB units rounded up, the larger of the item before and after, transactions count twice, a GSI entry written when it appears, changes or disappears; `pkg/harness/capacity`). Test: `go test -run TestWriteUnitsPerEvent -v ./pkg/capacity`. The workers carry the names deployed functions give themselves (`config.OwnerName` over a Lambda log stream name: here `%s`), because a worker's name is written in its lease and in two audit entries of every event it processes, so it is part of the billed item. *Realistic* payloads are invoice-like JSON (gzip about 4:1); *incompressible* ones carry a random string, the worst case for the compressed payload item.\n\n### Realistic payloads\n\n", capacity.ProcessorOwner)
 	capacity.WriteTable(w, append(small, real...))
 	fmt.Fprintf(w, "\n### Incompressible payloads\n\n")
 	capacity.WriteTable(w, worst)
@@ -61,5 +62,15 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `pkg/harness/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
 	capacity.WriteCostTable(w, lines)
 	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
+	fmt.Fprintf(w, "\n**What a duplicate costs, and why not less.** Every write that touches the event item is billed at least 1 WU by its size, refused or not (\"Capacity units consumed by conditional writes\"), so 1 WU per duplicate is the floor for any first request that goes to the ledger; recording the delivery (its count and a history slot, shown by `webhookctl events show`) is free within that unit. The first duplicate's second unit is its entry on a done shard of the due index: a processed event has no due keys, and the accept's one update expression must give a new event its work shard, so a duplicate of a processed event falls back to its done shard. Avoiding it would mean keeping a processed event on the index (an index write at every completion, 1 WU for every event instead of 1 for each event ever duplicated) or a read before the write (a second request on every delivery). With 10%% duplicates it is about %.2f WU per event.\n", 0.1*float64(r4.Duplicate.Units()-r4.DuplicateAgain.Units()))
+
+	idle, err := capacity.MeasureReconcilerIdle(ctx)
+	if err != nil {
+		return err
+	}
+	month := capacity.IdleMonthly(idle, capacity.ListPrices)
+	fmt.Fprintf(w, "\n### Fixed cost of a stack with no traffic\n\nThe scheduled reconciler runs every 5 minutes (%.0f runs in 30 days) whatever the traffic. One idle run, counted by SDK middleware around the real reconciler core over an empty ledger at the default 4 due shards: **%s** (%d requests, %d write units). Each DLQ receive long-polls %s on an empty DLQ in AWS, so a run is billed about %.1f s. The event source mappings' empty long polls are an estimate: AWS does not publish how many pollers an idle standard queue's mapping keeps; the line assumes 5 per mapping, each polling for 20 s. Test: `go test -run TestReconcilerIdleRun -v ./pkg/harness/capacity`.\n\n", month.Runs, idle.Calls.Detail, idle.Calls.Total, idle.Writes, queue.DefaultDLQWait, month.RunSeconds)
+	capacity.WriteIdleTable(w, month)
+	fmt.Fprintf(w, "\nSo an idle stack costs well under a dollar a month in requests (KMS keys, Secrets Manager secrets and CloudWatch alarms, billed per month whatever the traffic, are not included: see the AWS pricing pages).\n")
 	return nil
 }

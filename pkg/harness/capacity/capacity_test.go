@@ -33,8 +33,11 @@ func TestItemSizeRules(t *testing.T) {
 }
 
 // The write units of one event through the real handlers, by DynamoDB's
-// rules, for 1, 4 and 64 KB payloads (realistic JSON, and the
-// incompressible worst case). The processed event item stays under 1 KB,
+// rules, for the smallest event (its payload inline), 1, 4 and 64 KB
+// payloads (realistic JSON, and the incompressible worst case), with the
+// workers named as deployed functions name them (capacity.ProcessorOwner:
+// a short owner was once measured here while a deployed one, the whole log
+// stream name, pushed the item past 1 KB). The processed event item stays under 1 KB,
 // so each of its writes is one unit. A duplicate of a processed event is
 // one UpdateItem billed by that item (1 unit) that records the delivery;
 // the first one also puts the event on its done shard of the due index (1
@@ -47,7 +50,7 @@ func TestWriteUnitsPerEvent(t *testing.T) {
 }
 
 func checkWriteUnits(t *testing.T, p capacity.Padding) {
-	rows, err := capacity.MeasurePipeline(context.Background(), []int{1 << 10, 4 << 10, 64 << 10}, p)
+	rows, err := capacity.MeasurePipeline(context.Background(), []int{0, 1 << 10, 4 << 10, 64 << 10}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +72,11 @@ func checkWriteUnits(t *testing.T, p capacity.Padding) {
 			t.Fatalf("a later duplicate of a processed event: %s, want one UpdateItem of 1 unit", r.DuplicateAgain)
 		}
 	}
-	if rows[2].ProcessedUnits() <= rows[1].ProcessedUnits() {
-		t.Fatalf("a 64 KB event cannot cost less than a 4 KB one: %d vs %d", rows[2].ProcessedUnits(), rows[1].ProcessedUnits())
+	if rows[0].StoredChunks != 0 || rows[0].ProcessedUnits() != 12 {
+		t.Fatalf("the smallest event (inline) costs %d WU delivery → processed (want 12: intake 2, processing 10) with %d chunks", rows[0].ProcessedUnits(), rows[0].StoredChunks)
+	}
+	if rows[3].ProcessedUnits() <= rows[2].ProcessedUnits() {
+		t.Fatalf("a 64 KB event cannot cost less than a 4 KB one: %d vs %d", rows[3].ProcessedUnits(), rows[2].ProcessedUnits())
 	}
 }
 

@@ -274,7 +274,7 @@ func (r *designRig) ours(ctx context.Context, ev DesignEvent, blind bool, row *D
 	if err != nil {
 		return err
 	}
-	po := processor.Options{Owner: "cap", Now: r.clock.Now, Log: slog.New(slog.DiscardHandler), Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
+	po := processor.Options{Owner: ProcessorOwner, Now: r.clock.Now, Log: slog.New(slog.DiscardHandler), Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
 	proc, err := processor.New(r.led, r.sources, projection.Default(projection.StripeOptions{}), po)
 	if err != nil {
 		return err
@@ -292,7 +292,7 @@ func (r *designRig) ours(ctx context.Context, ev DesignEvent, blind bool, row *D
 	if blind {
 		l = naive.TruthBlind{Ledger: r.led}
 	}
-	disp := &outbox.Dispatcher{Ledger: l, Clock: r.clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+	disp := &outbox.Dispatcher{Ledger: l, Clock: r.clock, Owner: DispatcherOwner, Effects: map[string]outbox.Effect{}}
 	for _, in := range snap.Intents {
 		disp.Effects[in.Kind] = &outbox.HTTPEffect{Name: in.Kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
@@ -29,6 +30,21 @@ import (
 
 // measureSecret signs the measured deliveries; visibly fake.
 const measureSecret = "whsec_test_FAKE_capacity_000000000000"
+
+// LambdaLogStream has the shape of the log stream name Lambda gives an
+// execution environment (AWS_LAMBDA_LOG_STREAM_NAME: the date, the
+// version in brackets and 32 hex digits). The rigs name their workers as
+// deployed functions do (config.OwnerName over such a stream), because
+// the owner is written in leases and audit entries and so in the items
+// whose sizes are billed (issue 18: a three-letter owner had hidden a
+// second write unit per commit).
+const LambdaLogStream = "2026/12/02/[$LATEST]5f0c2b9e7d14a3c8b6e09f1d2a7c4e85"
+
+// The workers' names in the rigs, as a deployed function derives them.
+var (
+	ProcessorOwner  = config.OwnerName("processor", LambdaLogStream, "3b9d0c7e1a2f")
+	DispatcherOwner = config.OwnerName("dispatcher", LambdaLogStream, "3b9d0c7e1a2f")
+)
 
 // Row is what one event of a given payload size cost, by phase.
 type Row struct {
@@ -181,7 +197,7 @@ func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error
 	r.in = &intake.Handler{Sources: sources, Ledger: r.led, Now: r.clock.Now, Log: quiet,
 		Secrets: &source.Secrets{Getenv: func(string) string { return measureSecret }},
 		Queue:   queue.Sender{Client: sq.Client(r.rec.APIOption), URL: evq.Queue}}
-	po := processor.Options{Owner: "cap", Now: r.clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
+	po := processor.Options{Owner: ProcessorOwner, Now: r.clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
 	if stripeAPI != nil {
 		po.StripeAPI = map[string]processor.StripeFetcher{"stripe": stripeAPI}
 	}
@@ -190,7 +206,7 @@ func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error
 		return nil, err
 	}
 	r.down = httptest.NewServer(&downstream.Fake{})
-	r.disp = &outbox.Dispatcher{Ledger: r.led, Clock: r.clock, Owner: "cap", Effects: map[string]outbox.Effect{}}
+	r.disp = &outbox.Dispatcher{Ledger: r.led, Clock: r.clock, Owner: DispatcherOwner, Effects: map[string]outbox.Effect{}}
 	return r, nil
 }
 
@@ -323,7 +339,7 @@ func newMeteredTable(ctx context.Context) (meteredTable, error) {
 	t.rec = &awstrace.Recorder{}
 	t.db = t.d.Client(t.m.APIOption, t.rec.APIOption)
 	var err error
-	if t.led, err = ledger.New(t.db, ledger.Options{Table: "ledger", Clock: t.clock}); err != nil {
+	if t.led, err = ledger.New(t.db, ledger.Options{Table: "ledger", Clock: t.clock, Actor: "intake"}); err != nil {
 		t.d.Close()
 		return t, err
 	}

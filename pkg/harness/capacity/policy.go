@@ -61,7 +61,7 @@ func (r *rig) measurePolicy(ctx context.Context, pol ledger.Policy) (PolicyRow, 
 		if _, err := r.led.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: id, EventType: "order.updated", DeliveryID: "d-" + id, Payload: []byte(`{}`)}); err != nil {
 			return err
 		}
-		c, err := r.led.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: "cap", Lease: time.Minute})
+		c, err := r.led.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: ProcessorOwner, Lease: time.Minute})
 		if err != nil {
 			return err
 		}
