@@ -50,6 +50,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -126,6 +127,12 @@ type Config struct {
 	BuildDir   string // host binaries; default <Root>/build/host
 
 	DynamoAddr string // DEV_DYNAMODB_ADDR, default 127.0.0.1:8000
+	// DynamoWrap, when set, wraps the DynamoDB emulator's HTTP handler:
+	// every request of every function (and of the stack's own client)
+	// passes through it on the wire, as a proxy in front of DynamoDB
+	// would see it (capacity.WireMeter uses it to bill write units on
+	// the running stack). Not settable from the environment.
+	DynamoWrap func(http.Handler) http.Handler
 	SQSAddr    string // DEV_SQS_ADDR, default 127.0.0.1:4100
 	HTTPAddr   string // DEV_HTTP_ADDR, default 127.0.0.1:3000
 	// DownstreamAddr is the fake downstream's address: DEV_DOWNSTREAM_ADDR,

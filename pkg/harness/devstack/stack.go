@@ -189,7 +189,11 @@ func (s *Stack) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("DynamoDB emulator on %s: %w (set DEV_DYNAMODB_ADDR)", cfg.DynamoAddr, err)
 	}
-	s.dynSrv = &http.Server{Handler: localaws.DynamoHandler(), ReadHeaderTimeout: 10 * time.Second}
+	dynHandler := localaws.DynamoHandler()
+	if cfg.DynamoWrap != nil {
+		dynHandler = cfg.DynamoWrap(dynHandler)
+	}
+	s.dynSrv = &http.Server{Handler: dynHandler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.dynSrv.Serve(l) }()
 	dynURL := "http://" + l.Addr().String()
 	s.dynURL = dynURL
