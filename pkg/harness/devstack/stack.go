@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -399,6 +401,11 @@ type instance struct {
 	name, fn      string
 	port, apiPort int
 	cmd           *exec.Cmd
+	// stream is the instance's log stream name, shaped as Lambda names an
+	// execution environment's (logStreamName): its runtime derives its
+	// owner from it as in AWS, and keeps it across restarts after a kill,
+	// as a Lambda environment does.
+	stream string
 	// invokedSince is when the invocation in flight started (UnixNano), 0
 	// while idle (the pool hands an instance to one invocation at a time).
 	invokedSince atomic.Int64
@@ -471,7 +478,15 @@ func (s *Stack) startInstance(ctx context.Context, in *instance, dynURL, sqsURL 
 		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(in.apiPort),
 		"--log-level", "warn",
 		bootstrap)
-	cmd.Env = s.functionEnv(in.fn, dynURL, sqsURL)
+	if in.stream == "" {
+		in.stream = logStreamName(time.Now())
+	}
+	cmd.Env = append(s.functionEnv(in.fn, dynURL, sqsURL),
+		// RIE passes it to the runtime (its default is "$LATEST").
+		"AWS_LAMBDA_LOG_STREAM_NAME="+in.stream,
+		// The SDK adds "app/<function>" to its User-Agent, so a proxy in
+		// front of the emulators (DynamoWrap) can tell the functions apart.
+		"AWS_SDK_UA_APP_ID="+in.fn)
 	cmd.Dir = filepath.Dir(bootstrap)
 	out := s.logs.Writer(in.name)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -619,4 +634,12 @@ func WaitPort(ctx context.Context, addr string, exited <-chan struct{}, timeout 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// logStreamName is a log stream name as Lambda gives an execution
+// environment: the date, the version in brackets and 32 hex digits.
+func logStreamName(now time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("2006/01/02") + "/[$LATEST]" + hex.EncodeToString(b[:])
 }
