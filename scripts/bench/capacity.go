@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/effectively-once/webhooks/pkg/harness/capacity"
 	"github.com/effectively-once/webhooks/pkg/harness/plot"
@@ -54,6 +56,21 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 		return err
 	}
 	fmt.Fprintf(w, "\n![write units per processed event by payload size](%s)\n", path)
+
+	onStack := []int{0, 4 << 10}
+	var stackLog bytes.Buffer
+	stack, err := capacity.MeasureOnStack(ctx, ".", &stackLog, onStack)
+	if err != nil {
+		return fmt.Errorf("write units on the local stack: %w\n%s", err, stackLog.String())
+	}
+	rig := []capacity.Row{small[0], real[2]}
+	fmt.Fprintf(w, "\n### The same events on the running local stack\n\n"+
+		"`make dev`'s stack (the real bootstraps under aws-lambda-rie, each named from a log stream shaped as Lambda's, fast profile, the reconciler's schedule out of the way) with a meter on the wire in front of its DynamoDB (`capacity.WireMeter`: it decodes each write request of every function from its JSON, tells the functions apart by their SDK User-Agent, and bills it with the same rules from the items before and after). One signed Stripe event of each size through the HTTP API, then the same event twice more; each phase is what the functions wrote until the stack was done and quiet. Each cell: rig = stack, then the stack's detail. Test: `go test -run TestTheStackBillsWhatTheRigPublishes -v ./pkg/harness/capacity`.\n\n")
+	capacity.WriteStackTable(w, stack, rig)
+	if d := capacity.Disagreements(stack, rig); len(d) > 0 {
+		return fmt.Errorf("the stack and the rig disagree: %s", strings.Join(d, "; "))
+	}
+	fmt.Fprintf(w, "\nEvery phase agrees. The item sizes may differ by a byte or two: a number's stored size is its significant digits, and the stack's clock is not the rig's.\n")
 
 	lines := capacity.CostPerMillion(capacity.Workload{
 		DuplicateRatio: 0.1, IntentsPerEvent: 1, WriteUnitsEvent: float64(r4.ProcessedUnits()), WriteUnitsEffect: float64(r4.Effect.Units()), WriteUnitsDuplicate: float64(r4.Duplicate.Units()),

@@ -329,7 +329,10 @@ type meteredTable struct {
 }
 
 func newMeteredTable(ctx context.Context) (meteredTable, error) {
-	t := meteredTable{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), d: localaws.NewDynamo()}
+	// Not a round time: a number's stored size is its significant
+	// digits, and a real clock's milliseconds have all of them (a round
+	// one measured items up to 9 bytes smaller than the running stack's).
+	t := meteredTable{clock: ledger.NewManualClock(time.Date(2026, 11, 30, 12, 34, 56, 789_123_456, time.UTC)), d: localaws.NewDynamo()}
 	if err := ledger.CreateTable(ctx, t.d.Client(), "ledger"); err != nil {
 		t.d.Close()
 		return t, err

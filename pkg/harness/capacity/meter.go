@@ -338,42 +338,77 @@ func (m *Meter) APIOption(stack *middleware.Stack) error {
 			if len(ws) == 0 {
 				return next.HandleInitialize(ctx, in)
 			}
-			before := make([]map[string]types.AttributeValue, len(ws))
-			keys := make([]string, len(ws))
-			for i := range ws {
-				ws[i].key = m.keyOf(ws[i].key)
-				keys[i] = keyString(ws[i].key)
-				before[i] = m.image(keys[i], m.read(ctx, ws[i].key))
-			}
-			out, md, err := next.HandleInitialize(ctx, in)
-			op := awsmiddleware.GetOperationName(ctx)
-			if err != nil {
+			var (
+				out middleware.InitializeOutput
+				md  middleware.Metadata
+				err error
+			)
+			m.around(ctx, awsmiddleware.GetOperationName(ctx), ws, func() outcome {
+				out, md, err = next.HandleInitialize(ctx, in)
 				var ccf *types.ConditionalCheckFailedException
 				var tce *types.TransactionCanceledException
 				switch {
+				case err == nil:
+					return done
 				case errors.As(err, &ccf):
-					// Billed like a write of the existing item (one unit when
-					// there is none); nothing is written, no index either.
-					m.add(op, OpTotals{Requests: 1, Refused: 1, TableUnits: Units(ItemSize(before[0]))}, true)
+					return refused
 				case errors.As(err, &tce):
-					m.add(op, OpTotals{}, true)
+					return cancelled
 				}
-				return out, md, err
-			}
-			var table, index int
-			for i, w := range ws {
-				m.applied(keys[i], w)
-				after := m.image(keys[i], m.read(ctx, w.key))
-				u := Units(max(ItemSize(before[i]), ItemSize(after)))
-				if w.txn {
-					u *= 2
-				}
-				table += u
-				index += m.indexUnits(before[i], after)
-			}
-			m.add(op, OpTotals{Requests: 1, TableUnits: table, IndexUnits: index}, false)
+				return failed
+			})
 			return out, md, err
 		}), middleware.After)
+}
+
+// outcome is how a metered write ended.
+type outcome int
+
+const (
+	done      outcome = iota
+	refused           // by its condition (ConditionalCheckFailed)
+	cancelled         // a transaction cancelled (a condition of one of its parts)
+	failed            // any other error: nothing written, nothing billed here
+)
+
+// around bills one request whose writes are ws: it reads the items before,
+// lets do perform the request, reads them after, and adds the units by
+// DynamoDB's rules (see the package doc). It returns what it added.
+func (m *Meter) around(ctx context.Context, op string, ws []write, do func() outcome) OpTotals {
+	before := make([]map[string]types.AttributeValue, len(ws))
+	keys := make([]string, len(ws))
+	for i := range ws {
+		ws[i].key = m.keyOf(ws[i].key)
+		keys[i] = keyString(ws[i].key)
+		before[i] = m.image(keys[i], m.read(ctx, ws[i].key))
+	}
+	switch do() {
+	case refused:
+		// Billed like a write of the existing item (one unit when there is
+		// none); nothing is written, no index either.
+		o := OpTotals{Requests: 1, Refused: 1, TableUnits: Units(ItemSize(before[0]))}
+		m.add(op, o, true)
+		return o
+	case cancelled:
+		m.add(op, OpTotals{}, true)
+		return OpTotals{}
+	case failed:
+		return OpTotals{}
+	}
+	var table, index int
+	for i, w := range ws {
+		m.applied(keys[i], w)
+		after := m.image(keys[i], m.read(ctx, w.key))
+		u := Units(max(ItemSize(before[i]), ItemSize(after)))
+		if w.txn {
+			u *= 2
+		}
+		table += u
+		index += m.indexUnits(before[i], after)
+	}
+	o := OpTotals{Requests: 1, TableUnits: table, IndexUnits: index}
+	m.add(op, o, false)
+	return o
 }
 
 // ItemBytes is the size of the item under key as DynamoDB would store it
