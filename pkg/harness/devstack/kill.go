@@ -38,6 +38,10 @@ type RuntimeKill struct {
 	// interrupted it; Into is how long it had been running.
 	Invoked bool          `json:"invoked"`
 	Into    time.Duration `json:"into,omitempty"`
+	// HitAt, for a runtime killed idle, is when the instance's next
+	// invocation started: the one the dead runtime failed, where the kill
+	// took effect (zero until then, or if that invocation succeeded).
+	HitAt time.Time `json:"hit_at,omitzero"`
 }
 
 // InstanceNames lists the instances of fn, e.g. processor-1, processor-2.
@@ -111,6 +115,9 @@ func (s *Stack) kill(in *instance) (RuntimeKill, error) {
 	}
 	s.crashMu.Lock()
 	s.runtimeKills = append(s.runtimeKills, k)
+	if !k.Invoked {
+		in.idleKill = len(s.runtimeKills) // 1-based: 0 is none
+	}
 	s.crashMu.Unlock()
 	during := "idle"
 	if k.Invoked {
@@ -118,6 +125,21 @@ func (s *Stack) kill(in *instance) (RuntimeKill, error) {
 	}
 	s.logs.Printf(in.name, "requested kill: SIGKILL to its runtime (pid %v), %s", k.PIDs, during)
 	return k, nil
+}
+
+// invoked notes the end of an invocation of in that started at start: the
+// first one after an idle kill is where that kill took effect when it
+// failed.
+func (s *Stack) invoked(in *instance, start time.Time, err error) {
+	s.crashMu.Lock()
+	defer s.crashMu.Unlock()
+	if in.idleKill == 0 {
+		return
+	}
+	if err != nil {
+		s.runtimeKills[in.idleKill-1].HitAt = start
+	}
+	in.idleKill = 0
 }
 
 // RuntimeKills returns the kills KillRuntime made, in order.

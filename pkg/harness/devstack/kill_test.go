@@ -59,8 +59,18 @@ func TestKillRuntime(t *testing.T) {
 	if err != nil || !k.Invoked || k.Into < 20*time.Millisecond || len(k.PIDs) != 1 {
 		t.Fatalf("kill during an invocation: %+v, %v", k, err)
 	}
-	if got := s.RuntimeKills(); len(got) != 2 || got[0].Instance != "dispatcher-1" || got[1].Instance != "intake-2" {
+	// The idle kill takes effect at the instance's next invocation, which
+	// fails; the kill during an invocation took effect at once.
+	next := time.Now()
+	s.invoked(idle, next, errors.New("Runtime.ExitError"))
+	s.invoked(busy, next, errors.New("Runtime.ExitError"))
+	s.invoked(idle, next.Add(time.Second), errors.New("a later failure"))
+	got := s.RuntimeKills()
+	if len(got) != 2 || got[0].Instance != "dispatcher-1" || got[1].Instance != "intake-2" {
 		t.Fatalf("kills recorded: %+v", got)
+	}
+	if !got[0].HitAt.Equal(next) || !got[1].HitAt.IsZero() {
+		t.Fatalf("where the kills took effect: %v, %v", got[0].HitAt, got[1].HitAt)
 	}
 	if !strings.Contains(logs.String(), "into an invocation") {
 		t.Fatalf("log:\n%s", logs.String())

@@ -409,6 +409,9 @@ type instance struct {
 	// invokedSince is when the invocation in flight started (UnixNano), 0
 	// while idle (the pool hands an instance to one invocation at a time).
 	invokedSince atomic.Int64
+	// idleKill is the RuntimeKill (1-based index; 0: none) of a runtime
+	// killed while idle whose next invocation has not ended yet (kill.go).
+	idleKill int
 }
 
 func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }
@@ -576,7 +579,7 @@ var ErrInvoke = errors.New("invocation failed")
 
 // Invoke runs one invocation of fn on a free instance and returns its
 // response payload.
-func (s *Stack) Invoke(ctx context.Context, fn string, payload []byte, during func(*instance)) ([]byte, error) {
+func (s *Stack) Invoke(ctx context.Context, fn string, payload []byte, during func(*instance)) (_ []byte, err error) {
 	pool, ok := s.pools[fn]
 	if !ok {
 		return nil, fmt.Errorf("no function %q", fn)
@@ -588,8 +591,10 @@ func (s *Stack) Invoke(ctx context.Context, fn string, payload []byte, during fu
 		return nil, ctx.Err()
 	}
 	defer func() { pool <- in }()
-	in.invokedSince.Store(time.Now().UnixNano())
+	start := time.Now()
+	in.invokedSince.Store(start.UnixNano())
 	defer in.invokedSince.Store(0)
+	defer func() { s.invoked(in, start, err) }()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+in.addr()+"/2015-03-31/functions/function/invocations", bytes.NewReader(payload))
 	if during != nil {
 		go during(in)
