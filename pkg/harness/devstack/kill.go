@@ -38,9 +38,14 @@ type RuntimeKill struct {
 	// interrupted it; Into is how long it had been running.
 	Invoked bool          `json:"invoked"`
 	Into    time.Duration `json:"into,omitempty"`
-	// HitAt, for a runtime killed idle, is when the instance's next
-	// invocation started: the one the dead runtime failed, where the kill
-	// took effect (zero until then, or if that invocation succeeded).
+	// Interrupted: the invocation in flight at the kill failed. (One that
+	// had already answered when the signal landed completes.)
+	Interrupted bool `json:"interrupted,omitempty"`
+	// HitAt, when the kill interrupted nothing (the runtime was idle, or
+	// its invocation completed anyway), is when the instance's next
+	// invocation started: the one the emulator failed for the dead runtime,
+	// where the kill took effect. Zero until then, or if that invocation
+	// succeeded.
 	HitAt time.Time `json:"hit_at,omitzero"`
 }
 
@@ -115,9 +120,7 @@ func (s *Stack) kill(in *instance) (RuntimeKill, error) {
 	}
 	s.crashMu.Lock()
 	s.runtimeKills = append(s.runtimeKills, k)
-	if !k.Invoked {
-		in.idleKill = len(s.runtimeKills) // 1-based: 0 is none
-	}
+	in.pendingKill = len(s.runtimeKills) // 1-based: 0 is none
 	s.crashMu.Unlock()
 	during := "idle"
 	if k.Invoked {
@@ -127,19 +130,27 @@ func (s *Stack) kill(in *instance) (RuntimeKill, error) {
 	return k, nil
 }
 
-// invoked notes the end of an invocation of in that started at start: the
-// first one after an idle kill is where that kill took effect when it
-// failed.
+// invoked notes the end of an invocation of in that started at start. A
+// kill is settled by the first invocation that fails after it, or by the
+// first one that started after it: the invocation in flight at the kill
+// failed (Interrupted), or completed and left the kill to the next one; the
+// next one failed (HitAt) or succeeded (the kill did nothing).
 func (s *Stack) invoked(in *instance, start time.Time, err error) {
 	s.crashMu.Lock()
 	defer s.crashMu.Unlock()
-	if in.idleKill == 0 {
+	if in.pendingKill == 0 {
 		return
 	}
-	if err != nil {
-		s.runtimeKills[in.idleKill-1].HitAt = start
+	k := &s.runtimeKills[in.pendingKill-1]
+	switch {
+	case start.Before(k.At) && err != nil:
+		k.Interrupted = true
+	case start.Before(k.At):
+		return // answered before the signal landed: the next one decides
+	case err != nil:
+		k.HitAt = start
 	}
-	in.idleKill = 0
+	in.pendingKill = 0
 }
 
 // RuntimeKills returns the kills KillRuntime made, in order.

@@ -63,14 +63,30 @@ func TestKillRuntime(t *testing.T) {
 	// fails; the kill during an invocation took effect at once.
 	next := time.Now()
 	s.invoked(idle, next, errors.New("Runtime.ExitError"))
-	s.invoked(busy, next, errors.New("Runtime.ExitError"))
+	s.invoked(busy, k.At.Add(-k.Into), errors.New("Runtime.ExitError"))
 	s.invoked(idle, next.Add(time.Second), errors.New("a later failure"))
 	got := s.RuntimeKills()
 	if len(got) != 2 || got[0].Instance != "dispatcher-1" || got[1].Instance != "intake-2" {
 		t.Fatalf("kills recorded: %+v", got)
 	}
-	if !got[0].HitAt.Equal(next) || !got[1].HitAt.IsZero() {
-		t.Fatalf("where the kills took effect: %v, %v", got[0].HitAt, got[1].HitAt)
+	if !got[0].HitAt.Equal(next) || got[0].Interrupted || !got[1].HitAt.IsZero() || !got[1].Interrupted {
+		t.Fatalf("where the kills took effect: %+v", got)
+	}
+
+	// A kill whose invocation answered before the signal landed takes
+	// effect at the next invocation.
+	late := fakeInstance(t, "processor-1")
+	s.all = append(s.all, late)
+	late.invokedSince.Store(time.Now().UnixNano())
+	k, err = s.KillRuntimeInvoked(ctx, "processor-1", 0)
+	if err != nil || !k.Invoked {
+		t.Fatalf("kill: %+v, %v", k, err)
+	}
+	s.invoked(late, k.At.Add(-k.Into), nil)
+	next = time.Now()
+	s.invoked(late, next, errors.New("Runtime.ExitError"))
+	if got := s.RuntimeKills()[2]; got.Interrupted || !got.HitAt.Equal(next) {
+		t.Fatalf("a kill after the answer: %+v", got)
 	}
 	if !strings.Contains(logs.String(), "into an invocation") {
 		t.Fatalf("log:\n%s", logs.String())

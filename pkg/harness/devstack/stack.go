@@ -409,9 +409,9 @@ type instance struct {
 	// invokedSince is when the invocation in flight started (UnixNano), 0
 	// while idle (the pool hands an instance to one invocation at a time).
 	invokedSince atomic.Int64
-	// idleKill is the RuntimeKill (1-based index; 0: none) of a runtime
-	// killed while idle whose next invocation has not ended yet (kill.go).
-	idleKill int
+	// pendingKill is the RuntimeKill (1-based index; 0: none) whose effect
+	// the instance's invocations have not settled yet (kill.go).
+	pendingKill int
 }
 
 func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }
