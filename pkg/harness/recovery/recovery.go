@@ -10,8 +10,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
@@ -77,9 +82,22 @@ type Kill struct {
 	// idle.
 	Mode string `json:"mode"`
 	// Strict: every event accepted and every intent that existed before
-	// the kill. Own: only what no earlier kill had found in flight.
+	// the kill took effect (Effective). Own: only what no earlier kill had
+	// found in flight.
 	Strict Span `json:"strict"`
 	Own    Span `json:"own"`
+}
+
+// Effective is when the kill took effect: at once when it interrupted an
+// invocation; when it interrupted none (the runtime was idle, or its
+// invocation answered before the signal landed), at the start of the
+// instance's next invocation, which the emulator failed for it (the kill
+// itself if that never happened).
+func (k Kill) Effective() time.Time {
+	if !k.Interrupted && k.HitAt.After(k.At) {
+		return k.HitAt
+	}
+	return k.At
 }
 
 // ReconcilerRun is one run of the reconciler that did something.
@@ -118,6 +136,9 @@ type Report struct {
 func Run(ctx context.Context, stack *devstack.Stack, secrets loadgen.Secrets, p Plan) (Report, error) {
 	p.defaults()
 	rep := Report{Timings: stack.Timings(), Plan: p, Started: time.Now()}
+	if err := checkVisibility(ctx, stack); err != nil {
+		return rep, err
+	}
 	rec, err := newRecorder(stack.HTTPURL())
 	if err != nil {
 		return rep, err
@@ -184,6 +205,14 @@ func Run(ctx context.Context, stack *devstack.Stack, secrets loadgen.Secrets, p 
 		return rep, fmt.Errorf("load: %w", out.err)
 	}
 
+	// Where the idle kills took effect (their instance's next invocation).
+	for _, rk := range stack.RuntimeKills() {
+		for i := range rep.Kills {
+			if k := &rep.Kills[i]; k.Instance == rk.Instance && k.At.Equal(rk.At) {
+				k.HitAt, k.Interrupted = rk.HitAt, rk.Interrupted
+			}
+		}
+	}
 	obs, err := observe(ctx, stack, rec, &rep)
 	if err != nil {
 		return rep, err
@@ -191,18 +220,44 @@ func Run(ctx context.Context, stack *devstack.Stack, secrets loadgen.Secrets, p 
 	var prev time.Time
 	for i := range rep.Kills {
 		k := &rep.Kills[i]
-		k.Strict = obs.span(k.At, time.Time{})
-		k.Own = obs.span(k.At, prev)
-		prev = k.At
+		at := k.Effective()
+		k.Strict = obs.span(at, time.Time{})
+		k.Own = obs.span(at, prev)
+		prev = maxTime(prev, at)
 	}
 	if len(rep.Kills) > 0 {
-		rep.AfterLast = obs.afterLast(rep.Kills[len(rep.Kills)-1].At)
+		rep.AfterLast = obs.afterLast(rep.Kills[len(rep.Kills)-1].Effective())
 	}
 	if p.LogFile != "" {
 		rep.Reconciler, _ = reconcilerRuns(p.LogFile, start)
 	}
 	return rep, nil
 }
+
+// checkVisibility reads the queues' visibility timeouts from SQS: they
+// must be the stack's timings. (goaws is one per process: a second stack
+// with the same queue prefix gets the first one's queues, timings and
+// leftover messages included.)
+func checkVisibility(ctx context.Context, stack *devstack.Stack) error {
+	t := stack.Timings()
+	for _, q := range []struct {
+		url  string
+		want float64
+	}{{stack.Queues.Queue, t.VisibilitySeconds}, {stack.EffectsQueues.Queue, t.EffectsVisibilitySeconds}} {
+		out, err := stack.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameVisibilityTimeout}})
+		if err != nil {
+			return fmt.Errorf("visibility of %s: %w", q.url, err)
+		}
+		if got := out.Attributes[string(sqstypes.QueueAttributeNameVisibilityTimeout)]; got != strconv.Itoa(int(q.want)) {
+			return fmt.Errorf("%w: %s has a visibility timeout of %s s, the stack's timings say %.0f s (a queue an earlier stack in this process created? give each stack its own Config.Prefix)", ErrTimings, q.url, got, q.want)
+		}
+	}
+	return nil
+}
+
+// ErrTimings is a stack whose queues do not have its timings.
+var ErrTimings = errors.New("the queues do not have the stack's timings")
 
 // afterLast measures from the last kill to the last event PROCESSED and
 // the last intent settled, whenever they were accepted or created.
