@@ -57,6 +57,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
@@ -243,6 +244,13 @@ func (c *Config) defaults() {
 	def(&c.DownstreamAddr, DefaultDownstreamAddr)
 	def(&c.StripeAddr, DefaultStripeAddr)
 	def(&c.Table, "local-ledger")
+	if c.AutoPorts && c.Prefix == "" {
+		// The SQS emulator is one per process (goaws keeps its queues in
+		// package state): a second stack of a process with the same prefix
+		// would silently reuse the first one's queues, their timeouts and
+		// leftover messages (the bench starts several).
+		c.Prefix = localaws.UniqueName("local") + "-"
+	}
 	def(&c.Prefix, "local-")
 	if c.RIEPort == 0 {
 		c.RIEPort = 9001
