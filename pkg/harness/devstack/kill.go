@@ -118,6 +118,12 @@ func (s *Stack) kill(in *instance) (RuntimeKill, error) {
 	if len(k.PIDs) == 0 {
 		return k, fmt.Errorf("%w: %s's emulator runs no runtime process", ErrNoRuntime, in.name)
 	}
+	// SIGKILL is delivered at once but the process dies when next
+	// scheduled: return once it has (or after a second), so that the
+	// instance runs no runtime when the kill returns.
+	for deadline := time.Now().Add(time.Second); len(childrenOf(in.cmd.Process.Pid)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	s.crashMu.Lock()
 	s.runtimeKills = append(s.runtimeKills, k)
 	in.pendingKill = len(s.runtimeKills) // 1-based: 0 is none

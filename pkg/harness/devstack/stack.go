@@ -565,7 +565,9 @@ func childrenOf(pid int) []int {
 		// but ends with the last ')'.
 		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
 		f := strings.Fields(rest)
-		if len(f) > 1 {
+		// Field 3 is the state: a killed runtime stays a zombie (Z) until
+		// its emulator reaps it, and is no runtime any more.
+		if len(f) > 1 && f[0] != "Z" && f[0] != "X" {
 			if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
 				out = append(out, child)
 			}
