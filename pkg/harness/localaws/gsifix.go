@@ -54,6 +54,11 @@ type indexRepair struct {
 	srv    *server.Server
 	tables map[string]*core.Table
 	err    error // minidyn's internals are not what this code knows
+	// parts are the tables' and indexes' partitions for Query (query.go),
+	// built on a table's first query and kept up to date by every write.
+	parts map[string]*tableParts
+	// fullQuery turns the partition fast path off (tests compare the two).
+	fullQuery bool
 }
 
 // errMinidynChanged says that minidyn's internals differ from v0.8.2's.
@@ -164,6 +169,11 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		// A new index on a table with items: minidyn fills it itself.
 		f.srv.ServeHTTP(w, r)
 		f.rebuildAll()
+		return
+	case "Query":
+		if f.fullQuery || !f.query(w, r, body) {
+			f.srv.ServeHTTP(w, r)
+		}
 		return
 	default:
 		f.srv.ServeHTTP(w, r)
@@ -417,6 +427,11 @@ func (f *indexRepair) runScratch(touched map[string]*touchedTable, write func(),
 			for _, iv := range s.indexes {
 				updateIndex(t, iv, k, it)
 			}
+			if exists {
+				f.noteWrite(name, t, k, it)
+			} else {
+				f.noteWrite(name, t, k, nil)
+			}
 		}
 	}
 	done = true
@@ -508,6 +523,7 @@ func copyValue(v *types.Item) *types.Item {
 // rebuildAll rebuilds every index of every table from the table's items:
 // the slow path, after requests the incremental repair does not handle.
 func (f *indexRepair) rebuildAll() {
+	f.parts = nil // rebuilt on each table's next query
 	for _, t := range f.tables {
 		for _, iv := range indexViews(t) {
 			refs := map[string]string{}

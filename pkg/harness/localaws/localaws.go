@@ -102,9 +102,12 @@ func NewDynamo() *Dynamo {
 //     checks that header and otherwise logs a checksum mismatch on every call;
 //   - it runs requests one at a time and repairs minidyn's secondary index
 //     lists after each write (see indexRepair), so index queries find every
-//     item, as they do in DynamoDB.
-func DynamoHandler() http.Handler {
-	h := newIndexRepair()
+//     item, as they do in DynamoDB;
+//   - a Query reads only the partition (and sort key range) it names, as
+//     DynamoDB does, not every key of the index (query.go).
+func DynamoHandler() http.Handler { return dynamoHandler(newIndexRepair()) }
+
+func dynamoHandler(h *indexRepair) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		if err != nil {
