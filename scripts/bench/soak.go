@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,11 @@ func soakSection(ctx context.Context, w io.Writer, o options) error {
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %d MiB | %s | %s |\n", p.at.Round(time.Second), p.heapMiB, p.events, p.effects)
+	}
+	if runs := reconcileDurations(logName); len(runs) > 0 {
+		k := min(3, len(runs))
+		fmt.Fprintf(w, "\nThe reconciler's runs (every %s on this profile; `duration_ms` of its `reconciled` log lines): %d runs, the first %d took %s, the last %d %s, the longest %s. A run that grows with the ledger holds the emulator's lock longer and longer, and every request waits behind it (issue 19).\n",
+			time.Duration(stack.Timings().ScheduleSeconds*float64(time.Second)), len(runs), k, durations(runs[:k]), k, durations(runs[len(runs)-k:]), slices.Max(runs))
 	}
 	if !res.OK() {
 		for _, v := range res.Violations {
@@ -206,4 +212,38 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// reconcileDurations reads the reconciler's run times from the stack log.
+func reconcileDurations(logName string) []time.Duration {
+	b, err := os.ReadFile(logName)
+	if err != nil {
+		return nil
+	}
+	var out []time.Duration
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `"msg":"reconciled"`) {
+			continue
+		}
+		_, rest, ok := strings.Cut(line, `"duration_ms":`)
+		if !ok {
+			continue
+		}
+		end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+		if end < 0 {
+			end = len(rest)
+		}
+		if n, err := strconv.Atoi(rest[:end]); err == nil {
+			out = append(out, time.Duration(n)*time.Millisecond)
+		}
+	}
+	return out
+}
+
+func durations(ds []time.Duration) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, d.Round(100*time.Millisecond).String())
+	}
+	return strings.Join(s, ", ")
 }
