@@ -81,7 +81,7 @@ func recoverySection(ctx context.Context, w io.Writer, o options) error {
 	}
 	var runs []run
 	for _, p := range profiles {
-		r := run{profile: p, before: recLoadAvg()}
+		r := run{profile: p, before: loadAvg()}
 		logFile, err := os.CreateTemp("", "bench-recovery-*.log")
 		if err != nil {
 			return err
@@ -102,7 +102,7 @@ func recoverySection(ctx context.Context, w io.Writer, o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w (log: %s)", p.name, err, r.logPath)
 		}
-		r.after = recLoadAvg()
+		r.after = loadAvg()
 		runs = append(runs, r)
 	}
 
@@ -286,17 +286,4 @@ func recCounts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// recLoadAvg is /proc/loadavg's three load averages.
-func recLoadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], ", ")
 }
