@@ -52,19 +52,28 @@ func BenchmarkAcceptWithLedgerOf(b *testing.B) {
 func fill(b *testing.B, db *dynamodb.Client, n int) {
 	b.Helper()
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	putAll(b, db, n, func(j int) map[string]types.AttributeValue {
+		item := map[string]types.AttributeValue{
+			"pk":     s(fmt.Sprintf("stripe#evt_fill_%08d", j)),
+			"sk":     s("event"),
+			"status": s("PROCESSED"),
+		}
+		if j%10 == 0 {
+			item["due_shard"] = s(fmt.Sprintf("%d", j%4))
+			item["due_at"] = &types.AttributeValueMemberN{Value: fmt.Sprintf("%d", 1_700_000_000+j)}
+		}
+		return item
+	})
+}
+
+// putAll writes item(0) … item(n-1) into the ledger table, 25 per
+// BatchWriteItem.
+func putAll(b *testing.B, db *dynamodb.Client, n int, item func(j int) map[string]types.AttributeValue) {
+	b.Helper()
 	for i := 0; i < n; i += 25 {
 		var reqs []types.WriteRequest
 		for j := i; j < min(i+25, n); j++ {
-			item := map[string]types.AttributeValue{
-				"pk":     s(fmt.Sprintf("stripe#evt_fill_%08d", j)),
-				"sk":     s("event"),
-				"status": s("PROCESSED"),
-			}
-			if j%10 == 0 {
-				item["due_shard"] = s(fmt.Sprintf("%d", j%4))
-				item["due_at"] = &types.AttributeValueMemberN{Value: fmt.Sprintf("%d", 1_700_000_000+j)}
-			}
-			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item(j)}})
 		}
 		if _, err := db.BatchWriteItem(context.Background(), &dynamodb.BatchWriteItemInput{
 			RequestItems: map[string][]types.WriteRequest{"ledger": reqs},
@@ -93,25 +102,19 @@ func BenchmarkQueryWithLedgerOf(b *testing.B) {
 			}
 			s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 			num := func(v int) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
-			for i := 0; i < n+50; i += 25 {
-				var reqs []types.WriteRequest
-				for j := i; j < min(i+25, n+50); j++ {
-					shard := fmt.Sprintf("done#%d", j%4)
-					if j%3 == 0 {
-						shard = fmt.Sprintf("sync#%d", j%4)
-					}
-					if j >= n {
-						shard = "0"
-					}
-					reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-						"pk": s(fmt.Sprintf("EV#stripe#evt_fill_%08d", j)), "sk": s("EV"), "item": s("event"), "status": s("RECEIVED"),
-						"due_shard": s(shard), "due_at": num(1_796_000_000_000 + j),
-					}}})
+			putAll(b, db, n+50, func(j int) map[string]types.AttributeValue {
+				shard := fmt.Sprintf("done#%d", j%4)
+				if j%3 == 0 {
+					shard = fmt.Sprintf("sync#%d", j%4)
 				}
-				if _, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"ledger": reqs}}); err != nil {
-					b.Fatal(err)
+				if j >= n {
+					shard = "0"
 				}
-			}
+				return map[string]types.AttributeValue{
+					"pk": s(fmt.Sprintf("EV#stripe#evt_fill_%08d", j)), "sk": s("EV"), "item": s("event"), "status": s("RECEIVED"),
+					"due_shard": s(shard), "due_at": num(1_796_000_000_000 + j),
+				}
+			})
 			in := &dynamodb.QueryInput{TableName: aws.String("ledger"), IndexName: aws.String(ledger.DueIndex),
 				KeyConditionExpression: aws.String("due_shard = :s AND due_at <= :b"), FilterExpression: aws.String("#item = :ev"),
 				ExpressionAttributeNames:  map[string]string{"#item": "item"},
