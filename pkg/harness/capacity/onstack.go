@@ -28,7 +28,9 @@ type StackRow struct {
 
 // ProcessedUnits is delivery → processed: every write until the event was
 // PROCESSED, by intake and processor.
-func (r StackRow) ProcessedUnits() int { return r.Process["intake"].Units() + r.Process["processor"].Units() }
+func (r StackRow) ProcessedUnits() int {
+	return r.Process["intake"].Units() + r.Process["processor"].Units()
+}
 
 // MeasureOnStack starts the local stack (the real bootstraps under
 // aws-lambda-rie, as `make dev` runs them; fast profile, the reconciler's
