@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/harness/capacity"
-	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
 )
 
@@ -272,28 +271,11 @@ func coldStart(ctx context.Context, w io.Writer, o options) error {
 // load starts the local stack in process (the real bootstraps under
 // aws-lambda-rie) and sweeps offered rates.
 func load(ctx context.Context, w io.Writer, o options) error {
-	cfg := devstack.Config{Root: ".", BuildDir: filepath.Join(os.TempDir(), "bench-devstack"), AutoPorts: true}
-	cfg.FastProfile()
-	logFile, err := os.CreateTemp("", "bench-stack-*.log")
+	_, target, _, stop, err := startStack(ctx, "stack")
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	logs := devstack.NewLogs(logFile)
-	if err := devstack.Build(ctx, cfg, logs); err != nil {
-		return err
-	}
-	stack, err := devstack.Start(ctx, cfg, logs)
-	if err != nil {
-		return fmt.Errorf("start the local stack (log: %s): %w", logFile.Name(), err)
-	}
-	defer stack.Close()
-	file, _, err := devstack.LoadFile("scripts/devstack.json")
-	if err != nil {
-		return err
-	}
-	target := loadgen.Target{BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(),
-		Secrets: loadgen.Secrets{Stripe: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"], StripeNext: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET_NEXT"], Orders: file.Secrets["LOCAL_ORDERS_WEBHOOK_SECRET"]}}
+	defer stop()
 	rs, err := loadgen.Sweep(ctx, target, loadgen.Options{Duration: o.loadDuration, DuplicateRatio: 0.2, Seed: 7, Drain: 90 * time.Second, Progress: os.Stderr}, o.rates)
 	if err != nil {
 		return err

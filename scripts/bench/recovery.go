@@ -71,7 +71,7 @@ func recoverySection(ctx context.Context, w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	secrets := loadgen.Secrets{Stripe: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"], StripeNext: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET_NEXT"], Orders: file.Secrets["LOCAL_ORDERS_WEBHOOK_SECRET"]}
+	secrets := loadgen.LocalSecrets(file.Secrets)
 	type run struct {
 		profile
 		rep           recovery.Report

@@ -135,7 +135,7 @@ func startStack(ctx context.Context, name string) (*devstack.Stack, loadgen.Targ
 		return fail(err)
 	}
 	target := loadgen.Target{BaseURL: stack.HTTPURL(), DB: stack.DB, Table: stack.Table(),
-		Secrets: loadgen.Secrets{Stripe: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"], StripeNext: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET_NEXT"], Orders: file.Secrets["LOCAL_ORDERS_WEBHOOK_SECRET"]}}
+		Secrets: loadgen.LocalSecrets(file.Secrets)}
 	return stack, target, logFile.Name(), func() { stack.Close(); logFile.Close() }, nil
 }
 

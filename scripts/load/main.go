@@ -99,10 +99,7 @@ func run() (bool, error) {
 	defer stop()
 	t := loadgen.Target{
 		BaseURL: strings.TrimRight(*target, "/"), DB: localaws.DynamoAt(*dynamo), Table: *table,
-		Secrets: loadgen.Secrets{
-			Stripe: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET"], StripeNext: file.Secrets["LOCAL_STRIPE_WEBHOOK_SECRET_NEXT"],
-			Orders: file.Secrets["LOCAL_ORDERS_WEBHOOK_SECRET"],
-		},
+		Secrets: loadgen.LocalSecrets(file.Secrets),
 	}
 	o := loadgen.Options{Rate: *rate, Duration: *duration, Count: *count, DuplicateRatio: *dup, StripeShare: *stripe,
 		MaxInFlight: *inflight, Seed: *seed, Drain: *drain, Run: *runTag, Progress: os.Stderr}

@@ -30,6 +30,12 @@ type Secrets struct {
 	Orders     string // LOCAL_ORDERS_WEBHOOK_SECRET (whsec_<base64>)
 }
 
+// LocalSecrets picks the stack's secrets out of the "secrets" map of
+// scripts/devstack.json.
+func LocalSecrets(file map[string]string) Secrets {
+	return Secrets{Stripe: file["LOCAL_STRIPE_WEBHOOK_SECRET"], StripeNext: file["LOCAL_STRIPE_WEBHOOK_SECRET_NEXT"], Orders: file["LOCAL_ORDERS_WEBHOOK_SECRET"]}
+}
+
 // Intent is an effect the model expects an applied event to create.
 type Intent struct {
 	OperationID string `json:"operation_id"`
