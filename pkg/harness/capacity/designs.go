@@ -86,13 +86,7 @@ func (r DesignRow) Units() int { return r.Process.Units() + r.Effects.Units() }
 func OrderCancelledEvent(order string, size int) []byte {
 	head := fmt.Sprintf(`{"type":"order.updated","timestamp":"2026-11-30T12:00:01Z","data":{"id":%q,"revision":1,"customer_id":"cus_test_42","currency":"eur","total_minor":12900,"status":"cancelled"`, order)
 	r := rand.New(rand.NewPCG(uint64(size), 11))
-	word := func(n int) string {
-		w := make([]byte, n)
-		for i := range w {
-			w[i] = alphabet[r.IntN(len(alphabet))]
-		}
-		return string(w)
-	}
+	word := func(n int) string { return randomWord(r, n) }
 	var lines []string
 	total := len(head) + 16
 	for n := 0; total < size; n++ {

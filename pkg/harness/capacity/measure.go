@@ -91,6 +91,15 @@ const (
 
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
+// randomWord is n letters and digits drawn from r.
+func randomWord(r *rand.Rand, n int) string {
+	w := make([]byte, n)
+	for i := range w {
+		w[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	return string(w)
+}
+
 // PaddedSubscriptionEvent is a Stripe customer.subscription.created event
 // grown to about size bytes.
 //
@@ -109,13 +118,7 @@ func PaddedSubscriptionEvent(id string, size int, at time.Time, p Padding) []byt
 		return b
 	}
 	r := rand.New(rand.NewPCG(uint64(size), 7))
-	word := func(n int) string {
-		w := make([]byte, n)
-		for i := range w {
-			w[i] = alphabet[r.IntN(len(alphabet))]
-		}
-		return string(w)
-	}
+	word := func(n int) string { return randomWord(r, n) }
 	var pad string
 	switch p {
 	case Incompressible:

@@ -427,15 +427,20 @@ func (m *Meter) add(op string, o OpTotals, refused bool) {
 	if o == (OpTotals{}) {
 		return
 	}
-	if m.totals.ByOp == nil {
-		m.totals.ByOp = map[string]OpTotals{}
+	m.totals.add(op, o)
+}
+
+// add adds o to op's numbers.
+func (t *Totals) add(op string, o OpTotals) {
+	if t.ByOp == nil {
+		t.ByOp = map[string]OpTotals{}
 	}
-	t := m.totals.ByOp[op]
-	t.Requests += o.Requests
-	t.Refused += o.Refused
-	t.TableUnits += o.TableUnits
-	t.IndexUnits += o.IndexUnits
-	m.totals.ByOp[op] = t
+	x := t.ByOp[op]
+	x.Requests += o.Requests
+	x.Refused += o.Refused
+	x.TableUnits += o.TableUnits
+	x.IndexUnits += o.IndexUnits
+	t.ByOp[op] = x
 }
 
 // entry is an item's entry in an index, or nil when it has none.

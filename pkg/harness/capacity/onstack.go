@@ -171,16 +171,8 @@ func MeasureOnStack(ctx context.Context, root string, log io.Writer, sizes []int
 func merge(a, b map[string]Totals) map[string]Totals {
 	for f, t := range b {
 		s := a[f]
-		if s.ByOp == nil {
-			s.ByOp = map[string]OpTotals{}
-		}
 		for op, o := range t.ByOp {
-			x := s.ByOp[op]
-			x.Requests += o.Requests
-			x.Refused += o.Refused
-			x.TableUnits += o.TableUnits
-			x.IndexUnits += o.IndexUnits
-			s.ByOp[op] = x
+			s.add(op, o)
 		}
 		a[f] = s
 	}

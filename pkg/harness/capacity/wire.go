@@ -302,15 +302,7 @@ func Sum(ws []WireWrite) map[string]Totals {
 	out := map[string]Totals{}
 	for _, w := range ws {
 		t := out[w.Function]
-		if t.ByOp == nil {
-			t.ByOp = map[string]OpTotals{}
-		}
-		o := t.ByOp[w.Op]
-		o.Requests += w.Requests
-		o.Refused += w.Refused
-		o.TableUnits += w.TableUnits
-		o.IndexUnits += w.IndexUnits
-		t.ByOp[w.Op] = o
+		t.add(w.Op, w.OpTotals)
 		out[w.Function] = t
 	}
 	return out

@@ -427,11 +427,7 @@ func (f *indexRepair) runScratch(touched map[string]*touchedTable, write func(),
 			for _, iv := range s.indexes {
 				updateIndex(t, iv, k, it)
 			}
-			if exists {
-				f.noteWrite(name, t, k, it)
-			} else {
-				f.noteWrite(name, t, k, nil)
-			}
+			f.noteWrite(name, t, k, it) // it is nil when the write deleted the item
 		}
 	}
 	done = true
