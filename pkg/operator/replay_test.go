@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/operator"
 	"github.com/effectively-once/webhooks/pkg/processor"
@@ -73,7 +74,7 @@ func newProcessor(t *testing.T, f *fixture, p *switchable) *processor.Processor 
 func deliver(t *testing.T, f *fixture, proc *processor.Processor) int {
 	t.Helper()
 	ctx := context.Background()
-	out, err := f.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.Events.Queue), MaxNumberOfMessages: 10})
+	out, err := localaws.Receive(ctx, f.SQS, &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.Events.Queue), MaxNumberOfMessages: 10, VisibilityTimeout: 30})
 	if err != nil {
 		t.Fatal(err)
 	}

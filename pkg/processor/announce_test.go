@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
@@ -54,11 +53,11 @@ func TestBatchAnnouncesItsIntentsOnce(t *testing.T) {
 		t.Fatalf("announcements cost %s, want one SendMessageBatch", rec)
 	}
 	var announced []string
-	out, err := sq.Client().ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(effects.Queue), MaxNumberOfMessages: 10})
+	got, err := localaws.Drain(ctx, sq.Client(), effects.Queue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range out.Messages {
+	for _, m := range got {
 		ip, err := queue.ParseIntentPointer(aws.ToString(m.Body))
 		if err != nil {
 			t.Fatal(err)

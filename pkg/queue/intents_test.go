@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
@@ -67,32 +65,17 @@ func TestSendIntentsBatchesAndReportsUnsent(t *testing.T) {
 	if n := rec.Count("SQS.SendMessageBatch"); n != 3 {
 		t.Fatalf("SendMessageBatch requests = %d, want 3", n)
 	}
-	// Receive at least once each, as SQS delivers. A receive whose response
-	// is lost on loopback is retried by the SDK (localaws.Config) and the
-	// messages it took stay hidden for the receive's visibility timeout, as
-	// in SQS: in one CI run under -race that hid op-00..op-09 for the
-	// queue's 30 s. So receive with a 1 s visibility and a long poll, and
-	// count distinct operations until all 23 are seen or 15 s pass.
-	seen := map[string]bool{}
-	for deadline := time.Now().Add(15 * time.Second); len(seen) < 23 && time.Now().Before(deadline); {
-		out, err := sq.Client().ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(urls.Queue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 1})
+	msgs, err := localaws.Drain(ctx, sq.Client(), urls.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		p, err := queue.ParseIntentPointer(aws.ToString(m.Body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range out.Messages {
-			p, err := queue.ParseIntentPointer(aws.ToString(m.Body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen[p.OperationID] = true
-			if _, err := sq.Client().DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(urls.Queue), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	var got []string
-	for op := range seen {
-		got = append(got, op)
+		got = append(got, p.OperationID)
 	}
 	sort.Strings(got)
 	if len(got) != 23 || got[0] != "op-00" || got[22] != "op-22" {

@@ -70,8 +70,8 @@ func TestRunRedeliversTheBridgeDLQ(t *testing.T) {
 	if err != nil || got.Status != ledger.StatusReceived || got.Attributes["via"] != "eventbridge" {
 		t.Fatalf("row %+v %v", got, err)
 	}
-	out, _ := f.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.Q.Events), MaxNumberOfMessages: 10})
-	if len(out.Messages) != 1 || !strings.Contains(aws.ToString(out.Messages[0].Body), "evt_1QfixtureEBSubUpd01") {
+	out, err := localaws.Receive(ctx, f.SQS, &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.Q.Events), MaxNumberOfMessages: 10})
+	if err != nil || len(out.Messages) != 1 || !strings.Contains(aws.ToString(out.Messages[0].Body), "evt_1QfixtureEBSubUpd01") {
 		t.Fatalf("events queue %v", out.Messages)
 	}
 	// AND the run's metrics record counts the redelivery and the depth

@@ -125,22 +125,15 @@ func (f *fixture) accept(src, id, typ string, body []byte) {
 // returns their bodies.
 func (f *fixture) receive(url string) []string {
 	f.t.Helper()
-	var out []string
-	for {
-		got, err := f.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if len(got.Messages) == 0 {
-			return out
-		}
-		for _, m := range got.Messages {
-			out = append(out, aws.ToString(m.Body))
-			if _, err := f.SQS.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				f.t.Fatal(err)
-			}
-		}
+	msgs, err := localaws.Drain(context.Background(), f.SQS, url)
+	if err != nil {
+		f.t.Fatal(err)
 	}
+	var out []string
+	for _, m := range msgs {
+		out = append(out, aws.ToString(m.Body))
+	}
+	return out
 }
 
 // process runs the processor over every visible events-queue message.

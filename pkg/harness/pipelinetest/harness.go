@@ -432,7 +432,7 @@ func (h *Harness) Drain(timeout, advance time.Duration, workers ...*Worker) {
 // Receive takes up to 10 messages from a queue (for DLQ assertions and
 // console-style redrives) without invoking anything.
 func (h *Harness) Receive(url string) []sqstypes.Message {
-	out, err := h.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 1})
+	out, err := localaws.Receive(context.Background(), h.SQS, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, VisibilityTimeout: 1})
 	if err != nil {
 		h.T.Fatalf("receive %s: %v", url, err)
 	}
