@@ -104,10 +104,17 @@ func NewDynamo() *Dynamo {
 //     lists after each write (see indexRepair), so index queries find every
 //     item, as they do in DynamoDB;
 //   - a Query reads only the partition (and sort key range) it names, as
-//     DynamoDB does, not every key of the index (query.go).
+//     DynamoDB does, not every key of the index (query.go);
+//   - a TransactWriteItems is idempotent by its ClientRequestToken for 10
+//     minutes, as in DynamoDB (tokens.go): the SDK's retry of an applied
+//     transaction whose answer was lost succeeds without applying it again.
 func DynamoHandler() http.Handler { return dynamoHandler(newIndexRepair()) }
 
 func dynamoHandler(h *indexRepair) http.Handler {
+	return dynamoHandlerWith(h, newClientTokens(time.Now))
+}
+
+func dynamoHandlerWith(h *indexRepair, tokens *clientTokens) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 		if err != nil {
@@ -115,15 +122,23 @@ func dynamoHandler(h *indexRepair) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		rec := httptest.NewRecorder()
-		h.serve(rec, r, body)
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
+		run := func() (int, []byte) {
+			rec := httptest.NewRecorder()
+			h.serve(rec, r, body)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			return rec.Code, rec.Body.Bytes()
 		}
-		out := rec.Body.Bytes()
+		code, out := 0, []byte(nil)
+		if opName(r.Header.Get("X-Amz-Target")) == "TransactWriteItems" {
+			code, out = tokens.serve(w, body, run)
+		} else {
+			code, out = run()
+		}
 		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(out)), 10))
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-		w.WriteHeader(rec.Code)
+		w.WriteHeader(code)
 		_, _ = w.Write(out)
 	})
 }
