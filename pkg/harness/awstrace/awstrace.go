@@ -1,6 +1,6 @@
 // Package awstrace provides AWS SDK middleware that counts requests per
 // service and operation and can inject a crash right before or right after
-// any call. The counts back the request budgets (DESIGN.md §9); the crashes
+// any call, or lose a call's answer so that the SDK retries it. The counts back the request budgets (DESIGN.md §9); the crashes
 // back the "crash at the awkward moment" tests.
 //
 // A crash is sticky: once it fires, every later call through the same
@@ -32,11 +32,20 @@ const (
 	Before When = iota
 	// After: the request was sent and took effect, but its response is lost.
 	After
+	// Lost: the request took effect and its answer was lost on the wire (a
+	// reset connection, a 500 after the write), and the SDK retried it,
+	// as it does: the same request, with the same idempotency token where
+	// the operation has one. Nothing crashes; the caller sees whatever the
+	// retry answers.
+	Lost
 )
 
 func (w When) String() string {
-	if w == Before {
+	switch w {
+	case Before:
 		return "before"
+	case Lost:
+		return "lost-answer"
 	}
 	return "after"
 }
@@ -57,6 +66,7 @@ type Recorder struct {
 	counts  map[string]int
 	crashes []Crash
 	crashed bool
+	lost    int
 }
 
 // Arm adds a crash.
@@ -77,7 +87,15 @@ func (r *Recorder) Crashed() bool {
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.counts, r.crashes, r.crashed = nil, nil, false
+	r.counts, r.crashes, r.crashed, r.lost = nil, nil, false, 0
+}
+
+// Lost returns how many answers Lost crashes dropped: an armed Lost on a
+// call that failed on its own drops nothing.
+func (r *Recorder) Lost() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost
 }
 
 // Count returns the calls of one operation ("DynamoDB.PutItem").
@@ -126,9 +144,34 @@ func (r *Recorder) String() string {
 	return strings.Join(parts, " ")
 }
 
+// lostAnswer is the error of an attempt whose answer Lost dropped. It is a
+// connection error, so the SDK's retryer retries it as it retries a reset.
+type lostAnswer struct{ op string }
+
+func (e lostAnswer) Error() string         { return e.op + ": answer lost (awstrace)" }
+func (e lostAnswer) ConnectionError() bool { return true }
+
+type loseKey struct{}
+
 // APIOption installs the recorder on a client's middleware stack; add it to
 // the client's Options.APIOptions.
 func (r *Recorder) APIOption(stack *middleware.Stack) error {
+	// Lost acts inside the retry loop: at the end of Finalize, once per
+	// attempt, after the attempt reached the server.
+	if err := stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("awstrace-lose",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			if lose, ok := ctx.Value(loseKey{}).(*bool); ok && *lose && err == nil {
+				*lose = false
+				r.mu.Lock()
+				r.lost++
+				r.mu.Unlock()
+				return middleware.FinalizeOutput{}, md, lostAnswer{op: awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)}
+			}
+			return out, md, err
+		}), middleware.After); err != nil {
+		return err
+	}
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("awstrace",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			op := awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)
@@ -139,6 +182,10 @@ func (r *Recorder) APIOption(stack *middleware.Stack) error {
 			if crash != nil && crash.When == Before {
 				r.fire()
 				return middleware.InitializeOutput{}, middleware.Metadata{}, fmt.Errorf("%s before %s: %w", op, crash, ErrCrash)
+			}
+			if crash != nil && crash.When == Lost {
+				lose := true
+				ctx = context.WithValue(ctx, loseKey{}, &lose)
 			}
 			out, md, err := next.HandleInitialize(ctx, in)
 			if crash != nil && crash.When == After {
