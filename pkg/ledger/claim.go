@@ -114,6 +114,9 @@ func (l *Ledger) Claim(ctx context.Context, source, eventID string, o ClaimOptio
 		if old, err = decodeEvent(raw); err != nil {
 			return Claim{}, fmt.Errorf("claim %s/%s: %w", source, eventID, err)
 		}
+		if own, ok := ownClaim(old, c.Token, from, o); ok {
+			return own, nil
+		}
 		now := l.now()
 		switch old.Status {
 		case StatusReceived:
@@ -145,6 +148,22 @@ func (l *Ledger) Claim(ctx context.Context, source, eventID string, o ClaimOptio
 		}
 	}
 	return Claim{}, fmt.Errorf("claim %s/%s: state kept changing: %w", source, eventID, ErrConflict)
+}
+
+// ownClaim recognizes a claim refused because it was already applied: an
+// earlier attempt of the same request took the lease, its answer was lost,
+// and the SDK sent the request again (it retries a reset connection or a
+// 500, and a write may have been applied before either). The lease token is
+// new for every claim request and the SDK resends the same request, so the
+// item holding that token in PROCESSING proves it. Without this the worker
+// would take its own lease for someone else's, leave the message, and wait
+// for its own lease to expire.
+func ownClaim(cur Event, tried string, from Status, o ClaimOptions) (Claim, bool) {
+	if tried == "" || cur.Status != StatusProcessing || cur.LeaseToken != tried {
+		return Claim{}, false
+	}
+	return Claim{Event: cur, Owner: o.Owner, Token: tried, Expires: cur.LeaseExpires, From: from, Redrive: from == StatusDead,
+		Message: o.Message, Letter: o.Letter}, true
 }
 
 // errCondition marks a failed condition inside this package.
@@ -234,7 +253,9 @@ func (l *Ledger) claimFrom(ctx context.Context, source, eventID string, from Sta
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
-			return Claim{}, ccf.Item, errCondition
+			// The token tried, for Claim to recognize this very request
+			// in the item (see ownClaim).
+			return Claim{Token: token}, ccf.Item, errCondition
 		}
 		return Claim{}, nil, fmt.Errorf("claim %s/%s: %w", source, eventID, translate(err))
 	}

@@ -167,6 +167,13 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 		if derr != nil {
 			return derr
 		}
+		if cur.HolderOp == in.OperationID && tok == c.Token {
+			// This very takeover was applied by an earlier attempt whose
+			// answer was lost, and the SDK sent it again: the cursor is
+			// ours. (Judged by its version instead, it looked held by a
+			// newer one, and the revoke was never performed.)
+			return nil
+		}
 		if cur.HolderVersion >= in.Version {
 			return &SubjectBusyError{Cursor: cur, Newer: true}
 		}

@@ -319,6 +319,12 @@ func (l *Ledger) claimIntentFrom(ctx context.Context, op string, from IntentStat
 			if derr != nil {
 				return IntentClaim{}, nil, derr
 			}
+			if cur.Status == IntentStatusDispatching && cur.LeaseToken == token {
+				// This very request took the lease in an earlier attempt
+				// whose answer was lost, and the SDK sent it again (see
+				// ownClaim for events): the claim is ours.
+				return IntentClaim{Intent: cur, Owner: o.Owner, Token: token, Expires: cur.LeaseExpires, From: from}, nil, nil
+			}
 			return IntentClaim{}, &cur, errCondition
 		}
 		return IntentClaim{}, nil, fmt.Errorf("claim intent %s: %w", op, translate(err))
@@ -420,6 +426,13 @@ func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOu
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if lastAuditIs(ccf.Item, vals[":audit"]) {
+			// This very record was applied by an earlier attempt whose
+			// answer was lost, and the SDK sent it again: its audit entry
+			// (time to the millisecond, owner, transition, reason) is the
+			// item's last. Not a lost lease.
+			return out.Status, nil
+		}
 		if out.Status == IntentStatusSucceeded {
 			if cur, derr := decodeIntent(ccf.Item); derr == nil && cur.Status == IntentStatusDispatching && cur.LeaseToken == c.Token && cur.ContradictedBy != 0 {
 				return l.RecordIntentAs(ctx, c, IntentOutcome{Status: IntentStatusContradicted, Code: "contradicted",
@@ -430,6 +443,19 @@ func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOu
 		return "", fmt.Errorf("record intent %s by %s: %w", op, c.Owner, ErrLeaseLost)
 	}
 	return "", fmt.Errorf("record intent %s: %w", op, translate(err))
+}
+
+// lastAuditIs reports whether an item's last audit entry is the one entry
+// of sent (an auditValue).
+func lastAuditIs(item map[string]types.AttributeValue, sent types.AttributeValue) bool {
+	have, ok := item["audit"].(*types.AttributeValueMemberL)
+	want, ok2 := sent.(*types.AttributeValueMemberL)
+	if !ok || !ok2 || len(have.Value) == 0 || len(want.Value) != 1 {
+		return false
+	}
+	a, ok := have.Value[len(have.Value)-1].(*types.AttributeValueMemberS)
+	b, ok2 := want.Value[0].(*types.AttributeValueMemberS)
+	return ok && ok2 && a.Value == b.Value
 }
 
 // GetIntentState reads an intent with its dispatch bookkeeping and audit

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -122,16 +123,54 @@ type Sender struct {
 	URL    string
 }
 
-// Send enqueues one pointer, minting its ID when it has none.
+// Send enqueues one pointer, minting its ID when it has none, and a new ID
+// for every attempt after the first (see attempts).
 func (s Sender) Send(ctx context.Context, p Pointer) error {
 	if p.ID == "" {
 		p.ID = NewPointerID()
 	}
-	_, err := s.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.URL), MessageBody: aws.String(p.Encode())})
+	err := attempts(ctx, func() { p.ID = NewPointerID() }, func(opt func(*sqs.Options)) error {
+		_, err := s.Client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.URL), MessageBody: aws.String(p.Encode())}, opt)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("send %s/%s: %w: %v", p.Source, p.EventID, ErrUnavailable, err)
 	}
 	return nil
+}
+
+// attempts runs send with the SDK's standard retry policy (its attempts,
+// backoff and retryable errors) but not with the SDK's retry loop: send gets
+// an option that turns that off, and fresh is called before every attempt
+// after the first.
+//
+// The SDK's loop resends the same body. When an attempt reached SQS but
+// its answer was lost (a reset connection; the SDK retries it), the queue
+// then holds two messages with one pointer ID, and a pointer ID names one
+// send: the ledger records the IDs of an event's dead letters, so the second
+// message, arriving after the event went DEAD through the first, looked like
+// a console redrive of it and reopened the event (found by the crash
+// matrix's lost-answer points). With a new ID per attempt, a duplicate is
+// just another pointer.
+func attempts(ctx context.Context, fresh func(), send func(opt func(*sqs.Options)) error) error {
+	policy := retry.NewStandard()
+	once := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+	for attempt := 1; ; attempt++ {
+		err := send(once)
+		if err == nil || attempt >= policy.MaxAttempts() || !policy.IsErrorRetryable(err) {
+			return err
+		}
+		wait, derr := policy.RetryDelay(attempt, err)
+		if derr != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		fresh()
+	}
 }
 
 // MaxBatch is SQS's limit of entries per SendMessageBatch.
@@ -146,11 +185,12 @@ func (s Sender) SendIntents(ctx context.Context, ps []IntentPointer) (unsent []s
 	for i, p := range ps {
 		bodies[i], ids[i] = p.Encode(), p.OperationID
 	}
-	return s.sendBatches(ctx, bodies, ids, "intents")
+	return s.sendBatches(ctx, bodies, ids, nil, "intents")
 }
 
 // SendEvents enqueues event pointers in batches (the reconciler's
-// re-enqueue), minting the ID of each that has none. It returns
+// re-enqueue), minting the ID of each that has none, and new IDs for every
+// attempt of a batch after the first (see attempts). It returns
 // "source/event_id" of each pointer not sent.
 func (s Sender) SendEvents(ctx context.Context, ps []Pointer) (unsent []string, err error) {
 	bodies, ids := make([]string, len(ps)), make([]string, len(ps))
@@ -160,10 +200,17 @@ func (s Sender) SendEvents(ctx context.Context, ps []Pointer) (unsent []string, 
 		}
 		bodies[i], ids[i] = p.Encode(), p.Source+"/"+p.EventID
 	}
-	return s.sendBatches(ctx, bodies, ids, "events")
+	remint := func(i int) string {
+		p := ps[i]
+		p.ID = NewPointerID()
+		return p.Encode()
+	}
+	return s.sendBatches(ctx, bodies, ids, remint, "events")
 }
 
-func (s Sender) sendBatches(ctx context.Context, bodies, ids []string, what string) (unsent []string, err error) {
+// sendBatches sends bodies MaxBatch at a time; remint, when not nil, gives
+// body i anew for a batch's next attempt.
+func (s Sender) sendBatches(ctx context.Context, bodies, ids []string, remint func(i int) string, what string) (unsent []string, err error) {
 	var errs []error
 	for start := 0; start < len(bodies); start += MaxBatch {
 		end := min(start+MaxBatch, len(bodies))
@@ -171,7 +218,17 @@ func (s Sender) sendBatches(ctx context.Context, bodies, ids []string, what stri
 		for i := start; i < end; i++ {
 			entries = append(entries, sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i - start)), MessageBody: aws.String(bodies[i])})
 		}
-		out, serr := s.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.URL), Entries: entries})
+		fresh := func() {
+			for i := start; i < end && remint != nil; i++ {
+				entries[i-start].MessageBody = aws.String(remint(i))
+			}
+		}
+		var out *sqs.SendMessageBatchOutput
+		serr := attempts(ctx, fresh, func(opt func(*sqs.Options)) error {
+			var err error
+			out, err = s.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.URL), Entries: entries}, opt)
+			return err
+		})
 		if serr != nil {
 			unsent = append(unsent, ids[start:end]...)
 			errs = append(errs, serr)

@@ -2,7 +2,9 @@ package pipelinetest_test
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -120,7 +122,7 @@ type crashRun struct {
 
 // run plays a scenario, optionally crashing the intake or the first worker,
 // and returns the write calls each component made.
-func (sc crashScenario) run(t *testing.T, cr crashRun) (intakeOps, workerOps map[string]int) {
+func (sc crashScenario) run(t *testing.T, cr crashRun) (intakeOps, workerOps map[string]int, rec runRecord) {
 	h := pt.New(t, sc.options())
 	body := sc.body()
 	if cr.crash != nil && cr.inIntake {
@@ -161,7 +163,32 @@ func (sc crashScenario) run(t *testing.T, cr crashRun) (intakeOps, workerOps map
 	// the leases it may hold have expired.
 	h.Drain(20*time.Second, 31*time.Second, h.NewWorker("w2"))
 	sc.check(t, h)
-	return intakeOps, workerOps
+	rec = runRecord{actions: pt.Actions(h.Event(sc.id)), intents: len(h.Intents()), lost: h.IntakeRec.Lost() + w1.Rec.Lost()}
+	return intakeOps, workerOps, rec
+}
+
+// runRecord is what a run left in the business record: the event's audit
+// actions and the number of intents; and how many answers it lost.
+type runRecord struct {
+	actions []string
+	intents int
+	lost    int
+}
+
+// requireUnseen checks a lost-answer run against the clean one: the SDK's
+// retry of a write that was applied must leave no trace in the business
+// record (the same audit, the same intents) and cost no lease expiry or
+// redelivery, which would show as a takeover or a retry in the audit. (No
+// answer is lost when the armed call fails on its own, as a claim refused
+// by design does; the run must then match the clean one all the more.)
+func requireUnseen(t *testing.T, clean, got runRecord) {
+	t.Helper()
+	if got.lost > 1 {
+		t.Fatalf("%d answers lost, want at most 1", got.lost)
+	}
+	if !slices.Equal(clean.actions, got.actions) || clean.intents != got.intents {
+		t.Fatalf("after a lost answer: audit %v and %d intents; clean run: %v and %d", got.actions, got.intents, clean.actions, clean.intents)
+	}
 }
 
 func writesOf(counts map[string]int) []awstrace.Crash {
@@ -171,7 +198,9 @@ func writesOf(counts map[string]int) []awstrace.Crash {
 			continue
 		}
 		for i := 1; i <= n; i++ {
-			out = append(out, awstrace.Crash{Op: op, Nth: i, When: awstrace.Before}, awstrace.Crash{Op: op, Nth: i, When: awstrace.After})
+			for _, when := range []awstrace.When{awstrace.Before, awstrace.After, awstrace.Lost} {
+				out = append(out, awstrace.Crash{Op: op, Nth: i, When: when})
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
@@ -190,7 +219,8 @@ func TestCrashMatrix(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			var intakeOps, workerOps map[string]int
-			t.Run("clean", func(t *testing.T) { intakeOps, workerOps = sc.run(t, crashRun{}) })
+			var clean runRecord
+			t.Run("clean", func(t *testing.T) { intakeOps, workerOps, clean = sc.run(t, crashRun{}) })
 			if t.Failed() {
 				return
 			}
@@ -199,14 +229,18 @@ func TestCrashMatrix(t *testing.T) {
 				points++
 				t.Run("intake/"+strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 					t.Parallel()
-					sc.run(t, crashRun{crash: &c, inIntake: true})
+					if _, _, got := sc.run(t, crashRun{crash: &c, inIntake: true}); c.When == awstrace.Lost {
+						requireUnseen(t, clean, got)
+					}
 				})
 			}
 			for _, c := range writesOf(workerOps) {
 				points++
 				t.Run("processor/"+strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 					t.Parallel()
-					sc.run(t, crashRun{crash: &c})
+					if _, _, got := sc.run(t, crashRun{crash: &c}); c.When == awstrace.Lost {
+						requireUnseen(t, clean, got)
+					}
 				})
 			}
 			if points < 4 {
@@ -296,6 +330,115 @@ func TestCrashMatrix_BeforeAnnouncement(t *testing.T) {
 			}
 			t.Logf("%s: %d intents dispatched once each, %s (real time) after the crash; events queue visibility timeout %s",
 				c, len(want), took.Round(time.Millisecond), time.Second)
+		})
+	}
+}
+
+// TestCrashMatrix_DispatcherLostAnswers loses, once, the answer of every
+// write the dispatcher makes, after the write was applied, and lets the SDK
+// retry it, as it does after a reset connection or a 500. Two scenarios: an
+// order cancellation's refund and notice, and a subscription's grant then
+// revoke (the revoke takes the subject's cursor over from the grant). Each
+// effect must be performed once, each intent end SUCCEEDED, and the
+// intents' audit and the dispatcher's calls be the clean run's: a retried
+// write that was applied leaves no trace, and no lease is waited out.
+func TestCrashMatrix_DispatcherLostAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash matrix skipped in -short mode")
+	}
+	type record struct {
+		ops   map[string]int
+		audit map[string][]string
+		lost  int
+	}
+	scenarios := []struct {
+		name string
+		// play runs the scenario with d armed and returns every operation
+		// id it should perform once.
+		play func(t *testing.T, lose *awstrace.Crash) (*pt.Outbox, *pt.Dispatcher, []string)
+	}{
+		{"order-cancellation", func(t *testing.T, lose *awstrace.Crash) (*pt.Outbox, *pt.Dispatcher, []string) {
+			h, o, w, d := orderPipeline(t, pt.OutboxOptions{})
+			deliver(t, h, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""), 202)
+			if n := w.PollOnce(context.Background()); n != 1 {
+				t.Fatalf("setup: processed %d pointers, want 1", n)
+			}
+			if lose != nil {
+				d.Rec.Arm(*lose)
+			}
+			h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+			return o, d, []string{refund12, notify12}
+		}},
+		{"subscription-grant-then-revoke", func(t *testing.T, lose *awstrace.Crash) (*pt.Outbox, *pt.Dispatcher, []string) {
+			h := pt.NewChaos(t, pt.Options{}, pt.OutboxOptions{})
+			w, d := h.NewWorker("proc-1"), h.Outbox.NewDispatcher("disp-1")
+			if lose != nil {
+				d.Rec.Arm(*lose)
+			}
+			send := subscriptionSender(t, h, w, "sub_lost", "acct_lost")
+			send("evt_lost_grant", "customer.subscription.created", "active", created)
+			h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+			send("evt_lost_revoke", "customer.subscription.updated", "unpaid", created+1)
+			h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+			grant, revoke := onlyIntent(t, h, "entitlement.grant"), onlyIntent(t, h, "entitlement.revoke")
+			if view, ok := h.Outbox.Down.Subject("acct_lost"); !ok || view.LastKind != "entitlement.revoke" || len(view.History) != 2 {
+				rv := h.Outbox.Intent(revoke)
+				t.Fatalf("downstream view %+v; want grant then revoke (the revoke is %s %s: %s)", view, rv.Status, rv.ErrorCode, rv.Detail)
+			}
+			return h.Outbox, d, []string{grant, revoke}
+		}},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			run := func(t *testing.T, lose *awstrace.Crash) record {
+				o, d, ops := sc.play(t, lose)
+				want := map[string]int{}
+				rec := record{ops: d.Rec.Counts(), audit: map[string][]string{}, lost: d.Rec.Lost()}
+				for _, op := range ops {
+					want[op] = 1
+					rec.audit[op] = pt.IntentActions(requireIntentStatus(t, o, op, ledger.IntentStatusSucceeded, ""))
+				}
+				requireEffective(t, o, want)
+				return rec
+			}
+			var clean record
+			t.Run("clean", func(t *testing.T) { clean = run(t, nil) })
+			if t.Failed() {
+				return
+			}
+			var points []awstrace.Crash
+			for op, n := range clean.ops {
+				if writeOps[op] || op == "SQS.SendMessageBatch" || op == "DynamoDB.DeleteItem" {
+					for i := 1; i <= n; i++ {
+						points = append(points, awstrace.Crash{Op: op, Nth: i, When: awstrace.Lost})
+					}
+				}
+			}
+			if len(points) < 4 {
+				t.Fatalf("only %d write calls found (%v): the matrix is not exercising the dispatcher", len(points), clean.ops)
+			}
+			for _, c := range points {
+				t.Run(strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
+					t.Parallel()
+					got := run(t, &c)
+					if got.lost > 1 {
+						t.Fatalf("%d answers lost", got.lost)
+					}
+					for op, acts := range clean.audit {
+						if !slices.Equal(acts, got.audit[op]) {
+							t.Fatalf("intent %s audit %v after a lost answer; clean run %v", op, got.audit[op], acts)
+						}
+					}
+					// No extra work either: a record taken for a lost
+					// lease, say, leaves the message for a redelivery and
+					// a second claim.
+					if !maps.Equal(clean.ops, got.ops) {
+						t.Fatalf("dispatcher calls %v after a lost answer; clean run %v", got.ops, clean.ops)
+					}
+				})
+			}
+			t.Logf("%s: %d lost-answer points; dispatcher calls %v", sc.name, len(points), clean.ops)
 		})
 	}
 }
