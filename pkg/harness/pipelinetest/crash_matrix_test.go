@@ -161,9 +161,11 @@ func (sc crashScenario) run(t *testing.T, cr crashRun) (intakeOps, workerOps map
 	workerOps = w1.Rec.Counts()
 	// w1 is gone (crashed or retired); a fresh worker finishes the job once
 	// the leases it may hold have expired.
-	h.Drain(20*time.Second, 31*time.Second, h.NewWorker("w2"))
+	w2 := h.NewWorker("w2")
+	h.Drain(20*time.Second, 31*time.Second, w2)
 	sc.check(t, h)
-	rec = runRecord{actions: pt.Actions(h.Event(sc.id)), intents: len(h.Intents()), lost: h.IntakeRec.Lost() + w1.Rec.Lost()}
+	rec = runRecord{actions: pt.Actions(h.Event(sc.id)), intents: len(h.Intents()), lost: h.IntakeRec.Lost() + w1.Rec.Lost(),
+		dynamo: dynamoCalls(intakeOps, "intake ", dynamoCalls(workerOps, "worker ", dynamoCalls(w2.Rec.Counts(), "worker2 ", nil)))}
 	return intakeOps, workerOps, rec
 }
 
@@ -173,6 +175,21 @@ type runRecord struct {
 	actions []string
 	intents int
 	lost    int
+	dynamo  map[string]int // the intake's and the workers' DynamoDB calls
+}
+
+// dynamoCalls adds the DynamoDB calls of ops to into, named with prefix.
+// (A lost SQS send is sent again as a new call, by design: queue.Sender.)
+func dynamoCalls(ops map[string]int, prefix string, into map[string]int) map[string]int {
+	if into == nil {
+		into = map[string]int{}
+	}
+	for op, n := range ops {
+		if strings.HasPrefix(op, "DynamoDB.") {
+			into[prefix+op] = n
+		}
+	}
+	return into
 }
 
 // requireUnseen checks a lost-answer run against the clean one: the SDK's
@@ -181,13 +198,19 @@ type runRecord struct {
 // redelivery, which would show as a takeover or a retry in the audit. (No
 // answer is lost when the armed call fails on its own, as a claim refused
 // by design does; the run must then match the clean one all the more.)
-func requireUnseen(t *testing.T, clean, got runRecord) {
+func requireUnseen(t *testing.T, c awstrace.Crash, clean, got runRecord) {
 	t.Helper()
 	if got.lost > 1 {
 		t.Fatalf("%d answers lost, want at most 1", got.lost)
 	}
 	if !slices.Equal(clean.actions, got.actions) || clean.intents != got.intents {
 		t.Fatalf("after a lost answer: audit %v and %d intents; clean run: %v and %d", got.actions, got.intents, clean.actions, clean.intents)
+	}
+	// A lost SQS send is sent again as another message, by design
+	// (queue.Sender), and the worker claims that duplicate too: extra
+	// calls, no extra trace.
+	if !strings.HasPrefix(c.Op, "SQS.") && !maps.Equal(clean.dynamo, got.dynamo) {
+		t.Fatalf("after a lost answer: DynamoDB calls %v; clean run %v", got.dynamo, clean.dynamo)
 	}
 }
 
@@ -230,7 +253,7 @@ func TestCrashMatrix(t *testing.T) {
 				t.Run("intake/"+strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 					t.Parallel()
 					if _, _, got := sc.run(t, crashRun{crash: &c, inIntake: true}); c.When == awstrace.Lost {
-						requireUnseen(t, clean, got)
+						requireUnseen(t, c, clean, got)
 					}
 				})
 			}
@@ -239,7 +262,7 @@ func TestCrashMatrix(t *testing.T) {
 				t.Run("processor/"+strings.ReplaceAll(c.String(), " ", "_"), func(t *testing.T) {
 					t.Parallel()
 					if _, _, got := sc.run(t, crashRun{crash: &c}); c.When == awstrace.Lost {
-						requireUnseen(t, clean, got)
+						requireUnseen(t, c, clean, got)
 					}
 				})
 			}
