@@ -426,11 +426,9 @@ func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOu
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if lastAuditIs(ccf.Item, vals[":audit"]) {
-			// This very record was applied by an earlier attempt whose
-			// answer was lost, and the SDK sent it again: its audit entry
-			// (time to the millisecond, owner, transition, reason) is the
-			// item's last. Not a lost lease.
+		if _, own := l.appliedBefore(ctx, ccf, intentKey(op), vals[":audit"]); own {
+			// This very record, applied by an earlier attempt whose
+			// answer was lost: not a lost lease.
 			return out.Status, nil
 		}
 		if out.Status == IntentStatusSucceeded {
@@ -443,6 +441,26 @@ func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOu
 		return "", fmt.Errorf("record intent %s by %s: %w", op, c.Owner, ErrLeaseLost)
 	}
 	return "", fmt.Errorf("record intent %s: %w", op, translate(err))
+}
+
+// appliedBefore reports whether a refused write is this very request,
+// applied by an earlier attempt whose answer was lost and sent again by the
+// SDK (it retries a reset connection or a 500, and the write may have been
+// applied before either): the item's last audit entry is the one sent (an
+// auditValue: time to the millisecond, actor, transition, reason). It
+// returns the item. DynamoDB sends the item back with the refusal
+// (ALL_OLD); from a store that does not (dynalite) it is read, on this
+// refusal path only.
+func (l *Ledger) appliedBefore(ctx context.Context, ccf *types.ConditionalCheckFailedException, key map[string]types.AttributeValue, sent types.AttributeValue) (map[string]types.AttributeValue, bool) {
+	item := ccf.Item
+	if len(item) == 0 {
+		got, err := l.getItem(ctx, key, "refused item")
+		if err != nil {
+			return nil, false
+		}
+		item = got
+	}
+	return item, lastAuditIs(item, sent)
 }
 
 // lastAuditIs reports whether an item's last audit entry is the one entry

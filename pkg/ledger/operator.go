@@ -90,14 +90,20 @@ func (l *Ledger) Hold(ctx context.Context, source, eventID, actor, reason string
 		Key:       eventKey(source, eventID),
 		UpdateExpression: aws.String("SET #status = :quar, error_code = :code, error_message = :msg, due_shard = :ashard, due_at = :now, " +
 			"audit = list_append(audit, :audit) REMOVE lease_owner, lease_token, lease_expires_at, next_attempt_at"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#status": "status"},
-		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueAllNew,
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#status": "status"},
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
+			if item, own := l.appliedBefore(ctx, ccf, eventKey(source, eventID), vals[":audit"]); own {
+				// This very hold, applied by an earlier attempt whose
+				// answer was lost (see appliedBefore).
+				return decodeEvent(item)
+			}
 			return Event{}, fmt.Errorf("hold %s/%s: it changed since it was read (%s): %w", source, eventID, cur.Status, ErrConflict)
 		}
 		return Event{}, fmt.Errorf("hold %s/%s: %w", source, eventID, translate(err))
@@ -168,14 +174,20 @@ func (l *Ledger) ResolveIntent(ctx context.Context, op string, to IntentStatus, 
 		UpdateExpression: aws.String("SET #status = :to, error_code = :code, detail = :detail, finished_at = :now, " + TTLAttribute + " = :ttl, " +
 			"audit = list_append(if_not_exists(audit, :empty), :audit) " +
 			"REMOVE lease_owner, lease_token, lease_expires_at, due_shard, due_at, next_attempt_at, next_check_at"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#status": "status", "#item": "item"},
-		ExpressionAttributeValues: vals,
-		ReturnValues:              types.ReturnValueAllNew,
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            map[string]string{"#status": "status", "#item": "item"},
+		ExpressionAttributeValues:           vals,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
+			if item, own := l.appliedBefore(ctx, ccf, intentKey(op), vals[":audit"]); own {
+				// This very resolution, applied by an earlier attempt
+				// whose answer was lost (see appliedBefore).
+				return decodeIntent(item)
+			}
 			return IntentState{}, fmt.Errorf("resolve intent %s: it changed since it was read (%s, %d attempts): %w", op, cur.Status, cur.Attempts, ErrConflict)
 		}
 		return IntentState{}, fmt.Errorf("resolve intent %s: %w", op, translate(err))

@@ -33,10 +33,9 @@ func (l *Ledger) fencedUpdate(ctx context.Context, c Claim, u *types.Update) err
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if lastAuditIs(ccf.Item, u.ExpressionAttributeValues[":audit"]) {
-			// This very update was applied by an earlier attempt whose
-			// answer was lost, and the SDK sent it again (see
-			// RecordIntentAs): not a lost lease.
+		if _, own := l.appliedBefore(ctx, ccf, u.Key, u.ExpressionAttributeValues[":audit"]); own {
+			// This very update, applied by an earlier attempt whose
+			// answer was lost: not a lost lease.
 			return nil
 		}
 		return fmt.Errorf("%s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
@@ -139,6 +138,7 @@ func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, act
 	try := from[0]
 	for range len(from) + 1 {
 		now := l.now()
+		audit := auditValue(now, try, StatusReceived, actor, action, reason)
 		out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(l.opts.Table),
 			Key:       eventKey(source, eventID),
@@ -149,13 +149,20 @@ func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, act
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":recv": sv(string(StatusReceived)), ":from": sv(string(try)),
 				":zero": nv(0), ":shard": sv(l.dueShard(source, eventID)), ":now": nv(ms(now)),
-				":audit": auditValue(now, try, StatusReceived, actor, action, reason),
+				":audit": audit,
 			},
 			ReturnValues:                        types.ReturnValueAllNew,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
 			return decodeEvent(out.Attributes)
+		}
+		if ccf := (*types.ConditionalCheckFailedException)(nil); errors.As(err, &ccf) {
+			if item, own := l.appliedBefore(ctx, ccf, eventKey(source, eventID), audit); own {
+				// This very request, applied by an earlier attempt whose
+				// answer was lost: done, not "not replayable in RECEIVED".
+				return decodeEvent(item)
+			}
 		}
 		cur, failed := conditionFailed(err)
 		if failed && cur == nil {
@@ -234,6 +241,11 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason, let
 	cur, err := decodeEvent(raw)
 	if err != nil {
 		return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, err)
+	}
+	if lastAuditIs(raw, vals[":audit"]) {
+		// This very request, applied by an earlier attempt whose answer
+		// was lost (see appliedBefore).
+		return cur, nil
 	}
 	if letters, _ := deadLetters(raw); cur.Status == StatusDead && letter != "" && !slices.Contains(letters, letter) {
 		// Dead already (its own message went there, or another one did
