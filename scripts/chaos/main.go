@@ -27,7 +27,12 @@ func run() int {
 	parallel := flag.Int("parallel", 2, "schedules run at once")
 	shrink := flag.Int("shrink", 1, "failures shrunk and printed per design")
 	jsonOut := flag.String("json", "", "write the summaries as JSON to this file")
+	lost := flag.Int("lost", 0, "percent of crash steps that lose the call's answer instead (the SDK retries it; nothing dies)")
 	flag.Parse()
+	if *lost < 0 || *lost > 100 {
+		fmt.Fprintln(os.Stderr, "chaos: -lost is a percent, 0 to 100")
+		return 2
+	}
 
 	designs := strings.Split(*design, ",")
 	if *design == "all" {
@@ -40,7 +45,7 @@ func run() int {
 	start := time.Now()
 	step := max(*n/20, 1)
 	sums, err := chaos.RunBatch(chaos.BatchOptions{
-		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink,
+		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink, Config: chaos.Config{LostPercent: *lost},
 		Progress: func(d string, done, total, failed int) {
 			if done%step == 0 || done == total {
 				fmt.Fprintf(os.Stderr, "  %-10s %5d/%d schedules, %d failing, %s\n", d, done, total, failed, time.Since(start).Round(time.Second))

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
@@ -62,6 +63,10 @@ func (c Crash) String() string { return fmt.Sprintf("crash %s %s #%d", c.When, c
 
 // Recorder counts calls and fires armed crashes. The zero value is ready.
 type Recorder struct {
+	// LostTotal, when set, also counts every answer Lost dropped (one
+	// counter for many recorders; Reset does not clear it).
+	LostTotal *atomic.Int64
+
 	mu      sync.Mutex
 	counts  map[string]int
 	crashes []Crash
@@ -166,6 +171,9 @@ func (r *Recorder) APIOption(stack *middleware.Stack) error {
 				r.mu.Lock()
 				r.lost++
 				r.mu.Unlock()
+				if r.LostTotal != nil {
+					r.LostTotal.Add(1)
+				}
 				return middleware.FinalizeOutput{}, md, lostAnswer{op: awsmiddleware.GetServiceID(ctx) + "." + awsmiddleware.GetOperationName(ctx)}
 			}
 			return out, md, err

@@ -131,6 +131,7 @@ func runDesign(d Design, o BatchOptions) Summary {
 func (s *Stats) add(o Stats) {
 	s.Steps += o.Steps
 	s.Crashes += o.Crashes
+	s.Lost += o.Lost
 	s.Pauses += o.Pauses
 	s.Takeovers += o.Takeovers
 	s.Redrives += o.Redrives
@@ -175,8 +176,8 @@ func Table(sums []Summary) string {
 	b.WriteString("(columns I1..harness count schedules with at least one violation of that invariant)\n")
 	for _, s := range sums {
 		st := s.Stats
-		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
-			s.Design, st.Steps, st.Crashes, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
+		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d answers lost and retried, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
+			s.Design, st.Steps, st.Crashes, st.Lost, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
 		if st.Stripe > 0 {
 			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted; %d facts projected from a thin event's fetch (%d Stripe API requests)\n",
 				s.Design, st.Stripe, st.StripeApplied, st.StripeNoop, st.StripeStale, st.Deleted, st.StripeFetched, st.StripeFetches)

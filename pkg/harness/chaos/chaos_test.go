@@ -37,6 +37,32 @@ func TestChaosOurs(t *testing.T) {
 	}
 }
 
+// TestChaosOursWithLostAnswers: the same, with every crash step turned
+// into a lost answer (the call applied, its answer lost, the SDK's retry):
+// nothing dies, and every invariant must still hold.
+func TestChaosOursWithLostAnswers(t *testing.T) {
+	n := 20
+	if testing.Short() {
+		n = 5
+	}
+	sums, err := chaos.RunBatch(chaos.BatchOptions{N: n, Seed: 1000, Designs: []string{"ours"}, ShrinkFirst: 1, MaxShrinkRuns: 60, Config: chaos.Config{LostPercent: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sums[0]
+	if s.Stats.Lost == 0 {
+		t.Errorf("no answer was lost: %+v", s.Stats)
+	}
+	for _, f := range s.Failures {
+		if f.Report != "" {
+			t.Errorf("\n%s", f.Report)
+		} else {
+			t.Errorf("seed %d: %v", f.Seed, f.Violations)
+		}
+	}
+	t.Logf("%d schedules, %d answers lost", n, s.Stats.Lost)
+}
+
 // TestChaosNaiveDesignsAreCaught runs the same generator and checker
 // against the naive designs the seeds warn about: the harness must find
 // violations in at least two of them, so its silence about ours means

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -75,6 +76,9 @@ type Result struct {
 // Stats count what a run exercised.
 type Stats struct {
 	Steps, Crashes, Pauses, Takeovers, Redrives, Replays, Dead, Quarantined, Effects, Intents int
+	// Lost counts answers lost after their call was applied, and retried
+	// by the SDK (Config.LostPercent).
+	Lost int
 	// Stripe subscription events accepted, their outcomes, and the
 	// subscriptions that ended deleted (terminal).
 	Stripe, StripeApplied, StripeNoop, StripeStale, Deleted int
@@ -119,6 +123,7 @@ type disp struct {
 type window struct{ from, to int64 }
 
 type run struct {
+	lost     atomic.Int64 // answers lost, every recorder of the run
 	ctx      context.Context
 	s        Schedule
 	d        Design
@@ -155,10 +160,12 @@ func Run(s Schedule, d Design) (res Result) {
 		}
 		r.shutdown()
 		tb.cleanup()
+		r.stats.Lost = int(r.lost.Load())
 		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
 	}()
 	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{Lease: DispatcherLease})
 	r.v = r.h.NewVirtual()
+	r.h.IntakeRec.LostTotal = &r.lost
 	tb.Cleanup(r.deleteQueues)
 	r.putStripeTruth()
 	for i := range max(s.Workers, 1) {
@@ -206,6 +213,7 @@ func (r *run) newProc(i int) *proc {
 	r.gen++
 	p := &proc{name: fmt.Sprintf("proc-%d.%d", i, r.gen), gate: &pt.Gate{}}
 	p.rec, p.handler = r.d.NewProcessor(r.h, p.name, p.gate)
+	p.rec.LostTotal = &r.lost
 	return p
 }
 
@@ -213,6 +221,7 @@ func (r *run) newDispatcher(i int) *disp {
 	r.gen++
 	gate := &pt.Gate{}
 	d := r.h.Outbox.NewChaosDispatcherWith(fmt.Sprintf("disp-%d.%d", i, r.gen), r.v, pt.ChaosDispatcherOptions{Gate: gate, Ledger: r.d.DispatcherLedger})
+	d.Rec.LostTotal = &r.lost
 	return &disp{Dispatcher: d, gate: gate}
 }
 
@@ -359,8 +368,11 @@ func (r *run) step(st Step) {
 		r.dispatch(st.Who)
 	case OpCrash:
 		c := awstrace.Crash{Op: st.Call, When: awstrace.Before}
-		if st.When == "after" {
+		switch st.When {
+		case "after":
 			c.When = awstrace.After
+		case "lost":
+			c.When = awstrace.Lost
 		}
 		var rec *awstrace.Recorder
 		switch st.Target {

@@ -16,7 +16,7 @@ const (
 	OpDeliver    Op = "deliver"    // the provider posts Events[Event] (retried until 2xx, as a provider does)
 	OpPoll       Op = "poll"       // processor Who runs one queue cycle
 	OpDispatch   Op = "dispatch"   // dispatcher Who runs one queue cycle
-	OpCrash      Op = "crash"      // arm a crash of Target Who at the Ahead-th next Call, When before|after
+	OpCrash      Op = "crash"      // arm a crash of Target Who at the Ahead-th next Call, When before|after|lost
 	OpPause      Op = "pause"      // processor (or, Target dispatcher, dispatcher) Who polls and stops right before its Ahead-th next Call
 	OpResume     Op = "resume"     // the paused processor (or dispatcher) Who goes on
 	OpAdvance    Op = "advance"    // the manual clock moves Seconds on
@@ -130,6 +130,11 @@ type Config struct {
 	// subscription rather than an order: 0 means the default 40, a
 	// negative value means orders only.
 	StripePercent int
+	// LostPercent is the chance (percent) that a crash step is instead a
+	// lost answer: the call is applied, its answer lost, and the SDK
+	// retries it (awstrace.Lost); nothing dies. 0 (the default) leaves
+	// every schedule as it was: the choice has its own random stream.
+	LostPercent int
 }
 
 func (c Config) withDefaults() Config {
@@ -185,6 +190,7 @@ var stripeStatuses = map[string][]string{
 func Generate(seed uint64, cfg Config) Schedule {
 	cfg = cfg.withDefaults()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	lost := rand.New(rand.NewPCG(seed, seed^0x10570a5e))
 	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 	s := Schedule{Seed: seed, Workers: between(1, 3), Dispatchers: between(1, 3)}
 
@@ -298,6 +304,9 @@ func Generate(seed uint64, cfg Config) Schedule {
 			}
 			calls := crashCalls[st.Target]
 			st.Call = calls[r.IntN(len(calls))]
+			if cfg.LostPercent > 0 && lost.IntN(100) < cfg.LostPercent {
+				st.When = "lost"
+			}
 			return st
 		case k < 45:
 			if r.IntN(4) == 0 {
