@@ -28,6 +28,13 @@ func TestChaosOurs(t *testing.T) {
 	if !testing.Short() && (s.Stats.StripeApplied == 0 || s.Stats.StripeStale == 0 || s.Stats.Deleted == 0) {
 		t.Errorf("the batch exercised too few Stripe subscription events: %+v", s.Stats)
 	}
+	reportFailures(t, s)
+}
+
+// reportFailures fails t with each failing schedule of s: its shrunk
+// reproducer, or its seed and violations.
+func reportFailures(t *testing.T, s chaos.Summary) {
+	t.Helper()
 	for _, f := range s.Failures {
 		if f.Report != "" {
 			t.Errorf("\n%s", f.Report)
@@ -53,13 +60,7 @@ func TestChaosOursWithLostAnswers(t *testing.T) {
 	if s.Stats.Lost == 0 {
 		t.Errorf("no answer was lost: %+v", s.Stats)
 	}
-	for _, f := range s.Failures {
-		if f.Report != "" {
-			t.Errorf("\n%s", f.Report)
-		} else {
-			t.Errorf("seed %d: %v", f.Seed, f.Violations)
-		}
-	}
+	reportFailures(t, s)
 	t.Logf("%d schedules, %d answers lost", n, s.Stats.Lost)
 }
 
