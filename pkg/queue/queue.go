@@ -152,15 +152,28 @@ func (s Sender) Send(ctx context.Context, p Pointer) error {
 // a console redrive of it and reopened the event (found by the crash
 // matrix's lost-answer points). With a new ID per attempt, a duplicate is
 // just another pointer.
+//
+// The policy is one for the process, as a client's retryer is: its retry
+// quota (a token bucket) stops retries when most calls fail, and a success
+// after a retry gives the token back.
 func attempts(ctx context.Context, fresh func(), send func(opt func(*sqs.Options)) error) error {
-	policy := retry.NewStandard()
 	once := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+	release := func(error) error { return nil }
 	for attempt := 1; ; attempt++ {
 		err := send(once)
-		if err == nil || attempt >= policy.MaxAttempts() || !policy.IsErrorRetryable(err) {
+		if err == nil {
+			_ = release(nil)
+			return nil
+		}
+		if attempt >= sendPolicy.MaxAttempts() || !sendPolicy.IsErrorRetryable(err) {
 			return err
 		}
-		wait, derr := policy.RetryDelay(attempt, err)
+		rel, qerr := sendPolicy.GetRetryToken(ctx, err)
+		if qerr != nil {
+			return err // the retry quota is spent: no retry, as the SDK would
+		}
+		release = rel
+		wait, derr := sendPolicy.RetryDelay(attempt, err)
 		if derr != nil {
 			return err
 		}
@@ -172,6 +185,9 @@ func attempts(ctx context.Context, fresh func(), send func(opt func(*sqs.Options
 		fresh()
 	}
 }
+
+// sendPolicy is the SDK's standard retry policy, for attempts.
+var sendPolicy = retry.NewStandard()
 
 // MaxBatch is SQS's limit of entries per SendMessageBatch.
 const MaxBatch = 10
