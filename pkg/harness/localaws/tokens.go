@@ -1,6 +1,7 @@
 package localaws
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
@@ -48,17 +49,23 @@ func newClientTokens(now func() time.Time) *clientTokens {
 }
 
 // tokenOf returns a TransactWriteItems body's token and a digest of the
-// rest of the request; ok is false when the body has no token.
+// rest of the request; ok is false when the body has no token. The digest
+// is of the request re-encoded with every object's keys sorted: the SDK
+// writes a map's entries (Key, ExpressionAttributeValues) in Go's random
+// map order, so one request can come as different bytes.
 func tokenOf(body []byte) (token string, digest [32]byte, ok bool) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var fields map[string]any
+	if dec.Decode(&fields) != nil {
 		return "", digest, false
 	}
-	if json.Unmarshal(fields["ClientRequestToken"], &token) != nil || token == "" {
+	token, _ = fields["ClientRequestToken"].(string)
+	if token == "" {
 		return "", digest, false
 	}
 	delete(fields, "ClientRequestToken")
-	rest, _ := json.Marshal(fields) // map keys are sorted: the same request, the same bytes
+	rest, _ := json.Marshal(fields) // sorts the keys of every object
 	return token, sha256.Sum256(rest), true
 }
 
