@@ -15,6 +15,8 @@ import (
 	"github.com/truora/minidyn/core"
 	"github.com/truora/minidyn/server"
 	"github.com/truora/minidyn/types"
+
+	"github.com/effectively-once/webhooks/pkg/harness/httpstatus"
 )
 
 // indexRepair keeps minidyn v0.8.2's tables and secondary indexes as
@@ -187,18 +189,8 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		f.rebuildAll()
 		return
 	}
-	rec := &statusRecorder{ResponseWriter: w}
-	f.runScratch(touched, func() { f.srv.ServeHTTP(rec, r) }, func() bool { return rec.code == 0 || rec.code == http.StatusOK })
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
+	rec := &httpstatus.Writer{ResponseWriter: w}
+	f.runScratch(touched, func() { f.srv.ServeHTTP(rec, r) }, func() bool { return rec.Code == 0 || rec.Code == http.StatusOK })
 }
 
 // touchedTable is what one write does to one table: the primary keys it

@@ -20,6 +20,7 @@ import (
 
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
+	"github.com/effectively-once/webhooks/pkg/harness/httpstatus"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
@@ -178,10 +179,10 @@ func (o *Outbox) record(next http.Handler) http.Handler {
 				time.Sleep(o.opts.Latency)
 			}
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpstatus.Writer{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if r.Context().Err() == nil {
-			a.Status = sw.status()
+			a.Status = sw.Code
 		}
 		if r.Method == http.MethodPost {
 			a.Applied = o.Down.Effective(a.Key) > before
@@ -191,27 +192,6 @@ func (o *Outbox) record(next http.Handler) http.Handler {
 		o.mu.Unlock()
 	})
 }
-
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) status() int { return w.code }
 
 // Arrivals returns the POSTs (effect calls) the downstream received for
 // key, in order; with key "" every POST.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/effectively-once/webhooks/pkg/harness/httpstatus"
 )
 
 // recorder is a reverse proxy in front of the stack's HTTP API that notes,
@@ -57,13 +59,13 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	key := source + "/" + eventID(req.Header, body)
-	rec := &statusWriter{ResponseWriter: w}
+	rec := &httpstatus.Writer{ResponseWriter: w}
 	r.proxy.ServeHTTP(rec, req)
 	at := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sent[key] = true
-	if rec.status >= 200 && rec.status <= 299 {
+	if rec.Code >= 200 && rec.Code <= 299 {
 		if t, ok := r.first[key]; !ok || at.Before(t) {
 			r.first[key] = at
 		}
@@ -101,23 +103,4 @@ func (r *recorder) accepted() (map[string]time.Time, []string) {
 		}
 	}
 	return first, never
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/effectively-once/webhooks/pkg/harness/httpstatus"
 )
 
 var (
@@ -219,10 +221,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	s.mu.Unlock()
 
-	rec := &statusWriter{ResponseWriter: w}
+	rec := &httpstatus.Writer{ResponseWriter: w}
 	s.serve(rec, r, n, now)
 	s.mu.Lock()
-	s.requests[n].Status = rec.status
+	s.requests[n].Status = rec.Code
 	done := s.requests[n]
 	s.mu.Unlock()
 	if s.OnAnswer != nil {
@@ -230,7 +232,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) serve(w *statusWriter, r *http.Request, n int, now time.Time) {
+func (s *Server) serve(w *httpstatus.Writer, r *http.Request, n int, now time.Time) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Date", now.UTC().Format(http.TimeFormat))
@@ -561,24 +563,4 @@ func writeError(w http.ResponseWriter, status int, e apiError) {
 	}{e})
 	w.WriteHeader(status)
 	w.Write(body)
-}
-
-// statusWriter remembers the status answered.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }
