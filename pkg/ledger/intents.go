@@ -443,39 +443,6 @@ func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOu
 	return "", fmt.Errorf("record intent %s: %w", op, translate(err))
 }
 
-// appliedBefore reports whether a refused write is this very request,
-// applied by an earlier attempt whose answer was lost and sent again by the
-// SDK (it retries a reset connection or a 500, and the write may have been
-// applied before either): the item's last audit entry is the one sent (an
-// auditValue: time to the millisecond, actor, transition, reason). It
-// returns the item. DynamoDB sends the item back with the refusal
-// (ALL_OLD); from a store that does not (dynalite) it is read, on this
-// refusal path only.
-func (l *Ledger) appliedBefore(ctx context.Context, ccf *types.ConditionalCheckFailedException, key map[string]types.AttributeValue, sent types.AttributeValue) (map[string]types.AttributeValue, bool) {
-	item := ccf.Item
-	if len(item) == 0 {
-		got, err := l.getItem(ctx, key, "refused item")
-		if err != nil {
-			return nil, false
-		}
-		item = got
-	}
-	return item, lastAuditIs(item, sent)
-}
-
-// lastAuditIs reports whether an item's last audit entry is the one entry
-// of sent (an auditValue).
-func lastAuditIs(item map[string]types.AttributeValue, sent types.AttributeValue) bool {
-	have, ok := item["audit"].(*types.AttributeValueMemberL)
-	want, ok2 := sent.(*types.AttributeValueMemberL)
-	if !ok || !ok2 || len(have.Value) == 0 || len(want.Value) != 1 {
-		return false
-	}
-	a, ok := have.Value[len(have.Value)-1].(*types.AttributeValueMemberS)
-	b, ok2 := want.Value[0].(*types.AttributeValueMemberS)
-	return ok && ok2 && a.Value == b.Value
-}
-
 // GetIntentState reads an intent with its dispatch bookkeeping and audit
 // trail (strongly consistent).
 func (l *Ledger) GetIntentState(ctx context.Context, op string) (IntentState, error) {

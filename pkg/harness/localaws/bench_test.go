@@ -26,12 +26,7 @@ func BenchmarkAcceptWithLedgerOf(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			d := localaws.NewDynamo()
-			defer d.Close()
-			db := d.Client()
-			if err := ledger.CreateTable(ctx, db, "ledger"); err != nil {
-				b.Fatal(err)
-			}
+			db := emptyLedger(b)
 			fill(b, db, n)
 			t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 			l, err := ledger.New(db, ledger.Options{Table: "ledger", Clock: ledger.NewManualClock(t0)})
@@ -94,12 +89,7 @@ func BenchmarkQueryWithLedgerOf(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			d := localaws.NewDynamo()
-			defer d.Close()
-			db := d.Client()
-			if err := ledger.CreateTable(ctx, db, "ledger"); err != nil {
-				b.Fatal(err)
-			}
+			db := emptyLedger(b)
 			s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 			num := func(v int) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 			putAll(b, db, n+50, func(j int) map[string]types.AttributeValue {
@@ -137,4 +127,16 @@ func BenchmarkQueryWithLedgerOf(b *testing.B) {
 			}
 		})
 	}
+}
+
+// emptyLedger starts an emulator, closed with b, holding an empty ledger
+// table, and returns a client of it.
+func emptyLedger(b *testing.B) *dynamodb.Client {
+	d := localaws.NewDynamo()
+	b.Cleanup(d.Close)
+	db := d.Client()
+	if err := ledger.CreateTable(context.Background(), db, "ledger"); err != nil {
+		b.Fatal(err)
+	}
+	return db
 }

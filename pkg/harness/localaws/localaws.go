@@ -130,12 +130,11 @@ func dynamoHandlerWith(h *indexRepair, tokens *clientTokens) http.Handler {
 			}
 			return rec.Code, rec.Body.Bytes()
 		}
-		code, out := 0, []byte(nil)
+		serve := run
 		if opName(r.Header.Get("X-Amz-Target")) == "TransactWriteItems" {
-			code, out = tokens.serve(w, body, run)
-		} else {
-			code, out = run()
+			serve = func() (int, []byte) { return tokens.serve(w, body, run) }
 		}
+		code, out := serve()
 		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(out)), 10))
 		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 		w.WriteHeader(code)
