@@ -242,11 +242,12 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason, let
 	if err != nil {
 		return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, err)
 	}
-	if lastAuditIs(raw, vals[":audit"]) {
-		// This very request, applied by an earlier attempt whose answer
-		// was lost (see appliedBefore).
-		return cur, nil
-	}
+	// GiveUp does not look for its own retried write (appliedBefore): the
+	// sweep gives up on two dead letters of one event, or on one message
+	// it received twice, with the same words in the same millisecond at
+	// times, and told apart from a lost answer they would be miscounted.
+	// A lost answer here costs only the report: the event is DEAD and
+	// the letter recorded either way.
 	if letters, _ := deadLetters(raw); cur.Status == StatusDead && letter != "" && !slices.Contains(letters, letter) {
 		// Dead already (its own message went there, or another one did
 		// first): this message is a dead letter too.
