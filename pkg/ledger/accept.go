@@ -18,7 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Delivery is one verified webhook fact to accept.
+// Delivery is one verified webhook fact to accept. Source and EventID are
+// keys: Accept refuses one that CheckEventID would. The other text fields
+// are the sender's, often unsigned: Accept stores them in Printable form,
+// cut to the ledger's bounds.
 type Delivery struct {
 	Source     string
 	EventID    string
@@ -141,9 +144,18 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	if d.EventType == "" {
 		d.EventType = "unknown"
 	}
-	d.EventType = truncate(d.EventType, MaxTypeLength)
-	d.Subject = truncate(d.Subject, MaxIDLength)
-	d.DeliveryID = truncate(d.DeliveryID, MaxIDLength)
+	// The free-text fields come from the sender: from headers no signature
+	// covers (a delivery id, a Shopify topic or shop domain) or from the
+	// body. They are stored with their control and bidirectional
+	// characters escaped (Printable), never raw, so the row an operator
+	// inspects cannot rewrite their terminal; and never refused, because
+	// the delivery is verified and an unsigned header must not cost its
+	// fact. The event id is checked above instead: it is a key.
+	d.EventType = printableWithin(d.EventType, MaxTypeLength)
+	d.Subject = printableWithin(d.Subject, MaxIDLength)
+	d.DeliveryID = printableWithin(d.DeliveryID, MaxIDLength)
+	d.VersionHint = printableWithin(d.VersionHint, MaxIDLength)
+	d.Attributes = printableAttributes(d.Attributes)
 	if len(d.Payload) > MaxPayloadBytes {
 		return Accepted{}, fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(d.Payload), MaxPayloadBytes)
 	}
@@ -210,7 +222,7 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		set = append(set, "subject = if_not_exists(subject, :subject)")
 	}
 	if d.VersionHint != "" {
-		vals[":vhint"] = sv(truncate(d.VersionHint, MaxIDLength))
+		vals[":vhint"] = sv(d.VersionHint)
 		set = append(set, "version_hint = if_not_exists(version_hint, :vhint)")
 	}
 	if attrs := boundedAttributes(d.Attributes); len(attrs) > 0 {
@@ -382,9 +394,24 @@ func withDelivery(old map[string]types.AttributeValue, slot int, r DeliveryRecor
 
 // Bounds on Delivery.Attributes.
 const (
-	maxAttributes   = 16
-	maxAttributeLen = 256
+	maxAttributes       = 16
+	maxAttributeLen     = 256
+	maxAttributeNameLen = 64
 )
+
+// printableAttributes is attrs with every name and value in Printable
+// form, within the bounds boundedAttributes keeps (a copy; attrs is the
+// caller's).
+func printableAttributes(attrs map[string]string) map[string]string {
+	if attrs == nil {
+		return nil
+	}
+	out := make(map[string]string, len(attrs))
+	for k, v := range attrs {
+		out[printableWithin(k, maxAttributeNameLen)] = printableWithin(v, maxAttributeLen)
+	}
+	return out
+}
 
 func boundedAttributes(in map[string]string) map[string]types.AttributeValue {
 	out := map[string]types.AttributeValue{}
@@ -395,7 +422,7 @@ func boundedAttributes(in map[string]string) map[string]types.AttributeValue {
 		if k == "" || v == "" {
 			continue
 		}
-		out[truncate(k, 64)] = sv(truncate(v, maxAttributeLen))
+		out[truncate(k, maxAttributeNameLen)] = sv(truncate(v, maxAttributeLen))
 	}
 	return out
 }

@@ -67,7 +67,8 @@ import (
 // JSON values found by a path are used when they are strings or numbers
 // (numbers as written, so large ids keep every digit). An id longer than 256
 // bytes or with control characters makes the delivery Unidentified; types,
-// subjects and delivery ids are cut at 256 bytes.
+// subjects and delivery ids are cut at 256 bytes (and stored with their
+// control characters escaped: see Identity).
 type HMAC struct {
 	header          string
 	newHash         func() hash.Hash

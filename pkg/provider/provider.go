@@ -28,6 +28,12 @@ type Request struct {
 func (r Request) Header(name string) string { return r.Headers[name] }
 
 // Identity names one provider fact inside a delivery (DESIGN.md §3).
+//
+// EventID is a key: a verifier makes a delivery Unidentified when it is
+// empty, too long or holds a control character. The other text fields are
+// only cut to length here; many come from headers no signature covers, and
+// the ledger stores them with their control and bidirectional characters
+// escaped (ledger.Printable), whichever verifier or path produced them.
 type Identity struct {
 	EventID      string
 	DeliveryID   string
