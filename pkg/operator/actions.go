@@ -39,7 +39,7 @@ func (a *App) Quarantine(ctx context.Context, source, eventID, reason string) er
 		return a.printJSON(holdJSON{Source: source, EventID: eventID, From: from, Status: string(ev.Status), Actor: a.Actor, Reason: reason})
 	}
 	fmt.Fprintf(a.Out, "held %s/%s: %s -> %s (audit: hold by %s: %s)\nrelease it with: webhookctl release %s %s --reason ...\n",
-		source, eventID, from, ev.Status, a.Actor, reason, source, eventID)
+		safe(source), safe(eventID), from, ev.Status, a.Actor, safe(reason), safe(source), safe(eventID))
 	return nil
 }
 
@@ -250,9 +250,7 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		payload = b
 	}
 	lines = append(lines, []string{"payload", payload})
-	for _, l := range lines {
-		fmt.Fprintf(a.Out, "%-13s %s\n", l[0], l[1])
-	}
+	printLines(a.Out, lines)
 	fmt.Fprintln(a.Out, "audit:")
 	return table(a.Out, auditHeader, auditRows(in.Audit))
 }
@@ -293,7 +291,7 @@ func (a *App) IntentsResolve(ctx context.Context, op, outcome, reason string) er
 	if a.JSON {
 		return a.printJSON(resolveJSON{OperationID: op, From: from, Status: string(in.Status), Actor: a.Actor, Reason: reason, ExpiresAt: in.ExpiresAt})
 	}
-	fmt.Fprintf(a.Out, "resolved intent %s: %s -> %s (audit: resolve by %s: %s); it expires %s\n", op, from, in.Status, a.Actor, reason, stamp(in.ExpiresAt))
+	fmt.Fprintf(a.Out, "resolved intent %s: %s -> %s (audit: resolve by %s: %s); it expires %s\n", safe(op), from, in.Status, a.Actor, safe(reason), stamp(in.ExpiresAt))
 	return nil
 }
 

@@ -113,6 +113,12 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if env.LocalUser == nil {
 		env.LocalUser = currentUser
 	}
+	// Everything printed passes through a textWriter (text.go), so that
+	// nothing a sender put in the ledger reaches the terminal raw.
+	stdout, stderr := newTextWriter(env.Stdout), newTextWriter(env.Stderr)
+	defer stdout.Flush()
+	defer stderr.Flush()
+	env.Stdout, env.Stderr = stdout, stderr
 	s := settingsFromEnv(env.Getenv)
 	top := flag.NewFlagSet("webhookctl", flag.ContinueOnError)
 	top.SetOutput(io.Discard)

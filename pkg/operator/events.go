@@ -346,16 +346,14 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 		}
 	}
 	lines = append(lines, []string{"payload", payloadLine(d.Payload, withBody)})
-	for _, l := range lines {
-		fmt.Fprintf(a.Out, "%-13s %s\n", l[0], l[1])
-	}
+	printLines(a.Out, lines)
 	fmt.Fprintln(a.Out, "audit:")
 	if err := table(a.Out, auditHeader, auditRows(ev.Audit)); err != nil {
 		return err
 	}
 	if d.Body != nil {
 		fmt.Fprintln(a.Out, "payload body:")
-		fmt.Fprintln(a.Out, *d.Body)
+		fmt.Fprintln(a.Out, printableText(*d.Body)) // its own line breaks and tabs kept
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -157,20 +156,18 @@ func (a *App) queueURL(ctx context.Context, which string) (string, error) {
 	return aws.ToString(out.QueueUrl), nil
 }
 
-// printJSON writes v as indented JSON.
-func (a *App) printJSON(v any) error {
-	enc := json.NewEncoder(a.Out)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// table writes rows aligned in columns.
+// table writes rows aligned in columns, every cell made safe (a tab or a
+// line break in a value would shift the columns or forge a row).
 func table(w io.Writer, header []string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	cells := make([]string, 0, len(header))
 	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		cells = cells[:0]
+		for _, c := range r {
+			cells = append(cells, safe(c))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }

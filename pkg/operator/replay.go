@@ -113,7 +113,7 @@ func (a *App) replayOne(ctx context.Context, verb, source, eventID, reason strin
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.Out, "%s %s/%s -> %s (same identity; audit: %s by %s: %s)\n%s\n", verb, source, eventID, ev.Status, ev.Audit[len(ev.Audit)-1].Action, a.Actor, reason, note)
+		fmt.Fprintf(a.Out, "%s %s/%s -> %s (same identity; audit: %s by %s: %s)\n%s\n", verb, safe(source), safe(eventID), ev.Status, ev.Audit[len(ev.Audit)-1].Action, a.Actor, safe(reason), safe(note))
 	}
 	if serr != nil {
 		return fmt.Errorf("%w: replayed but not enqueued", ErrIncomplete)
@@ -285,14 +285,14 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 	limiter := newLimiter(q.Interval)
 	var stop error
 	for i, it := range todo {
-		tag := fmt.Sprintf("[%d/%d] %s/%s", i+1, len(todo), it.Source, it.EventID)
+		tag := fmt.Sprintf("[%d/%d] %s/%s", i+1, len(todo), safe(it.Source), safe(it.EventID))
 		if done[[2]string{it.Source, it.EventID}] {
 			sum.Checkpoint++
 			fmt.Fprintf(progress, "%s skipped: already replayed (checkpoint)\n", tag)
 			continue
 		}
 		if q.DryRun {
-			fmt.Fprintf(progress, "%s would replay (%s, %s)\n", tag, it.Status, orDash(it.ErrorCode))
+			fmt.Fprintf(progress, "%s would replay (%s, %s)\n", tag, safe(it.Status), safe(orDash(it.ErrorCode)))
 			continue
 		}
 		if err := limiter.Wait(ctx); err != nil {
@@ -307,7 +307,7 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 			continue
 		case err != nil:
 			sum.Failed++
-			fmt.Fprintf(progress, "%s failed: %v\n", tag, err)
+			fmt.Fprintf(progress, "%s failed: %s\n", tag, safe(err.Error()))
 			stop = err
 		}
 		if stop != nil {
@@ -318,7 +318,7 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 		if serr != nil {
 			sum.NotEnqueued++
 		}
-		fmt.Fprintf(progress, "%s %s -> RECEIVED, %s\n", tag, it.Status, note)
+		fmt.Fprintf(progress, "%s %s -> RECEIVED, %s\n", tag, safe(it.Status), safe(note))
 		cp.Done = append(cp.Done, checkpointEv{Source: it.Source, EventID: it.EventID, At: a.now(), Actor: a.Actor})
 		if err := cp.save(q.Checkpoint, a.now()); err != nil {
 			stop = err

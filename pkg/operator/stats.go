@@ -132,7 +132,7 @@ func (a *App) printStats(s Stats) {
 		fmt.Fprintf(w, "  %-13s %s\n", st, s.Attention[string(st)])
 	}
 	if o := s.Oldest; o != nil {
-		fmt.Fprintf(w, "oldest open event  %s: %s/%s %s since %s\n", age(time.Duration(o.AgeSeconds)*time.Second), o.Source, o.EventID, o.Status, stamp(o.Since))
+		fmt.Fprintf(w, "oldest open event  %s: %s/%s %s since %s\n", age(time.Duration(o.AgeSeconds)*time.Second), safe(o.Source), safe(o.EventID), safe(o.Status), stamp(o.Since))
 	} else {
 		fmt.Fprintln(w, "oldest open event  none")
 	}
@@ -148,7 +148,7 @@ func (a *App) printStats(s Stats) {
 	fmt.Fprintln(w, "dead-letter queues (visible + in flight)")
 	for _, d := range s.DLQ {
 		if d.Error != "" {
-			fmt.Fprintf(w, "  %-13s unavailable: %s\n", d.Queue, d.Error)
+			fmt.Fprintf(w, "  %-13s unavailable: %s\n", d.Queue, safe(d.Error))
 			continue
 		}
 		fmt.Fprintf(w, "  %-13s %d\n", d.Queue, d.Depth)
