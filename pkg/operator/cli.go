@@ -81,9 +81,10 @@ Commands:
   stats              the dashboard: open work, oldest, DEAD, QUARANTINED, intents, DLQ depths
   dlq status         depth and oldest sampled age of each dead-letter queue
 
-A write (replay, quarantine, release, intents resolve) records --actor beside who you
-really are: the ARN of your AWS credentials (sts:GetCallerIdentity), or the local user
-with --local. It writes nothing when that cannot be verified.
+A write (replay, quarantine, release, intents resolve) records --actor beside the ARN of
+the AWS credentials that sign it (sts:GetCallerIdentity, asked of the region's STS whatever
+endpoint the configuration names), or the local user with --local. It writes nothing when
+that cannot be verified.
 
 Every command takes --help, --json and the connection flags:
 `
@@ -270,7 +271,7 @@ func addConnectionFlags(fs *flag.FlagSet, s *Settings) {
 	fs.StringVar(&s.Queues.EventsDLQ, "events-dlq-url", s.Queues.EventsDLQ, "events dead-letter queue URL (env EVENTS_DLQ_URL)")
 	fs.StringVar(&s.Queues.Effects, "effects-queue-url", s.Queues.Effects, "effects queue URL (env EFFECTS_QUEUE_URL)")
 	fs.StringVar(&s.Queues.EffectsDLQ, "effects-dlq-url", s.Queues.EffectsDLQ, "effects dead-letter queue URL (env EFFECTS_DLQ_URL)")
-	fs.StringVar(&s.Actor, "actor", s.Actor, "who you are, for the audit trail (default $USER@hostname); a write also records the identity you cannot choose: your AWS caller ARN (sts:GetCallerIdentity), or the local user with --local")
+	fs.StringVar(&s.Actor, "actor", s.Actor, "who you are, for the audit trail (default $USER@hostname); a write also records the ARN of your AWS credentials (the region's sts:GetCallerIdentity, no endpoint override), or the local user with --local")
 	fs.BoolVar(&s.JSON, "json", s.JSON, "print JSON instead of a table")
 	fs.IntVar(&s.RetentionDays, "retention-days", s.RetentionDays, "days a resolved intent is kept (env RETENTION_DAYS)")
 	fs.IntVar(&s.DueShards, "due-shards", s.DueShards, "due-index shards to read: the stack's dueShardsRead (env DUE_SHARDS_READ, else DUE_SHARDS)")

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -172,8 +175,10 @@ func TestLocalTargetsTheDevStack(t *testing.T) {
 }
 
 // Without --local, the normal AWS configuration chain applies, and with it
-// AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_STS:
-// a write asks STS who the chain's credentials are and records it.
+// AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS: a write asks the
+// region's STS who the chain's credentials are and records it. (STS is
+// sts.us-east-1.amazonaws.com, which the test's HTTP client sends to a
+// fake; an STS endpoint override is ignored: endpoint_test.go.)
 func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 	ctx := context.Background()
 	stsURL, stsCalls := fakeSTSServer(t, callerARN)
@@ -187,19 +192,23 @@ func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 	if _, err := l.Accept(ctx, ledger.Delivery{Source: "stripe", EventID: "evt_chain", EventType: "invoice.paid", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoURL, "AWS_ENDPOINT_URL_SQS": e.SQSURL, "AWS_ENDPOINT_URL_STS": stsURL, "AWS_REGION": localaws.Region,
-		"AWS_ACCESS_KEY_ID": localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY": localaws.FakeSecretKey, "AWS_SESSION_TOKEN": "",
-		"AWS_PROFILE": "", "AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
-		"AWS_EC2_METADATA_DISABLED": "true", "TABLE_NAME": table, "EVENTS_QUEUE_URL": events.Queue, "USER": "alice",
-	} {
-		t.Setenv(k, v)
-	}
+	awsEnv(t, map[string]string{
+		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoURL, "AWS_ENDPOINT_URL_SQS": e.SQSURL, "AWS_REGION": localaws.Region,
+		"TABLE_NAME": table, "EVENTS_QUEUE_URL": events.Queue, "USER": "alice",
+	})
 	if err := l.Dead(ctx, mustClaim(t, l, "evt_chain"), "x", "y"); err != nil {
 		t.Fatal(err)
 	}
+	regional, err := url.Parse(stsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, _ := url.Parse(e.DynamoURL)
+	sq, _ := url.Parse(e.SQSURL)
+	client := &hostRecorder{pass: map[string]bool{dyn.Host: true, sq.Host: true}, route: map[string]*url.URL{"sts." + localaws.Region + ".amazonaws.com": regional}}
 	var out, errOut bytes.Buffer
-	env := operator.Env{Getenv: os.Getenv, Hostname: func() (string, error) { return "h", nil }, Stdout: &out, Stderr: &errOut, Connect: operator.Connect}
+	env := operator.Env{Getenv: os.Getenv, Hostname: func() (string, error) { return "h", nil }, Stdout: &out, Stderr: &errOut,
+		Connect: operator.ConnectWith(awsconfig.WithHTTPClient(client))}
 	if code := operator.Run(ctx, []string{"replay", "stripe", "evt_chain", "--reason", "through the chain"}, env); code != 0 {
 		t.Fatalf("replay via the AWS chain: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
@@ -214,6 +223,11 @@ func TestAWSConfigChainHonoursEndpointVariables(t *testing.T) {
 	out.Reset()
 	if code := operator.Run(ctx, []string{"events", "show", "stripe", "evt_chain"}, env); code != 0 || len(stsCalls()) != 1 {
 		t.Fatalf("events show: exit %d, %d STS calls\n%s%s", code, len(stsCalls()), out.String(), errOut.String())
+	}
+	for _, h := range client.asked() {
+		if h != dyn.Host && h != sq.Host && h != "sts."+localaws.Region+".amazonaws.com" {
+			t.Fatalf("asked %s", h)
+		}
 	}
 }
 

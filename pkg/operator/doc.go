@@ -8,10 +8,11 @@
 // Every write goes through the ledger's conditional transitions, so it is
 // refused when the state moved on, and appends an audit entry with the
 // operator and their --reason (DESIGN.md §5, I6). The operator is the name
-// they give (--actor, default $USER@host) beside an identity they cannot
-// choose: the ARN of their AWS credentials (STS GetCallerIdentity), or the
-// local user with --local (identity.go). A write whose caller cannot be
-// verified is refused. Replays keep the event's identity (source, event id) and enqueue the
+// they give (--actor, default $USER@host) beside the identity of the
+// credentials that sign the write: their ARN, from the region's STS
+// (GetCallerIdentity; no endpoint override is honoured for it), or the
+// local user with --local (identity.go, which also says what that does
+// not prove). A write whose caller cannot be verified is refused. Replays keep the event's identity (source, event id) and enqueue the
 // usual pointer message with reason "replay"; if that send fails, the event
 // stays RECEIVED and the reconciler re-enqueues it.
 //

@@ -14,21 +14,31 @@ import (
 	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
-// Who an operator write names in the audit (DESIGN.md I6): the name the
-// operator gives (--actor, else $USER@host), which anyone can type, next
-// to an identity they cannot choose, which the audit shows in parentheses:
+// Who an operator write names in the audit: the name the operator gives
+// (--actor, else $USER@host), which anyone can type, next to the identity
+// of the credentials that sign the write, which the audit shows in
+// parentheses:
 //
 //	alice@ops-box (arn:aws:sts::123456789012:assumed-role/Ops/alice)
 //	ops:alice (local:alice@laptop)
 //
-// Against AWS the identity is the ARN of the credentials that sign the
-// writes, from STS GetCallerIdentity (one call, only for a command that
-// writes; it needs no IAM permission). Against the `make dev` stack
+// Against AWS the identity is the ARN of those credentials, from STS
+// GetCallerIdentity (one call, only for a command that writes; it needs no
+// IAM permission), asked of the region's own STS endpoint whatever
+// endpoint the configuration names (identityClient): a server the operator
+// points the SDK at could answer with any ARN. Against the `make dev` stack
 // (--local) there are no real credentials, so it is the local user:
 // "local:" and the operating system's user name (else $USER) at the host.
 // With no name given, the identity alone is recorded. An identity that
 // cannot be verified refuses the write (ErrUnverified): an unverified name
 // is never recorded.
+//
+// What that proves is what webhookctl saw: whoever held the credentials
+// STS answered for, when it wrote. It is no proof against a write made
+// without webhookctl: anyone allowed dynamodb:UpdateItem on the table can
+// append an audit entry naming anyone, and whoever controls the machine
+// webhookctl runs on can change what it records. The server's own record
+// of who wrote is CloudTrail's data events for the table.
 
 // MaxActorLen bounds what an audit entry records as the actor: the ledger
 // keeps at most this many bytes of it.
