@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -169,6 +171,10 @@ const (
 		`"id_header":"x-partner-event-id","type_path":"type","subject_path":"data.id","delivery_id_header":"x-partner-delivery"}},` +
 		`{"name":"partner-ts","kind":"hmac","secrets":["env:PARTNER_SECRET"],"options":{"header":"x-partner-signature","prefix":"sha256=",` +
 		`"timestamp_header":"x-partner-timestamp","id_header":"x-partner-event-id","type_path":"type","subject_path":"data.id"}}]}`
+	// A partner that signs its id header, beside a timestamp.
+	partnerSignedIDSources = `{"sources":[{"name":"partner-signed-id","kind":"hmac","secrets":["env:PARTNER_SECRET"],"options":{` +
+		`"header":"x-partner-signature","prefix":"sha256=","timestamp_header":"x-partner-timestamp","signed_payload":"{id}.{timestamp}.{body}",` +
+		`"id_header":"x-partner-event-id","type_path":"type","subject_path":"data.id"}}]}`
 )
 
 // partnerHarness is the pipeline with sources (a partner document), the
@@ -294,6 +300,58 @@ func TestAReplayUnderTheNextIdCannotPreemptTheGenuineEvent(t *testing.T) {
 	}
 	if after := h.EventOf("partner", "101"); after.Status != ledger.StatusProcessed || after.PayloadHash != ev.PayloadHash {
 		t.Fatalf("row after the replay came back: %+v", after)
+	}
+}
+
+// A signed timestamp does not sign the id header: the same body with the
+// same timestamp and signature, re-sent within the tolerance under a new
+// id, verifies. It is a suspected replay, kept quarantined with no queue
+// message, not a new event.
+func TestAnIdBesideASignedTimestampIsStillUnsigned(t *testing.T) {
+	h := partnerHarness(t, partnerSources)
+	body := pt.OrderEvent("order.cancelled", o42, 12, "", "")
+	ts := strconv.FormatInt(h.Clock.Now().Unix(), 10)
+	headers := func(id string) map[string]string {
+		return partnerSigned([]string{ts, ".", string(body)}, "x-partner-event-id", id, "x-partner-timestamp", ts)
+	}
+	if r := h.DeliverTo("partner-ts", body, headers("200")); r.Status != 202 || !strings.Contains(string(r.Body), `"accepted"`) {
+		t.Fatalf("event 200: %d %s", r.Status, r.Body)
+	}
+	queued := h.Depth(h.Queues.Queue)
+	h.Clock.Advance(time.Minute)
+	r := h.DeliverTo("partner-ts", body, headers("201"))
+	if r.Status != 202 || !strings.Contains(string(r.Body), "QUARANTINED") {
+		t.Fatalf("re-sent under 201: %d %s", r.Status, r.Body)
+	}
+	if ev := h.EventOf("partner-ts", "201"); ev.Status != ledger.StatusQuarantined || ev.ErrorCode != "suspected_replay" || ev.Attributes["replay_of"] != "200" {
+		t.Fatalf("row 201: %+v", ev)
+	}
+	if got := h.Depth(h.Queues.Queue); got != queued {
+		t.Fatalf("the re-send enqueued work: depth %d, was %d", got, queued)
+	}
+}
+
+// With {id} in the signed payload the id header is signed: a captured
+// delivery re-sent under another id does not verify, and nothing is
+// stored under that id.
+func TestASignedIdHeaderCannotBeMoved(t *testing.T) {
+	h := partnerHarness(t, partnerSignedIDSources)
+	body := pt.OrderEvent("order.cancelled", o42, 12, "", "")
+	ts := strconv.FormatInt(h.Clock.Now().Unix(), 10)
+	signed := partnerSigned([]string{"300", ".", ts, ".", string(body)}, "x-partner-event-id", "300", "x-partner-timestamp", ts)
+	if r := h.DeliverTo("partner-signed-id", body, signed); r.Status != 202 {
+		t.Fatalf("event 300: %d %s", r.Status, r.Body)
+	}
+	moved := map[string]string{}
+	for k, v := range signed {
+		moved[k] = v
+	}
+	moved["x-partner-event-id"] = "301"
+	if r := h.DeliverTo("partner-signed-id", body, moved); r.Status != 401 {
+		t.Fatalf("re-sent under 301: %d %s", r.Status, r.Body)
+	}
+	if _, err := h.Ledger.Get(context.Background(), "partner-signed-id", "301"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("row 301: %v", err)
 	}
 }
 
