@@ -112,14 +112,15 @@ func reply(status int, body map[string]any) Response {
 }
 
 // tally counts what one request did, for its metrics record.
-type tally struct{ accepted, duplicates, conflicts, replays int }
+type tally struct{ accepted, duplicates, conflicts, replays, displaced int }
 
 // Handle processes one delivery. It never panics on input and never returns
 // a 2xx before the ledger write succeeded. It emits one metrics record:
 // Received, Accepted (new events), Duplicates, Conflicts (a known id with
 // other bytes), SuspectedReplays (a known body under a new unsigned id),
-// Rejected (4xx) and IntakeLatencyMs, with source, status and request id
-// as properties.
+// ReplaysDisplaced (an event whose own bytes displaced a suspected replay
+// that held its id; also counted as Accepted), Rejected (4xx) and
+// IntakeLatencyMs, with source, status and request id as properties.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	start := h.now()
 	var t tally
@@ -130,7 +131,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	}
 	h.Metrics.Emit(map[string]any{"function": "intake", "source": req.Source, "status": resp.Status, "request_id": req.RequestID},
 		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
-		metrics.N("Conflicts", t.conflicts), metrics.N("SuspectedReplays", t.replays),
+		metrics.N("Conflicts", t.conflicts), metrics.N("SuspectedReplays", t.replays), metrics.N("ReplaysDisplaced", t.displaced),
 		metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
 	return resp
 }
@@ -301,13 +302,15 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 	if ident.UnsignedID {
 		// The id is not signed: the same body under a new id is a
 		// suspected replay of a captured delivery. It is kept, quarantined,
-		// and creates no business work (issue 13 §4).
+		// and creates no business work. Bytes first seen under this id are
+		// the event's own: if a replay was sent under the id before them,
+		// the ledger gives them the row (Accepted.Displaced).
 		first, err := h.Ledger.ClaimBody(ctx, src.Name, ledger.PayloadHash(payload), ident.EventID)
 		if err != nil {
 			return accepted{}, err
 		}
 		if first != ident.EventID {
-			d.Quarantine = "suspected_replay"
+			d.Quarantine = ledger.CodeSuspectedReplay
 			d.Attributes = withAttribute(d.Attributes, "replay_of", first)
 			t.replays++
 			evLog.Warn("suspected replay: this body was first delivered under another id", "first_event_id", first)
@@ -328,6 +331,11 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 		t.duplicates++
 	default:
 		t.accepted++
+	}
+	if r := res.Displaced; r != nil {
+		t.displaced++
+		evLog.Warn("the event's own bytes displaced a suspected replay that held its id; the replay stays in the row's audit",
+			"replay_of", r.Attributes["replay_of"], "replay_payload_hash", r.PayloadHash, "replay_deliveries", r.DeliveryCount, "payload_hash", ev.PayloadHash)
 	}
 	if res.Duplicate && ev.Status == ledger.StatusProcessed {
 		evLog.Info("duplicate of a processed event", "outcome", resultOutcome(ev), "duplicate", true)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -38,15 +39,28 @@ type Delivery struct {
 
 	// Quarantine, when set, accepts the event directly as QUARANTINED with
 	// this error code: it was verified but has no usable identity, so it is
-	// kept (under a content-hash id) for an operator instead of thrown away.
+	// kept (under a content-hash id) for an operator instead of thrown away;
+	// or it is a suspected replay (CodeSuspectedReplay), kept with no
+	// business work.
 	Quarantine string
 }
+
+// CodeSuspectedReplay is the error code of a delivery kept as a suspected
+// replay: its id is not signed, and its bytes were first delivered under
+// another id (see ClaimBody). Such a row holds another event's bytes, so
+// it yields its id to the event's own bytes (see Accept).
+const CodeSuspectedReplay = "suspected_replay"
 
 // Accepted is the outcome of Accept.
 type Accepted struct {
 	Event Event
-	// Duplicate is false for exactly one caller per (source, event_id).
+	// Duplicate is false for exactly one caller per (source, event_id),
+	// and for the one delivery that displaced a suspected replay under it.
 	Duplicate bool
+	// Displaced is the suspected replay this delivery displaced, as the
+	// row was before (nil when none): the row under this id held another
+	// event's bytes, and now holds this delivery's, RECEIVED (see Accept).
+	Displaced *Event
 	// PayloadMismatch: a duplicate whose bytes differ from the stored payload.
 	PayloadMismatch bool
 	// Conflict: the event id is known with other bytes in the same form
@@ -133,8 +147,25 @@ func payloadHash(payload []byte) string {
 // row), so its error code can never land on an event an operator replayed
 // to completion; such a duplicate is refused and changes nothing.
 //
+// A suspected replay yields its id. When the row is QUARANTINED as
+// CodeSuspectedReplay and was never attempted, it holds bytes first
+// delivered under another id, re-sent under this one (a captured delivery
+// under the sender's next id, created before the sender used it). A
+// delivery that is not itself quarantined, with other bytes in any form,
+// is then the event's own: it is not a conflict or a duplicate of the
+// replay, it displaces it (see displace), and the row becomes this event,
+// RECEIVED. The upsert's condition refuses such a row, so a delivery in
+// another form (through EventBridge) does not merely count as its
+// duplicate.
+//
 // Large payloads then add their chunk writes for a new event.
 func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
+	return l.accept(ctx, d, true)
+}
+
+// accept is Accept; retry says whether a displacement that lost a race
+// may run it once more (it then finds the winner's row).
+func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, error) {
 	if err := validID("source", d.Source, MaxIDLength); err != nil {
 		return Accepted{}, err
 	}
@@ -242,8 +273,16 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	}
 	// A row of this id is recorded on only when it holds the same bytes,
 	// or the same fact in another form; other bytes in the same form are a
-	// conflict (issue 13 §4), and the row is not touched here.
-	conds := []string{"(attribute_not_exists(pk) OR payload_hash = :hash OR NOT " + sameForm(d.Attributes, names, vals) + ")"}
+	// conflict, and the row is not touched here. Nor is a suspected
+	// replay's row with other bytes, for a delivery that is not
+	// quarantined itself: it is displaced below.
+	otherForm := "NOT " + sameForm(d.Attributes, names, vals)
+	if status != StatusQuarantined {
+		vals[":quar"] = sv(string(StatusQuarantined))
+		vals[":replay"] = sv(CodeSuspectedReplay)
+		otherForm = "(" + otherForm + " AND NOT (#status = :quar AND error_code = :replay AND total_attempts = :zero))"
+	}
+	conds := []string{"(attribute_not_exists(pk) OR payload_hash = :hash OR " + otherForm + ")"}
 	if status == StatusQuarantined {
 		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
 		vals[":processed"] = sv(string(StatusProcessed))
@@ -306,6 +345,15 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	if err != nil {
 		return Accepted{}, err
 	}
+	if !recorded && status != StatusQuarantined && ev.PayloadHash != hash && displaceable(ev) {
+		res, err := l.displace(ctx, d, now, hash, stored, enc, chunks, slot, ev)
+		if errors.Is(err, errDisplaceLost) && retry {
+			// Another delivery changed the row first (the same event's
+			// retry displaced it, say): this one is judged against that.
+			return l.accept(ctx, d, false)
+		}
+		return res, err
+	}
 	if !recorded && ev.PayloadHash != hash && sameFormAs(d.Attributes, ev.Attributes) {
 		conflicts, err := l.recordConflict(ctx, d, hash, ev)
 		if err != nil {
@@ -334,6 +382,135 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 		return Accepted{}, err
 	}
 	return res, nil
+}
+
+// displaceable reports whether a row holds a suspected replay that no
+// worker or operator has acted on: QUARANTINED as CodeSuspectedReplay on
+// accept, never attempted (an operator's replay or hold changes its status
+// or error code, and any processing its attempts).
+func displaceable(ev Event) bool {
+	return ev.Status == StatusQuarantined && ev.ErrorCode == CodeSuspectedReplay && ev.TotalAttempts == 0
+}
+
+// errDisplaceLost: the suspected replay's row changed before displace
+// wrote it.
+var errDisplaceLost = errors.New("the suspected replay's row changed first")
+
+// displace gives the row of a suspected replay (ev, displaceable) to
+// delivery d, the event's own bytes, in one UpdateItem conditioned on the
+// row as read: still the untouched replay, with the replay's payload hash.
+// Of two deliveries racing to displace it exactly one wins; the other gets
+// errDisplaceLost and is judged again against the winner's row (a
+// duplicate of the same bytes, a conflict with other ones).
+//
+// The row becomes what Accept would have written for d on an empty key:
+// RECEIVED on its work shard (due now), d's type, subject, version hint,
+// attributes, payload and delivery, received now, one delivery. What made
+// it a replay leaves the row's fields (error code and message, the
+// replay's attributes and replay_of, its deliveries, and the conflicts
+// recorded against its bytes) and is kept in the audit: the replay's own
+// quarantine_on_accept entry stays, and a "displace_replay" entry
+// (QUARANTINED to RECEIVED) names the replayed event, the replay's hash,
+// its delivery and conflict counts, and d's hash and delivery. The
+// replay's bytes are the replayed event's (ClaimBody keyed them by hash),
+// so no evidence is lost with its payload. Chunks of a large payload are
+// written after the row, as for a new event.
+//
+// Cost: this one UpdateItem after the upsert's refusal, as a conflict's
+// record costs (both are billed by the item's size); moving the row from
+// its attention shard to its work shard adds two index writes (the due
+// index deletes one entry and puts another).
+func (l *Ledger) displace(ctx context.Context, d Delivery, now time.Time, hash string, stored []byte, enc string, chunks, slot int, ev Event) (Accepted, error) {
+	key := eventKey(d.Source, d.EventID)
+	conflicts := ""
+	if ev.Conflicts > 0 {
+		conflicts = fmt.Sprintf(", %d conflicting deliveries", ev.Conflicts)
+	}
+	reason := fmt.Sprintf("%s displaced by the event's own bytes (sha256/128 %s, delivery %q): this id held a replay of %q (sha256/128 %s, %d deliveries%s)",
+		CodeSuspectedReplay, hash, truncate(d.DeliveryID, 64), truncate(ev.Attributes["replay_of"], 64), ev.PayloadHash, ev.DeliveryCount, conflicts)
+	vals := map[string]types.AttributeValue{
+		":received": sv(string(StatusReceived)),
+		":quar":     sv(string(StatusQuarantined)),
+		":replay":   sv(CodeSuspectedReplay),
+		":oldhash":  sv(ev.PayloadHash),
+		":zero":     nv(0),
+		":one":      nv(1),
+		":etype":    sv(d.EventType),
+		":now":      nv(ms(now)),
+		":hash":     sv(hash),
+		":size":     nv(int64(len(d.Payload))),
+		":chunks":   nv(int64(chunks)),
+		":enc":      sv(enc),
+		":shard":    sv(l.dueShard(d.Source, d.EventID)),
+		":hist":     sv(deliveryRecord(d.DeliveryID, now)),
+		":audit":    auditValue(now, StatusQuarantined, StatusReceived, l.opts.Actor, "displace_replay", truncate(reason, MaxReasonLen)),
+	}
+	set := []string{
+		"#status = :received", "event_type = :etype", "received_at = :now",
+		"payload_hash = :hash", "payload_size = :size", "payload_chunks = :chunks", "payload_enc = :enc",
+		attrDueShard + " = :shard", attrDueAt + " = :now", "delivery_count = :one",
+		historyAttr(slot) + " = :hist", "audit = list_append(audit, :audit)",
+	}
+	remove := []string{"error_code", "error_message", "conflict_count", "last_conflict", "last_delivery_id", "last_delivery_at"}
+	for i := range DeliveryHistorySlots {
+		if i != slot {
+			remove = append(remove, historyAttr(i))
+		}
+	}
+	optional := func(attr, name string, v types.AttributeValue, present bool) {
+		if present {
+			vals[name] = v
+			set = append(set, attr+" = "+name)
+		} else {
+			remove = append(remove, attr)
+		}
+	}
+	attrs := boundedAttributes(d.Attributes)
+	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
+	optional("version_hint", ":vhint", sv(truncate(d.VersionHint, MaxIDLength)), d.VersionHint != "")
+	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
+	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
+	optional("payload", ":payload", &types.AttributeValueMemberB{Value: stored}, chunks == 0 && len(stored) > 0)
+
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(l.opts.Table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String("SET " + join(set) + " REMOVE " + join(remove)),
+		ConditionExpression:                 aws.String("#status = :quar AND error_code = :replay AND total_attempts = :zero AND payload_hash = :oldhash"),
+		ExpressionAttributeNames:            map[string]string{"#status": "status"},
+		ExpressionAttributeValues:           vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, translate(err))
+		}
+		if _, own := l.appliedBefore(ctx, ccf, key, vals[":audit"]); !own {
+			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, errDisplaceLost)
+		}
+		// This very displacement, applied by an earlier attempt whose
+		// answer was lost (see appliedBefore).
+	}
+	if chunks > 0 {
+		if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
+			return Accepted{}, err
+		}
+	}
+	// The row as written, built here rather than read back (an emulator's
+	// ALL_NEW may still show the attributes REMOVE took away).
+	audit := append(append([]AuditEntry(nil), ev.Audit...), AuditEntry{
+		At: now.UTC().Truncate(time.Millisecond), From: StatusQuarantined, To: StatusReceived, Actor: truncate(l.opts.Actor, MaxIDLength),
+		Action: "displace_replay", Reason: truncate(reason, MaxReasonLen),
+	})
+	cur := Event{
+		Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject, VersionHint: d.VersionHint,
+		Status: StatusReceived, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID,
+		LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
+		PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}}, Audit: audit,
+	}
+	replay := ev
+	return Accepted{Event: cur, Displaced: &replay}, nil
 }
 
 // toAttention moves a DEAD or QUARANTINED row that is not on its attention

@@ -25,6 +25,20 @@
 //	                   (certificate URL checks, canonical strings, both signature
 //	                   versions, subscription confirmation)
 //
+// Whether the signature covers the event id decides what a captured
+// delivery re-sent under another id becomes (Identity.UnsignedID):
+//
+//	id signed          stripe (evt_ id in the body), standard-webhooks
+//	                   (webhook-id in "id.timestamp.body"), quiltt (events[].id
+//	                   in the body), sns (MessageId in the signed string),
+//	                   hmac with id_path, hmac with id_header and {id} in
+//	                   signed_payload: the re-sent body under another id does
+//	                   not verify
+//	id unsigned        github (X-GitHub-Delivery), shopify over HTTPS
+//	                   (X-Shopify-Event-Id), hmac with id_header and no {id},
+//	                   with or without timestamp_header: it verifies, and the
+//	                   intake keeps it as a suspected replay
+//
 // Events that arrive through an Amazon EventBridge partner event source
 // carry no signature: the partner bus is the trust. Their identity comes
 // from the same code as the HTTPS path's, so one fact delivered both ways

@@ -48,17 +48,20 @@ import (
 //	timestamp_format    "unix" (seconds, default), "unix_ms" or "rfc3339".
 //	signed_payload      what the MAC is computed over: a template in which
 //	                    {body} (required, exactly once) stands for the raw
-//	                    body and {timestamp} (at most once, only with a
-//	                    timestamp_header) for the timestamp header exactly as
-//	                    sent; everything else is literal. Default "{body}", or
-//	                    "{timestamp}.{body}" when timestamp_header is set.
+//	                    body, {timestamp} (at most once, only with a
+//	                    timestamp_header) for the timestamp header and {id}
+//	                    (at most once, only with an id_header) for the id
+//	                    header, each exactly as sent; everything else is
+//	                    literal. Default "{body}", or "{timestamp}.{body}"
+//	                    when timestamp_header is set.
 //	id_header, id_path  where the event id is (the ledger's dedup key): a
 //	                    header, or a JSON dot path into the body such as
 //	                    "event.id" (a number segment indexes an array). Set
 //	                    exactly one. Choose the sender's stable event id,
 //	                    never a per-attempt id. Prefer id_path: the body is
-//	                    signed, headers other than the signature and the
-//	                    timestamp are not.
+//	                    signed. An id_header is signed only when
+//	                    signed_payload has {id}; a signed timestamp does not
+//	                    sign it (see Identity.UnsignedID).
 //	type_header,        optional; where the event type is (at most one).
 //	type_path           Without either, the type is "unknown".
 //	delivery_id_header  optional header naming the transport attempt.
@@ -79,6 +82,7 @@ type HMAC struct {
 	timestampFormat string
 	payload         []payloadPart
 	idHeader        string
+	signsID         bool // signed_payload has {id}: the id header is signed
 	idPath          jsonPath
 	typeHeader      string
 	typePath        jsonPath
@@ -91,7 +95,7 @@ var _ Verifier = HMAC{}
 // payloadPart is one piece of the signed_payload template.
 type payloadPart struct {
 	literal string
-	field   string // "", "body" or "timestamp"
+	field   string // "", "body", "timestamp" or "id"
 }
 
 var hmacOptions = map[string]bool{
@@ -162,6 +166,7 @@ func newHMAC(opts map[string]string) (Verifier, error) {
 	signsTimestamp := false
 	for _, p := range v.payload {
 		signsTimestamp = signsTimestamp || p.field == "timestamp"
+		v.signsID = v.signsID || p.field == "id"
 	}
 	if signsTimestamp && v.timestampHeader == "" {
 		return nil, optErr("signed_payload", "uses {timestamp} but no timestamp_header is set")
@@ -180,6 +185,11 @@ func newHMAC(opts map[string]string) (Verifier, error) {
 	}
 	if (v.idHeader == "") == (v.idPath == nil) {
 		return nil, fmt.Errorf("%w: hmac options %q and %q: set exactly one (where the event id is)", ErrOptions, "id_header", "id_path")
+	}
+	if v.signsID && v.idHeader == "" {
+		// An id read from the body is signed with the body already; {id}
+		// names a header's value.
+		return nil, optErr("signed_payload", "uses {id} but no id_header is set")
 	}
 	if v.typeHeader, err = headerOption(opts, "type_header", false); err != nil {
 		return nil, err
@@ -214,8 +224,8 @@ func parsePayloadTemplate(tmpl string) ([]payloadPart, error) {
 			break
 		}
 		name := rest[loc[0]+1 : loc[1]-1]
-		if name != "body" && name != "timestamp" {
-			return nil, fmt.Errorf("unknown placeholder {%s} (only {timestamp} and {body})", name)
+		if name != "body" && name != "timestamp" && name != "id" {
+			return nil, fmt.Errorf("unknown placeholder {%s} (only {timestamp}, {id} and {body})", name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("{%s} appears more than once", name)
@@ -252,6 +262,12 @@ func (v HMAC) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 			return Verified{}, fmt.Errorf("%w: no %s header", ErrNotSigned, v.timestampHeader)
 		}
 	}
+	var idRaw string
+	if v.signsID {
+		if idRaw = req.Header(v.idHeader); idRaw == "" {
+			return Verified{}, fmt.Errorf("%w: no %s header", ErrNotSigned, v.idHeader)
+		}
+	}
 	if !hasSecret(cfg.Secrets) {
 		return Verified{}, ErrNoSecrets
 	}
@@ -283,6 +299,8 @@ func (v HMAC) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 			parts[i] = req.Body
 		case "timestamp":
 			parts[i] = []byte(tsRaw)
+		case "id":
+			parts[i] = []byte(idRaw)
 		default:
 			parts[i] = []byte(p.literal)
 		}
@@ -356,9 +374,10 @@ func (v HMAC) identify(req Request) Verified {
 		s, _ := v.subjectPath.lookup(parsed())
 		id.Subject = bound(s)
 	}
-	// An id from a header is not signed; without a signed time nothing
-	// bounds a replay of the body under another id.
-	id.UnsignedID = v.idHeader != "" && v.timestampHeader == ""
+	// An id from the body is signed with it; an id from a header only when
+	// the signed payload has {id}. A signed timestamp does not sign the id:
+	// within the tolerance a captured delivery can be re-sent under any id.
+	id.UnsignedID = v.idHeader != "" && !v.signsID
 	return Verified{Events: []Identity{id}}
 }
 

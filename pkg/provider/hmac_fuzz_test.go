@@ -142,9 +142,11 @@ func FuzzHMACIdentity(f *testing.F) {
 }
 
 // FuzzHMACOptions builds generic HMAC verifiers from arbitrary signed_payload
-// templates and paths. New must never panic and must fail only with
-// ErrOptions; a template it accepts must contain {body}, and a delivery
-// signed by expanding that template independently must verify.
+// templates and paths (an id header instead of the path when the template
+// names {id}). New must never panic and must fail only with ErrOptions; a
+// template it accepts must contain {body}, and a delivery signed by
+// expanding that template independently must verify, with its id unsigned
+// exactly when it is a header the template does not name.
 func FuzzHMACOptions(f *testing.F) {
 	f.Add("{timestamp}.{body}", "x-ts", "id")
 	f.Add("{body}", "", "a.0.b")
@@ -153,8 +155,13 @@ func FuzzHMACOptions(f *testing.F) {
 	f.Add("{timestamp}", "x-ts", "id")
 	f.Add("{id}.{body}", "", "")
 	f.Add("{{body}}", "", "id")
+	f.Add("{id}.{timestamp}.{body}", "x-ts", "")
 	f.Fuzz(func(t *testing.T, tmpl, tsHeader, idPath string) {
 		opts := map[string]string{"header": "x-sig", "signed_payload": tmpl, "id_path": idPath}
+		if strings.Contains(tmpl, "{id}") {
+			delete(opts, "id_path")
+			opts["id_header"] = "x-event-id"
+		}
 		if tsHeader != "" {
 			opts["timestamp_header"] = tsHeader
 		}
@@ -173,13 +180,18 @@ func FuzzHMACOptions(f *testing.F) {
 		}
 		ts := fmt.Sprint(now.Unix())
 		body := `{"id":"ev_1"}`
-		signed := strings.NewReplacer("{timestamp}", ts, "{body}", body).Replace(tmpl)
-		h := hfHeaders("x-sig", hfMACHex(hmacSecretPrimary, signed), strings.ToLower(tsHeader), ts)
+		signed := strings.NewReplacer("{timestamp}", ts, "{body}", body, "{id}", "ev_2").Replace(tmpl)
+		h := hfHeaders("x-sig", hfMACHex(hmacSecretPrimary, signed), strings.ToLower(tsHeader), ts, "x-event-id", "ev_2")
 		got, err := v.Verify(t.Context(), provider.Request{Headers: h, Body: []byte(body)},
 			provider.Config{Secrets: []string{hmacSecretPrimary}, Now: fixedClock(now)})
 		if err != nil {
 			t.Fatalf("template %q: Verify: %v", tmpl, err)
 		}
 		hfCheckIdentities(t, got, []byte(body))
+		for _, ev := range got.Events {
+			if ev.UnsignedID {
+				t.Fatalf("template %q: the id is signed (in the body or the template), yet UnsignedID", tmpl)
+			}
+		}
 	})
 }

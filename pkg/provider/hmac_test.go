@@ -466,7 +466,11 @@ func TestHMACOptions(t *testing.T) {
 		{name: "template without {body}", opts: base("signed_payload", "{timestamp}", "timestamp_header", "x-ts"), wantName: "signed_payload"},
 		{name: "template with {timestamp} but no header", opts: base("signed_payload", "{timestamp}.{body}"), wantName: "signed_payload"},
 		{name: "timestamp header not signed", opts: base("timestamp_header", "x-ts", "signed_payload", "{body}"), wantName: "signed_payload"},
-		{name: "template with an unknown placeholder", opts: base("signed_payload", "{id}.{body}"), wantName: "signed_payload"},
+		{name: "template with an unknown placeholder", opts: base("signed_payload", "{nonce}.{body}"), wantName: "signed_payload"},
+		{name: "template with {id} and the id in the body", opts: base("signed_payload", "{id}.{body}"), wantName: "signed_payload"},
+		{name: "template with {id} twice", opts: base("id_path", "<unset>", "id_header", "x-event-id", "signed_payload", "{id}{id}.{body}"), wantName: "signed_payload"},
+		{name: "template with {id}, {timestamp} and {body}", opts: base("id_path", "<unset>", "id_header", "x-event-id", "timestamp_header", "x-ts",
+			"signed_payload", "{id}.{timestamp}.{body}")},
 		{name: "template with {body} twice", opts: base("signed_payload", "{body}{body}"), wantName: "signed_payload"},
 		{name: "neither id option", opts: base("id_path", "<unset>"), wantName: "id_path"},
 		{name: "both id options", opts: base("id_header", "x-event-id"), wantName: "id_header"},
@@ -500,4 +504,79 @@ func TestHMACZeroValue(t *testing.T) {
 	if !errors.Is(err, provider.ErrNotSigned) {
 		t.Fatalf("Verify error = %v, want ErrNotSigned", err)
 	}
+}
+
+// Whether the signature covers the event id (Identity.UnsignedID): an id
+// read from the body is signed with it; an id header only when the signed
+// payload has {id}. A signed timestamp does not sign the id: within the
+// tolerance, a captured delivery verifies under any id header.
+func TestHMACUnsignedID(t *testing.T) {
+	const body = `{"event_id":"ev_test_FAKE_9","kind":"invoice.paid"}`
+	ts := fmt.Sprint(now.Unix())
+	tests := []struct {
+		name     string
+		opts     map[string]string
+		signed   []string // the signed payload's parts, in order
+		unsigned bool
+	}{
+		{name: "id_path", opts: map[string]string{"header": "x-sig", "id_path": "event_id"},
+			signed: []string{body}},
+		{name: "id_path with a timestamp", opts: map[string]string{"header": "x-sig", "id_path": "event_id", "timestamp_header": "x-ts"},
+			signed: []string{ts, ".", body}},
+		{name: "id_header", opts: map[string]string{"header": "x-sig", "id_header": "x-event-id"},
+			signed: []string{body}, unsigned: true},
+		{name: "id_header beside a signed timestamp", opts: map[string]string{"header": "x-sig", "id_header": "x-event-id", "timestamp_header": "x-ts"},
+			signed: []string{ts, ".", body}, unsigned: true},
+		{name: "id_header signed with {id}", opts: map[string]string{"header": "x-sig", "id_header": "x-event-id", "signed_payload": "{id}.{body}"},
+			signed: []string{"ev_test_FAKE_101", ".", body}},
+		{name: "id_header signed with {id} and a timestamp", opts: map[string]string{"header": "x-sig", "id_header": "x-event-id", "timestamp_header": "x-ts",
+			"signed_payload": "{id}.{timestamp}.{body}"},
+			signed: []string{"ev_test_FAKE_101", ".", ts, ".", body}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := hfNew(t, "hmac", tc.opts)
+			h := hfHeaders("x-sig", hfMACHex(hmacSecretPrimary, tc.signed...), "x-event-id", "ev_test_FAKE_101", "x-ts", ts)
+			got, err := v.Verify(t.Context(), provider.Request{Headers: h, Body: []byte(body)},
+				provider.Config{Secrets: []string{hmacSecretPrimary}, Now: fixedClock(now)})
+			if err != nil || len(got.Events) != 1 {
+				t.Fatalf("Verify = %+v, %v", got, err)
+			}
+			if got.Events[0].UnsignedID != tc.unsigned {
+				t.Errorf("UnsignedID = %v, want %v", got.Events[0].UnsignedID, tc.unsigned)
+			}
+			if tc.unsigned {
+				// The attack it names: the same signed delivery under
+				// another id still verifies.
+				moved := hfWith(h, "x-event-id", "ev_test_FAKE_102")
+				if got, err := v.Verify(t.Context(), provider.Request{Headers: moved, Body: []byte(body)},
+					provider.Config{Secrets: []string{hmacSecretPrimary}, Now: fixedClock(now)}); err != nil || got.Events[0].EventID != "ev_test_FAKE_102" {
+					t.Fatalf("re-sent under another id: %+v, %v", got, err)
+				}
+			}
+		})
+	}
+}
+
+// With {id} in the signed payload, the id header is part of what the MAC
+// covers: a captured delivery re-sent under another id does not verify,
+// and one without the id header is not signed.
+func TestHMACSignedIDHeader(t *testing.T) {
+	v := hfNew(t, "hmac", map[string]string{"header": "x-sig", "id_header": "x-event-id", "timestamp_header": "x-ts",
+		"signed_payload": "{id}.{timestamp}.{body}"})
+	const body = `{"kind":"invoice.paid"}`
+	ts := fmt.Sprint(now.Unix())
+	good := hfHeaders("x-sig", hfMACHex(hmacSecretPrimary, "ev_test_FAKE_101", ".", ts, ".", body), "x-event-id", "ev_test_FAKE_101", "x-ts", ts)
+	hfRunCases(t, v, []hfCase{
+		{name: "valid", req: provider.Request{Headers: good, Body: []byte(body)}, secrets: []string{hmacSecretPrimary}},
+		{name: "re-sent under another id", req: provider.Request{Headers: hfWith(good, "x-event-id", "ev_test_FAKE_102"), Body: []byte(body)},
+			secrets: []string{hmacSecretPrimary}, wantErr: provider.ErrBadSignature},
+		{name: "id header missing", req: provider.Request{Headers: hfWithout(good, "x-event-id"), Body: []byte(body)},
+			secrets: []string{hmacSecretPrimary}, wantErr: provider.ErrNotSigned},
+	}, func(t *testing.T, got provider.Verified) {
+		hfWantOne(t, got, provider.Identity{EventID: "ev_test_FAKE_101", Type: "unknown"})
+		if got.Events[0].UnsignedID {
+			t.Error("a signed id header is UnsignedID")
+		}
+	})
 }

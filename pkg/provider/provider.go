@@ -48,12 +48,21 @@ type Identity struct {
 	// Payload is this event's own bytes when a delivery carries several;
 	// nil means the whole delivery body.
 	Payload []byte
-	// UnsignedID: the event id is not covered by the signature and no
-	// signed timestamp bounds a replay (GitHub's X-GitHub-Delivery,
-	// Shopify's X-Shopify-Event-Id over HTTPS, an hmac source with
-	// id_header and no timestamp_header). A captured delivery can be
-	// re-sent under a made-up id; the intake treats a known body under a
-	// new id as a suspected replay (issue 13 §4).
+	// UnsignedID: the signature does not cover the event id, so a captured
+	// delivery can be re-sent under a made-up id (the next one, say, before
+	// the sender uses it). Set for GitHub's X-GitHub-Delivery, Shopify's
+	// X-Shopify-Event-Id over HTTPS, and an hmac source's id_header unless
+	// its signed_payload has {id}. A signed timestamp does not change it:
+	// the timestamp bounds how long a captured delivery verifies, not the
+	// id it is sent under. The id is signed, and this is false, when it is
+	// inside the signed body (Stripe, Quiltt, an hmac id_path, SNS's
+	// MessageId) or in the signed string beside the body (Standard
+	// Webhooks' webhook-id, an hmac {id}).
+	//
+	// The intake treats a known body under a new unsigned id as a suspected
+	// replay: kept quarantined, with no business work, and displaced by the
+	// genuine event when that arrives under the same id with bytes of its
+	// own (see ledger.Accept).
 	UnsignedID bool
 }
 
