@@ -218,9 +218,7 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 			continue
 		}
 		if ev := res.Event; res.Duplicate && ev.Status == ledger.StatusProcessed {
-			var stored any
-			_ = json.Unmarshal(ledger.ResultJSON(ev), &stored)
-			results = append(results, map[string]any{"event_id": ident.EventID, "status": "processed", "stored": stored})
+			results = append(results, duplicateAnswer(ev))
 			continue
 		}
 		status = http.StatusAccepted
@@ -243,11 +241,29 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		log.Info("confirmed", "events", len(results))
 	}
 	if status == http.StatusOK && len(results) == 1 {
-		// One processed duplicate: answer with its stored result.
-		b, _ := json.Marshal(results[0]["stored"])
-		return Response{Status: http.StatusOK, Body: b}
+		// One processed duplicate: its answer alone, not in a list.
+		return reply(http.StatusOK, results[0])
 	}
 	return reply(status, map[string]any{"events": results})
+}
+
+// duplicateAnswer is all a duplicate of a processed event learns: that it
+// is a duplicate, of which event, and the outcome (applied, stale,
+// ignored, …). A provider needs only the 200; a sender reconciling its own
+// records may use the id and the outcome. The rest of the row stays
+// internal: its operation ids (the downstream's idempotency keys), the
+// projection, subject and version, the delivery count and when it was
+// processed. Whoever replays a captured delivery gets this answer too (a
+// signature stays valid for the tolerance, or for ever in a scheme that
+// signs no time), and must not learn from it which intents exist or what
+// state the subject is in; operators read all of it with webhookctl
+// events show.
+func duplicateAnswer(ev ledger.Event) map[string]any {
+	out := map[string]any{"status": "duplicate", "event_id": ev.EventID}
+	if o := resultOutcome(ev); o != "" {
+		out["outcome"] = o
+	}
+	return out
 }
 
 // unusableID checks every event id of a verified delivery against what
