@@ -112,14 +112,19 @@ func reply(status int, body map[string]any) Response {
 }
 
 // tally counts what one request did, for its metrics record.
-type tally struct{ accepted, duplicates, conflicts, replays int }
+type tally struct{ accepted, duplicates, conflicts, replays, connect int }
+
+// quarantineConnect is the error code of an event of a connected account
+// the source does not accept (source.Source.Connect).
+const quarantineConnect = "connect_account_not_allowed"
 
 // Handle processes one delivery. It never panics on input and never returns
 // a 2xx before the ledger write succeeded. It emits one metrics record:
 // Received, Accepted (new events), Duplicates, Conflicts (a known id with
 // other bytes), SuspectedReplays (a known body under a new unsigned id),
-// Rejected (4xx) and IntakeLatencyMs, with source, status and request id
-// as properties.
+// ConnectRefused (events of a connected account the source does not
+// accept, kept quarantined), Rejected (4xx) and IntakeLatencyMs, with
+// source, status and request id as properties.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	start := h.now()
 	var t tally
@@ -130,7 +135,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	}
 	h.Metrics.Emit(map[string]any{"function": "intake", "source": req.Source, "status": resp.Status, "request_id": req.RequestID},
 		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
-		metrics.N("Conflicts", t.conflicts), metrics.N("SuspectedReplays", t.replays),
+		metrics.N("Conflicts", t.conflicts), metrics.N("SuspectedReplays", t.replays), metrics.N("ConnectRefused", t.connect),
 		metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
 	return resp
 }
@@ -327,6 +332,17 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 			d.Attributes = withAttribute(d.Attributes, "replay_of", first)
 			t.replays++
 			evLog.Warn("suspected replay: this body was first delivered under another id", "first_event_id", first)
+		}
+	}
+	if policy := src.Connect(); d.Quarantine == "" {
+		if acct := policy.Refused(ident.ConnectAccounts); acct != "" {
+			// Signed by the provider, but of an account the source does
+			// not accept (a Stripe connected account): kept, quarantined
+			// with the reason, and no business work unless an operator
+			// releases it.
+			d.Quarantine, d.QuarantineReason = quarantineConnect, policy.Reason(acct)
+			t.connect++
+			evLog.Warn("event of a connected account the source does not accept; kept quarantined", "connect_account", acct, "accepts", policy.String())
 		}
 	}
 	lres, err := h.Ledger.Accept(ctx, d)

@@ -268,3 +268,26 @@ func TestQuarantineOnAcceptIsListedForOperators(t *testing.T) {
 		t.Fatalf("listed as work: %+v %v", due, err)
 	}
 }
+
+// A delivery quarantined on accept with a reason keeps the reason as the
+// row's error message (the first one: a duplicate's never replaces it),
+// and Accept's answer says both, for a new row as for a duplicate.
+func TestQuarantineOnAcceptKeepsItsReason(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	d := ledger.Delivery{Source: "stripe", EventID: "evt_1", EventType: "customer.created", Payload: []byte(`{"id":"evt_1"}`),
+		Quarantine: "connect_account_not_allowed", QuarantineReason: "event of connected account acct_1A"}
+	first, err := f.L.Accept(ctx, d)
+	if err != nil || first.Event.Status != ledger.StatusQuarantined || first.Event.ErrorCode != d.Quarantine || first.Event.ErrorMessage != d.QuarantineReason {
+		t.Fatalf("first: %+v %v", first.Event, err)
+	}
+	d.QuarantineReason = "another reason"
+	dup, err := f.L.Accept(ctx, d)
+	if err != nil || !dup.Duplicate || dup.Event.ErrorMessage != "event of connected account acct_1A" {
+		t.Fatalf("duplicate: %+v %v", dup.Event, err)
+	}
+	ev, err := f.L.Get(ctx, "stripe", "evt_1")
+	if err != nil || ev.ErrorCode != "connect_account_not_allowed" || ev.ErrorMessage != "event of connected account acct_1A" || ev.DeliveryCount != 2 {
+		t.Fatalf("row %+v %v", ev, err)
+	}
+}

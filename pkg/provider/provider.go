@@ -42,6 +42,12 @@ type Identity struct {
 	// Payload is this event's own bytes when a delivery carries several;
 	// nil means the whole delivery body.
 	Payload []byte
+	// ConnectAccounts are the accounts other than the source's own that
+	// the event belongs to: for Stripe, the connected account of a Connect
+	// event (its account, and each account of its context). Empty for the
+	// source's own events. The intake accepts an event that names any
+	// only when the source's ConnectPolicy accepts each.
+	ConnectAccounts []string
 	// UnsignedID: the event id is not covered by the signature and no
 	// signed timestamp bounds a replay (GitHub's X-GitHub-Delivery,
 	// Shopify's X-Shopify-Event-Id over HTTPS, an hmac source with
@@ -90,7 +96,7 @@ var ErrOptions = errors.New("provider: invalid source options")
 // constructors builds a verifier from a source's options. Each kind
 // validates its options here, once, at cold start.
 var constructors = map[string]func(opts map[string]string) (Verifier, error){
-	"stripe":            func(opts map[string]string) (Verifier, error) { return Stripe{}, noOptions("stripe", opts) },
+	"stripe":            newStripe,
 	"standard-webhooks": newStandardWebhooks,
 	"shopify":           newShopify,
 	"github":            newGitHub,
