@@ -154,7 +154,8 @@ func TestAConnectedAccountsEventIsQuarantinedUnlessTheSourceAcceptsIt(t *testing
 // Thin events name the account in "context" (the Stripe-Context path of
 // the account that owns the related object). A refused one is quarantined
 // at the intake, so the processor never asks Stripe for the object; an
-// account path is accepted only when every account on it is listed.
+// account path is accepted only when every account on it is listed; an
+// accepted one's object is fetched in its context, where it lives.
 func TestAConnectedAccountsThinEventIsQuarantinedUnlessTheSourceAcceptsIt(t *testing.T) {
 	inContext := func(body []byte, ctx string) []byte {
 		return bytes.Replace(body, []byte(`"context":null`), fmt.Appendf(nil, `"context":%q`, ctx), 1)
@@ -194,6 +195,9 @@ func TestAConnectedAccountsThinEventIsQuarantinedUnlessTheSourceAcceptsIt(t *tes
 		deliverStripe(t, h, thin("evt_test_thin_recipient", "sub_test_recipient", path), 202)
 		h.Drain(10*time.Second, time.Second, h.NewWorker("w"))
 		requireProcessed(t, h, "evt_test_thin_mine", "sub_test_mine")
+		if reqs := h.Stripe.Requests(); len(reqs) != 1 || reqs[0].Path != "/v1/subscriptions/sub_test_mine" || reqs[0].Context != connectMine {
+			t.Fatalf("fetches %+v: want one of sub_test_mine with Stripe-Context %s", reqs, connectMine)
+		}
 		requireConnectQuarantined(t, h, "evt_test_thin_recipient", "sub_test_recipient", recipient, "context")
 		if got := h.Stripe.Count("/v1/subscriptions/sub_test_recipient"); got != 0 {
 			t.Fatalf("the refused event's object was fetched %d times", got)
