@@ -335,7 +335,7 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 		}
 	}
 	if policy := src.Connect(); d.Quarantine == "" {
-		if acct := policy.Refused(ident.ConnectAccounts); acct != "" {
+		if acct, refused := policy.Refused(ident.ConnectAccounts); refused {
 			// Signed by the provider, but of an account the source does
 			// not accept (a Stripe connected account): kept, quarantined
 			// with the reason, and no business work unless an operator

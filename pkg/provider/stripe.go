@@ -110,13 +110,13 @@ func StripeIdentity(body []byte) Verified {
 	if !strings.HasPrefix(ev.ID, "evt_") || ev.Type == "" || !usableID(ev.ID) {
 		return Verified{Unidentified: "no evt_ id or type"}
 	}
-	context := ""
+	stripeCtx := ""
 	if ev.Context != nil {
-		context = *ev.Context
+		stripeCtx = *ev.Context
 	}
-	accounts := stripeConnectAccounts(ev.Account, context)
+	accounts := stripeConnectAccounts(ev.Account, stripeCtx)
 	if ev.Object == StripeThinObject {
-		v := stripeThinIdentity(ev.ID, ev.Type, ev.Created, ev.SnapshotEvent, ev.RelatedObject, context)
+		v := stripeThinIdentity(ev.ID, ev.Type, ev.Created, ev.SnapshotEvent, ev.RelatedObject, stripeCtx)
 		v.Events[0].ConnectAccounts = accounts
 		return v
 	}
@@ -130,7 +130,7 @@ func StripeIdentity(body []byte) Verified {
 	// the attributes of the first delivery that had any, and a thin twin
 	// arriving later must not claim a thin payload for a snapshot row.
 	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID), ConnectAccounts: accounts,
-		Attributes: boundedAttributes("format", "snapshot", "connect_account", ev.Account, "context", context)}
+		Attributes: boundedAttributes("format", "snapshot", "connect_account", ev.Account, "context", stripeCtx)}
 	var created int64
 	if json.Unmarshal(ev.Created, &created) == nil && created > 0 {
 		id.ProviderTime = time.Unix(created, 0).UTC()
@@ -138,7 +138,7 @@ func StripeIdentity(body []byte) Verified {
 	return Verified{Events: []Identity{id}}
 }
 
-func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string, rel *stripe.RelatedObject, context string) Verified {
+func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string, rel *stripe.RelatedObject, stripeCtx string) Verified {
 	ident := Identity{EventID: id, Type: typeOrUnknown(typ)}
 	var at time.Time
 	if json.Unmarshal(created, &at) == nil && !at.IsZero() {
@@ -159,7 +159,7 @@ func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string
 		"thin_event_id", id,
 		"snapshot_event", snapshot,
 		"related_object_type", relType,
-		"context", context,
+		"context", stripeCtx,
 	)
 	return Verified{Events: []Identity{ident}}
 }

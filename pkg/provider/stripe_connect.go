@@ -82,17 +82,18 @@ func ParseConnectPolicy(opts map[string]string) (ConnectPolicy, error) {
 	return p, nil
 }
 
-// Refused returns the first of accounts the policy does not accept, or ""
-// when it accepts them all (and always for none: the platform's own event).
-func (p ConnectPolicy) Refused(accounts []string) string {
+// Refused returns the first of accounts the policy does not accept, and
+// true; false when it accepts them all (always for none: the platform's
+// own event).
+func (p ConnectPolicy) Refused(accounts []string) (string, bool) {
 	for _, a := range accounts {
 		if !p.any {
 			if _, ok := slices.BinarySearch(p.accounts, a); !ok {
-				return a
+				return a, true
 			}
 		}
 	}
-	return ""
+	return "", false
 }
 
 // String says what the policy accepts, for a quarantine reason.
@@ -119,14 +120,15 @@ func (p ConnectPolicy) Reason(acct string) string {
 
 // stripeConnectAccounts lists the accounts a Stripe event names: its
 // account, then each account of its context path, without repeats, in
-// that order. Empty for the platform's own event.
-func stripeConnectAccounts(account, context string) []string {
+// that order. Empty for the platform's own event. A context path with an
+// empty part keeps it as an account "", which no list accepts.
+func stripeConnectAccounts(account, stripeCtx string) []string {
 	var out []string
 	if account != "" {
 		out = append(out, account)
 	}
-	if context != "" {
-		for _, a := range strings.Split(context, "/") {
+	if stripeCtx != "" {
+		for _, a := range strings.Split(stripeCtx, "/") {
 			if !slices.Contains(out, a) {
 				out = append(out, a)
 			}

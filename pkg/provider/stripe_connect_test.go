@@ -31,6 +31,8 @@ func TestStripeIdentityNamesTheConnectedAccount(t *testing.T) {
 			nil, map[string]string{"format": "thin", "thin_event_id": "evt_2", "related_object_type": "subscription"}},
 		{"connect thin event", `{"id":"evt_2","object":"v2.core.event","type":"v1.customer.subscription.updated","context":"acct_1A","related_object":{"id":"sub_1","type":"subscription"}}`,
 			[]string{"acct_1A"}, map[string]string{"format": "thin", "thin_event_id": "evt_2", "related_object_type": "subscription", "context": "acct_1A"}},
+		{"a context path with an empty part", `{"id":"evt_2","object":"v2.core.event","type":"v1.customer.subscription.updated","context":"/","related_object":{"id":"sub_1","type":"subscription"}}`,
+			[]string{""}, map[string]string{"format": "thin", "thin_event_id": "evt_2", "related_object_type": "subscription", "context": "/"}},
 		{"thin event of an account's own account", `{"id":"evt_2","object":"v2.core.event","type":"v1.customer.subscription.updated","context":"acct_1A/acct_1R","related_object":{"id":"sub_1","type":"subscription"}}`,
 			[]string{"acct_1A", "acct_1R"}, map[string]string{"format": "thin", "thin_event_id": "evt_2", "related_object_type": "subscription", "context": "acct_1A/acct_1R"}},
 	} {
@@ -79,20 +81,25 @@ func TestConnectPolicy(t *testing.T) {
 	for _, c := range []struct {
 		p        provider.ConnectPolicy
 		accounts []string
-		refused  string
+		refused  string // "-" for none
 	}{
-		{none, nil, ""},
+		{none, nil, "-"},
 		{none, []string{"acct_1A"}, "acct_1A"},
-		{listed, nil, ""},
-		{listed, []string{"acct_1A"}, ""},
-		{listed, []string{"acct_1B", "acct_1A"}, ""},
+		{listed, nil, "-"},
+		{listed, []string{"acct_1A"}, "-"},
+		{listed, []string{"acct_1B", "acct_1A"}, "-"},
 		{listed, []string{"acct_1C"}, "acct_1C"},
 		{listed, []string{"acct_1A", "acct_1C"}, "acct_1C"},
 		{listed, []string{"acct_1a"}, "acct_1a"},
-		{anyAccount, nil, ""},
-		{anyAccount, []string{"acct_1C", "anything"}, ""},
+		{listed, []string{"acct_1A", ""}, ""}, // a context path with an empty part
+		{anyAccount, nil, "-"},
+		{anyAccount, []string{"acct_1C", "anything"}, "-"},
 	} {
-		if got := c.p.Refused(c.accounts); got != c.refused {
+		got, refused := c.p.Refused(c.accounts)
+		if !refused {
+			got = "-"
+		}
+		if got != c.refused {
 			t.Errorf("%s: Refused(%q) = %q, want %q", c.p, c.accounts, got, c.refused)
 		}
 	}
