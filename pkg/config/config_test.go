@@ -381,3 +381,68 @@ func TestLoadReconciler(t *testing.T) {
 		})
 	}
 }
+
+// A stripe source's connect_accounts (which connected accounts' events it
+// accepts) is checked at cold start by every function that reads SOURCES:
+// account ids of Stripe's shape, or "*" alone. The error names the
+// variable, the source, the option and the bad entry.
+func TestConnectAccountsAreValidatedAtLoad(t *testing.T) {
+	doc := func(name, kind, value string) string {
+		return `{"sources":[{"name":"` + name + `","kind":"` + kind + `","secrets":["sm:whsec"],"options":{"connect_accounts":` + value + `}}]}`
+	}
+	for _, ok := range []string{`"acct_1TestFAKEMine"`, `"acct_1TestFAKEMine,acct_2TestFAKEOther"`, `" acct_1TestFAKEMine , acct_2TestFAKEOther "`, `"*"`} {
+		c, err := config.LoadIntake(with(map[string]string{"SOURCES": doc("platform", "stripe", ok)}))
+		if err != nil {
+			t.Errorf("connect_accounts %s refused: %v", ok, err)
+			continue
+		}
+		src, _ := c.Sources.Lookup("platform")
+		if _, refused := src.Connect().Refused([]string{"acct_1TestFAKEMine"}); refused {
+			t.Errorf("connect_accounts %s does not accept acct_1TestFAKEMine", ok)
+		}
+	}
+	c, err := config.LoadIntake(with(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := c.Sources.Lookup("stripe")
+	if acct, refused := src.Connect().Refused([]string{"acct_1TestFAKEMine"}); !refused || acct != "acct_1TestFAKEMine" {
+		t.Error("a source without connect_accounts accepts a connected account's events")
+	}
+	if _, refused := src.Connect().Refused(nil); refused {
+		t.Error("a source without connect_accounts refuses its own events")
+	}
+
+	for _, tc := range []struct {
+		name, source, want string
+	}{
+		{"empty", doc("platform", "stripe", `""`), "is empty"},
+		{"not an account id", doc("platform", "stripe", `"cus_1TestFAKE"`), `"cus_1TestFAKE"`},
+		{"an underscore in the id", doc("platform", "stripe", `"acct_test_fake"`), `"acct_test_fake"`},
+		{"an empty entry", doc("platform", "stripe", `"acct_1TestFAKEMine,,acct_2TestFAKEOther"`), "entry 2"},
+		{"a context path", doc("platform", "stripe", `"acct_1TestFAKEMine/acct_2TestFAKEOther"`), `"acct_1TestFAKEMine/acct_2TestFAKEOther"`},
+		{"a star among ids", doc("platform", "stripe", `"acct_1TestFAKEMine,*"`), `"*"`},
+		{"a list instead of a string", doc("platform", "stripe", `["acct_1TestFAKEMine"]`), "SOURCES"},
+		{"another kind", `{"sources":[{"name":"platform","kind":"github","secrets":["sm:whsec"],"options":{"connect_accounts":"*"}}]}`, "connect_accounts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, l := range allLoaders {
+				err := l.load(with(map[string]string{"SOURCES": tc.source}))
+				if err == nil {
+					t.Fatalf("%s loaded", l.name)
+				}
+				for _, want := range []string{"SOURCES", tc.want, "platform"} {
+					if tc.name == "a list instead of a string" && want == "platform" {
+						continue // a document of the wrong shape is refused before any source is read
+					}
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s: error %q does not name %s", l.name, err, want)
+					}
+				}
+				if tc.name != "a list instead of a string" && !strings.Contains(err.Error(), "connect_accounts") {
+					t.Errorf("%s: error %q does not name the option", l.name, err)
+				}
+			}
+		})
+	}
+}

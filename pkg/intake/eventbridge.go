@@ -100,10 +100,14 @@ const (
 //   - body over the source's max_body_bytes, or no usable identity: kept
 //     QUARANTINED under ledger.ContentID of the detail, like the HTTPS
 //     path's unidentified deliveries; nil.
+//   - an event of a Stripe connected account the source does not accept
+//     (its account or context; source.Source.Connect): kept QUARANTINED
+//     under its own id (connect_account_not_allowed), by the same step as
+//     on the HTTPS path; nil.
 //
 // It never panics on input and emits one metrics record with function
-// "intake-eventbridge": Received, Accepted, Duplicates, Rejected (unknown
-// event source) and IntakeLatencyMs.
+// "intake-eventbridge": Received, Accepted, Duplicates, ConnectRefused,
+// Rejected (unknown event source) and IntakeLatencyMs.
 func (h *Handler) HandleEventBridge(ctx context.Context, ev events.EventBridgeEvent) error {
 	start := h.now()
 	var t tally
@@ -115,7 +119,7 @@ func (h *Handler) HandleEventBridge(ctx context.Context, ev events.EventBridgeEv
 	h.Metrics.Emit(map[string]any{"function": "intake-eventbridge", "source": name, "event_source": ev.Source, "outcome": outcome,
 		"request_id": requestID(ctx), "eventbridge_id": ev.ID},
 		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
-		metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
+		metrics.N("ConnectRefused", t.connect), metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
 	return err
 }
 

@@ -112,15 +112,21 @@ func reply(status int, body map[string]any) Response {
 }
 
 // tally counts what one request did, for its metrics record.
-type tally struct{ accepted, duplicates, conflicts, replays, displaced int }
+type tally struct{ accepted, duplicates, conflicts, replays, displaced, connect int }
+
+// quarantineConnect is the error code of an event of a connected account
+// the source does not accept (source.Source.Connect).
+const quarantineConnect = "connect_account_not_allowed"
 
 // Handle processes one delivery. It never panics on input and never returns
 // a 2xx before the ledger write succeeded. It emits one metrics record:
 // Received, Accepted (new events), Duplicates, Conflicts (a known id with
 // other bytes), SuspectedReplays (a known body under a new unsigned id),
 // ReplaysDisplaced (an event whose own bytes displaced a suspected replay
-// that held its id; also counted as Accepted), Rejected (4xx) and
-// IntakeLatencyMs, with source, status and request id as properties.
+// that held its id; also counted as Accepted), ConnectRefused (events of a
+// connected account the source does not accept, kept quarantined),
+// Rejected (4xx) and IntakeLatencyMs, with source, status and request id
+// as properties.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	start := h.now()
 	var t tally
@@ -132,6 +138,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	h.Metrics.Emit(map[string]any{"function": "intake", "source": req.Source, "status": resp.Status, "request_id": req.RequestID},
 		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
 		metrics.N("Conflicts", t.conflicts), metrics.N("SuspectedReplays", t.replays), metrics.N("ReplaysDisplaced", t.displaced),
+		metrics.N("ConnectRefused", t.connect),
 		metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
 	return resp
 }
@@ -219,9 +226,7 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 			continue
 		}
 		if ev := res.Event; res.Duplicate && ev.Status == ledger.StatusProcessed {
-			var stored any
-			_ = json.Unmarshal(ledger.ResultJSON(ev), &stored)
-			results = append(results, map[string]any{"event_id": ident.EventID, "status": "processed", "stored": stored})
+			results = append(results, duplicateAnswer(ev))
 			continue
 		}
 		status = http.StatusAccepted
@@ -244,11 +249,29 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		log.Info("confirmed", "events", len(results))
 	}
 	if status == http.StatusOK && len(results) == 1 {
-		// One processed duplicate: answer with its stored result.
-		b, _ := json.Marshal(results[0]["stored"])
-		return Response{Status: http.StatusOK, Body: b}
+		// One processed duplicate: its answer alone, not in a list.
+		return reply(http.StatusOK, results[0])
 	}
 	return reply(status, map[string]any{"events": results})
+}
+
+// duplicateAnswer is all a duplicate of a processed event learns: that it
+// is a duplicate, of which event, and the outcome (applied, stale,
+// ignored, …). A provider needs only the 200; a sender reconciling its own
+// records may use the id and the outcome. The rest of the row stays
+// internal: its operation ids (the downstream's idempotency keys), the
+// projection, subject and version, the delivery count and when it was
+// processed. Whoever replays a captured delivery gets this answer too (a
+// signature stays valid for the tolerance, or for ever in a scheme that
+// signs no time), and must not learn from it which intents exist or what
+// state the subject is in; operators read all of it with webhookctl
+// events show.
+func duplicateAnswer(ev ledger.Event) map[string]any {
+	out := map[string]any{"status": "duplicate", "event_id": ev.EventID}
+	if o := resultOutcome(ev); o != "" {
+		out["outcome"] = o
+	}
+	return out
 }
 
 // unusableID checks every event id of a verified delivery against what
@@ -314,6 +337,17 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 			d.Attributes = withAttribute(d.Attributes, "replay_of", first)
 			t.replays++
 			evLog.Warn("suspected replay: this body was first delivered under another id", "first_event_id", first)
+		}
+	}
+	if policy := src.Connect(); d.Quarantine == "" {
+		if acct, refused := policy.Refused(ident.ConnectAccounts); refused {
+			// Signed by the provider, but of an account the source does
+			// not accept (a Stripe connected account): kept, quarantined
+			// with the reason, and no business work unless an operator
+			// releases it.
+			d.Quarantine, d.QuarantineReason = quarantineConnect, policy.Reason(acct)
+			t.connect++
+			evLog.Warn("event of a connected account the source does not accept; kept quarantined", "connect_account", acct, "accepts", policy.String())
 		}
 	}
 	lres, err := h.Ledger.Accept(ctx, d)

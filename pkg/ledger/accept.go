@@ -38,11 +38,13 @@ type Delivery struct {
 	Attributes map[string]string
 
 	// Quarantine, when set, accepts the event directly as QUARANTINED with
-	// this error code: it was verified but has no usable identity, so it is
-	// kept (under a content-hash id) for an operator instead of thrown away;
-	// or it is a suspected replay (CodeSuspectedReplay), kept with no
-	// business work.
-	Quarantine string
+	// this error code: it was verified but cannot be processed as it came
+	// (no usable identity: kept under a content-hash id; a suspected
+	// replay; an account the source does not accept), so it is kept for an
+	// operator instead of thrown away. QuarantineReason, when set, is its
+	// error message.
+	Quarantine       string
+	QuarantineReason string
 }
 
 // CodeSuspectedReplay is the error code of a delivery kept as a suspected
@@ -287,6 +289,10 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
 		vals[":processed"] = sv(string(StatusProcessed))
 		set = append(set, "error_code = if_not_exists(error_code, :code)")
+		if d.QuarantineReason != "" {
+			vals[":msg"] = sv(truncate(d.QuarantineReason, MaxErrorMessageLen))
+			set = append(set, "error_message = if_not_exists(error_message, :msg)")
+		}
 		conds = append(conds, "(attribute_not_exists(pk) OR #status <> :processed)")
 	}
 	cond := aws.String(strings.Join(conds, " AND "))
@@ -336,7 +342,10 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 			Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
 			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
 			LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-			PayloadChunks: chunks, ErrorCode: d.Quarantine, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}},
+			PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}},
+		}
+		if status == StatusQuarantined {
+			ev.ErrorCode, ev.ErrorMessage = truncate(d.Quarantine, MaxErrorCodeLen), truncate(d.QuarantineReason, MaxErrorMessageLen)
 		}
 		return Accepted{Event: ev}, nil
 	}

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -603,20 +602,4 @@ func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Proje
 		return Projection{}, fmt.Errorf("projection %s/%s: %w", name, subject, err)
 	}
 	return p, nil
-}
-
-// ResultJSON renders a stored result as the body of a 200 for a duplicate:
-// the event, its status, when it was processed, how many deliveries the
-// ledger has counted (this one included when ev is Accept's answer), and the
-// result with its intents' operation ids and kinds.
-func ResultJSON(ev Event) []byte {
-	body := map[string]any{
-		"source": ev.Source, "event_id": ev.EventID, "status": ev.Status,
-		"processed_at": ev.ProcessedAt.Format("2006-01-02T15:04:05.000Z07:00"), "delivery_count": ev.DeliveryCount,
-	}
-	if ev.Result != nil {
-		body["result"] = ev.Result
-	}
-	b, _ := json.Marshal(body)
-	return b
 }

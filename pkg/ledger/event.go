@@ -56,8 +56,8 @@ type AuditEntry struct {
 	Reason string    `json:"reason,omitempty"`
 }
 
-// Result is what a processed event did; it is the body a duplicate delivery
-// of a processed event receives (the stored result).
+// Result is what a processed event did (the stored result). Operators read
+// all of it; a duplicate delivery of the event is told only its Outcome.
 //
 // In DynamoDB its fields keep their Go names (as rows written before the
 // tags were added have them), and empty ones are left out: every byte of

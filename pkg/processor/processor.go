@@ -93,9 +93,10 @@ type Options struct {
 	Effects outbox.Announcer
 }
 
-// StripeFetcher retrieves one Stripe API object (see package stripeapi).
+// StripeFetcher retrieves one Stripe API object in a Stripe context ("":
+// the key's own account; see package stripeapi).
 type StripeFetcher interface {
-	Retrieve(ctx context.Context, objType, id string) (stripeapi.Object, error)
+	RetrieveIn(ctx context.Context, stripeContext, objType, id string) (stripeapi.Object, error)
 }
 
 var _ StripeFetcher = (*stripeapi.Client)(nil)
@@ -467,6 +468,9 @@ func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, 
 		return "", nil, "", &stopped{outcome, ack}
 	}
 	log = log.With("thin_event_id", thin.EventID, "related_object", thin.ObjectType+"/"+thin.ObjectID)
+	if thin.Context != "" {
+		log = log.With("stripe_context", thin.Context)
+	}
 	if _, ok := p.reg.Lookup(src.Kind, thin.BaseType); !ok {
 		// Ignored like its snapshot twin would be: no request to Stripe.
 		return thin.Type, nil, "", nil
@@ -478,7 +482,10 @@ func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, 
 	if api == nil {
 		return stop(p.quarantine(ctx, c, "stripe_api_not_configured", "source "+src.Name+" has no Stripe API key (api.secret) to fetch the object a thin event names; configure it and replay", log))
 	}
-	obj, err := api.Retrieve(ctx, thin.ObjectType, thin.ObjectID)
+	// A connected account's object lives in its account: it is read in
+	// the context the event names (the intake accepted the event only if
+	// the source accepts that account).
+	obj, err := api.RetrieveIn(ctx, thin.Context, thin.ObjectType, thin.ObjectID)
 	switch {
 	case err == nil:
 	case errors.Is(err, stripeapi.ErrNotFound):

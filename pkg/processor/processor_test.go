@@ -110,7 +110,7 @@ func TestStripeClientsOnlyForStripeSourcesWithAnAPI(t *testing.T) {
 	}
 	// The key is read when a fetch needs it, not at cold start; the fetch
 	// to a closed port fails as unavailable (transient).
-	_, err = clients["stripe"].Retrieve(t.Context(), "subscription", "sub_1")
+	_, err = clients["stripe"].RetrieveIn(t.Context(), "", "subscription", "sub_1")
 	if !errors.Is(err, stripeapi.ErrUnavailable) || len(asked) != 1 || asked[0] != "env:STRIPE_API_KEY" {
 		t.Fatalf("retrieve: %v, keys asked %v", err, asked)
 	}

@@ -57,6 +57,10 @@ type StripeThin struct {
 	ObjectID      string    // related_object.id
 	SnapshotEvent string    // the twin snapshot event's id, when Stripe sends both
 	Created       time.Time // when the change happened (not when the state was read)
+	// Context is the account whose object it is, as the Stripe-Context
+	// header names it (a connected account's id, or a path of them):
+	// the object is fetched in that context. Empty for the platform's own.
+	Context string
 }
 
 // thinObjectTypes maps a snapshot type's prefix to the object type a thin
@@ -85,6 +89,9 @@ func ParseStripeThin(payload []byte) (StripeThin, bool, error) {
 		return StripeThin{}, true, Permanent("malformed", fmt.Errorf("stripe thin event: %v", err))
 	}
 	t := StripeThin{EventID: ev.ID, Type: ev.Type, SnapshotEvent: ev.SnapshotEvent, Created: ev.Created}
+	if ev.Context != nil {
+		t.Context = *ev.Context
+	}
 	if !strings.HasPrefix(ev.Type, provider.StripeThinPrefix) {
 		return t, true, Permanent("malformed", fmt.Errorf("stripe thin event type %q does not start with %q", ev.Type, provider.StripeThinPrefix))
 	}

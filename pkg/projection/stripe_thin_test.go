@@ -29,6 +29,12 @@ func TestParseStripeThin(t *testing.T) {
 	if th != want || th.ExpectedObjectType() != "subscription" {
 		t.Fatalf("thin %+v", th)
 	}
+	// A connected account's thin event names the context its object is
+	// fetched in.
+	inContext := []byte(`{"id":"evt_t","object":"v2.core.event","type":"v1.invoice.paid","context":"acct_1A/acct_1R","related_object":{"id":"in_1","type":"invoice"}}`)
+	if th, ok, err := projection.ParseStripeThin(inContext); !ok || err != nil || th.Context != "acct_1A/acct_1R" {
+		t.Fatalf("thin event in a context: %+v %v %v", th, ok, err)
+	}
 	// A snapshot event is not thin, whatever it contains.
 	if _, ok, err := projection.ParseStripeThin(event("customer.subscription.updated", "active", `"cus_1"`, `{"account_id":"a"}`, 1000).Payload); ok || err != nil {
 		t.Fatalf("snapshot read as thin: %v %v", ok, err)

@@ -46,6 +46,10 @@
 // event) and ShopifyEventBridgeIdentity (the detail wraps the webhook body
 // and its headers).
 //
+// A Stripe event of a Connect platform's connected account names the
+// account (Identity.ConnectAccounts); the source's connect_accounts option
+// says which accounts it accepts (ConnectPolicy, in stripe_connect.go).
+//
 // New builds a verifier from a source's options and validates them once, at
 // cold start.
 package provider

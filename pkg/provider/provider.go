@@ -48,6 +48,12 @@ type Identity struct {
 	// Payload is this event's own bytes when a delivery carries several;
 	// nil means the whole delivery body.
 	Payload []byte
+	// ConnectAccounts are the accounts other than the source's own that
+	// the event belongs to: for Stripe, the connected account of a Connect
+	// event (its account, and each account of its context). Empty for the
+	// source's own events. The intake accepts an event that names any
+	// only when the source's ConnectPolicy accepts each.
+	ConnectAccounts []string
 	// UnsignedID: the signature does not cover the event id, so a captured
 	// delivery can be re-sent under a made-up id (the next one, say, before
 	// the sender uses it). Set for GitHub's X-GitHub-Delivery, Shopify's
@@ -105,7 +111,7 @@ var ErrOptions = errors.New("provider: invalid source options")
 // constructors builds a verifier from a source's options. Each kind
 // validates its options here, once, at cold start.
 var constructors = map[string]func(opts map[string]string) (Verifier, error){
-	"stripe":            func(opts map[string]string) (Verifier, error) { return Stripe{}, noOptions("stripe", opts) },
+	"stripe":            newStripe,
 	"standard-webhooks": newStandardWebhooks,
 	"shopify":           newShopify,
 	"github":            newGitHub,

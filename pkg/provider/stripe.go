@@ -85,13 +85,21 @@ const StripeThinPrefix = "v1."
 //     thin_event_id. A thin event without a twin is its own fact, under its
 //     own id.
 //
+// Both forms name the connected account of a Connect event (see
+// stripe_connect.go): a snapshot event's account and context, a thin
+// event's context. They are the identity's ConnectAccounts, and kept as
+// the attributes connect_account and context.
+//
 // stripe-go (v82.5.1) has the thin event's type (stripe.ThinEvent) but not
-// its snapshot_event field, which is read here beside it.
+// its snapshot_event field, which is read here beside it, nor a snapshot
+// event's account (its stripe.Event has it, beside fields that do not fit
+// a thin event).
 func StripeIdentity(body []byte) Verified {
 	var ev struct {
 		stripe.ThinEvent
 		Created       json.RawMessage `json:"created"` // a Unix second (snapshot) or an RFC 3339 time (thin)
 		SnapshotEvent string          `json:"snapshot_event"`
+		Account       string          `json:"account"`
 		Data          struct {
 			Object json.RawMessage `json:"object"`
 		} `json:"data"`
@@ -102,8 +110,15 @@ func StripeIdentity(body []byte) Verified {
 	if !strings.HasPrefix(ev.ID, "evt_") || ev.Type == "" || !usableID(ev.ID) {
 		return Verified{Unidentified: "no evt_ id or type"}
 	}
+	stripeCtx := ""
+	if ev.Context != nil {
+		stripeCtx = *ev.Context
+	}
+	accounts := stripeConnectAccounts(ev.Account, stripeCtx)
 	if ev.Object == StripeThinObject {
-		return stripeThinIdentity(ev.ID, ev.Type, ev.Created, ev.SnapshotEvent, ev.RelatedObject)
+		v := stripeThinIdentity(ev.ID, ev.Type, ev.Created, ev.SnapshotEvent, ev.RelatedObject, stripeCtx)
+		v.Events[0].ConnectAccounts = accounts
+		return v
 	}
 	// The subject is a hint; a data.object that is not an object is left
 	// for the projection to judge (it quarantines), not a reason to lose the id.
@@ -114,7 +129,8 @@ func StripeIdentity(body []byte) Verified {
 	// format is kept so the row says which form it holds: the ledger keeps
 	// the attributes of the first delivery that had any, and a thin twin
 	// arriving later must not claim a thin payload for a snapshot row.
-	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID), Attributes: map[string]string{"format": "snapshot"}}
+	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID), ConnectAccounts: accounts,
+		Attributes: boundedAttributes("format", "snapshot", "connect_account", ev.Account, "context", stripeCtx)}
 	var created int64
 	if json.Unmarshal(ev.Created, &created) == nil && created > 0 {
 		id.ProviderTime = time.Unix(created, 0).UTC()
@@ -122,7 +138,7 @@ func StripeIdentity(body []byte) Verified {
 	return Verified{Events: []Identity{id}}
 }
 
-func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string, rel *stripe.RelatedObject) Verified {
+func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string, rel *stripe.RelatedObject, stripeCtx string) Verified {
 	ident := Identity{EventID: id, Type: typeOrUnknown(typ)}
 	var at time.Time
 	if json.Unmarshal(created, &at) == nil && !at.IsZero() {
@@ -143,6 +159,7 @@ func stripeThinIdentity(id, typ string, created json.RawMessage, snapshot string
 		"thin_event_id", id,
 		"snapshot_event", snapshot,
 		"related_object_type", relType,
+		"context", stripeCtx,
 	)
 	return Verified{Events: []Identity{ident}}
 }

@@ -29,6 +29,18 @@
 // includes https. Both paths use the source's name, so one fact delivered
 // through both is one ledger row.
 //
+// A stripe source that belongs to a Connect platform receives its connected
+// accounts' events too (they name the account in "account" or "context").
+// It accepts them only for the accounts its option connect_accounts lists:
+//
+//	"options": {"connect_accounts": "acct_1Ab…,acct_2Cd…"}   those accounts (every account an event names)
+//	"options": {"connect_accounts": "*"}                     any connected account
+//
+// Without the option an event that names an account is kept QUARANTINED
+// (connect_account_not_allowed, with a message naming the account) and
+// does no business work; the platform's own events are unaffected. See
+// provider.ConnectPolicy.
+//
 // A secret reference is a Secrets Manager ARN or name ("sm:<name>" or a bare
 // ARN), or "env:<VAR>" to read an environment variable (local stack and
 // tests only). A secret's value is either the secret itself or a JSON array

@@ -191,6 +191,18 @@ func CheckEndpointURL(raw string) error {
 	return fmt.Errorf("scheme %q: want https", u.Scheme)
 }
 
+// Connect returns which connected accounts' events the source accepts
+// (its option connect_accounts, validated by Parse; see
+// provider.ConnectPolicy): none unless it says so, and none for a kind
+// other than stripe.
+func (s Source) Connect() provider.ConnectPolicy {
+	if s.Kind != "stripe" {
+		return provider.ConnectPolicy{}
+	}
+	p, _ := provider.ParseConnectPolicy(s.Options)
+	return p
+}
+
 // Tolerance returns the configured signed-timestamp tolerance; 0 means
 // the provider scheme's own default.
 func (s Source) Tolerance() time.Duration {

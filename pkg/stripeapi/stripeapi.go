@@ -133,6 +133,21 @@ func validID(id string) bool {
 	return true
 }
 
+// validContext: one to eight ids, each valid, joined by "/" (the form of
+// a Stripe-Context path), so the header carries nothing else.
+func validContext(c string) bool {
+	parts := strings.Split(c, "/")
+	if len(parts) > 8 {
+		return false
+	}
+	for _, p := range parts {
+		if !validID(p) {
+			return false
+		}
+	}
+	return true
+}
+
 // clip bounds what an error quotes of untrusted input.
 func clip(s string) string {
 	if len(s) > 64 {
@@ -149,15 +164,30 @@ type rawObject struct {
 	Object string `json:"object"`
 }
 
-// Retrieve fetches objType/id. The error, if any, is one of the package's
-// sentinels (see the package documentation), wrapped with the type, id and
-// what Stripe said.
+// Retrieve fetches objType/id of the key's own account. The error, if any,
+// is one of the package's sentinels (see the package documentation),
+// wrapped with the type, id and what Stripe said.
 func (c *Client) Retrieve(ctx context.Context, objType, id string) (Object, error) {
+	return c.RetrieveIn(ctx, "", objType, id)
+}
+
+// RetrieveIn is Retrieve in a Stripe context: stripeContext, when not
+// empty, is sent as the Stripe-Context header, so the object of a
+// connected account (the account a Connect event names in its context) is
+// read as that account's, where it lives. A context that is not account
+// ids of [A-Za-z0-9_] joined by "/" is ErrInvalid, before any request.
+func (c *Client) RetrieveIn(ctx context.Context, stripeContext, objType, id string) (Object, error) {
 	path, err := Path(objType, id)
 	if err != nil {
 		return Object{}, fmt.Errorf("retrieve: %w", err)
 	}
 	op := "retrieve " + objType + " " + id
+	if stripeContext != "" {
+		if !validContext(stripeContext) {
+			return Object{}, fmt.Errorf("retrieve: %w: Stripe context %q", ErrInvalid, clip(stripeContext))
+		}
+		op += " in " + stripeContext
+	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -183,6 +213,9 @@ func (c *Client) Retrieve(ctx context.Context, objType, id string) (Object, erro
 	params := &stripe.Params{Context: ctx}
 	if c.APIVersion != "" {
 		params.Headers = http.Header{"Stripe-Version": {c.APIVersion}}
+	}
+	if stripeContext != "" {
+		params.StripeContext = stripe.String(stripeContext)
 	}
 	var res rawObject
 	err = backend.CallRaw(http.MethodGet, path, key, nil, params, &res)

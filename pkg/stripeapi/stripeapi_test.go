@@ -198,6 +198,39 @@ func TestRetrieveTimeout(t *testing.T) {
 	}
 }
 
+// An object of a connected account is read in its context: RetrieveIn
+// sends the Stripe-Context header (an account, or a path of them), and
+// Retrieve sends none. A context that is not ids joined by "/" is refused
+// before any request.
+func TestRetrieveInAConnectedAccountsContext(t *testing.T) {
+	e := newEnv(t)
+	e.put(t, "subscription", "sub_1", `{"id":"sub_1","object":"subscription","status":"active"}`)
+	for _, c := range []string{"acct_1TestFAKEMine", "acct_1TestFAKEMine/acct_1TestFAKERecipient", ""} {
+		if _, err := e.client.RetrieveIn(context.Background(), c, "subscription", "sub_1"); err != nil {
+			t.Fatalf("context %q: %v", c, err)
+		}
+	}
+	if _, err := e.client.Retrieve(context.Background(), "subscription", "sub_1"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range e.fake.Requests() {
+		got = append(got, r.Context)
+	}
+	if want := []string{"acct_1TestFAKEMine", "acct_1TestFAKEMine/acct_1TestFAKERecipient", "", ""}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("Stripe-Context headers %q, want %q", got, want)
+	}
+	n := len(e.fake.Requests())
+	for _, bad := range []string{"acct_1\r\nX-Evil: 1", "acct_1/", "/acct_1", "acct_1//acct_2", "acct 1", strings.Repeat("acct_1/", 8) + "acct_1"} {
+		if _, err := e.client.RetrieveIn(context.Background(), bad, "subscription", "sub_1"); !errors.Is(err, stripeapi.ErrInvalid) {
+			t.Errorf("context %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if len(e.fake.Requests()) != n {
+		t.Fatal("a refused context was sent")
+	}
+}
+
 func TestRetrieveRefusesBeforeAnyRequest(t *testing.T) {
 	tests := []struct {
 		objType, id string

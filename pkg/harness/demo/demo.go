@@ -339,7 +339,7 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 			return rep, err
 		}
 	}
-	// 6. Late duplicates of processed events: 200 with the stored result.
+	// 6. Late duplicates of processed events: 200 with their outcome.
 	for _, ev := range story.events[:3] {
 		rep.record(ev.ID, send(ctx, t.BaseURL, delivery{ev: ev, secret: t.Secret}))
 	}

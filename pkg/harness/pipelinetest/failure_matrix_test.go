@@ -154,15 +154,16 @@ func TestFailureMatrix02_ConcurrentDeliveriesApplyOnce(t *testing.T) {
 	}
 }
 
-// 3. Duplicate after processing → 200 with the stored result, nothing
+// 3. Duplicate after processing → 200 with its status and outcome, nothing
 // re-applied, one DynamoDB request and no SQS request.
-// Seed 003: "Duplicate delivery/event → store audit evidence; no-op". Each
-// duplicate of a processed event, through intake's Lambda JSON path, costs
-// one DynamoDB request and no message, is answered 200 with the stored
-// result (with its intents' operation ids and kinds), and leaves evidence on
-// the row (the delivery count, the last delivery's time) without changing
-// its status, result or audit, or putting it back on the work list.
-func TestFailureMatrix03_DuplicateAfterProcessingReturnsStoredResult(t *testing.T) {
+// "Duplicate delivery/event → store audit evidence; no-op". Each duplicate
+// of a processed event, through intake's Lambda JSON path, costs one
+// DynamoDB request and no message, is answered 200 with the event id and
+// its outcome (never the operation ids the stored result keeps), and
+// leaves evidence on the row (the delivery count, the last delivery's
+// time) without changing its status, result or audit, or putting it back
+// on the work list.
+func TestFailureMatrix03_DuplicateAfterProcessingReturnsItsOutcome(t *testing.T) {
 	h := pt.New(t, pt.Options{})
 	body := subEvent("evt_dup_1", "customer.subscription.created", "active", created)
 	if r := h.Deliver(body, h.Sign(body, pt.SecretPrimary)); r.Status != 202 {
@@ -179,21 +180,21 @@ func TestFailureMatrix03_DuplicateAfterProcessingReturnsStoredResult(t *testing.
 		if r.Status != 200 {
 			t.Fatalf("duplicate status %d, want 200", r.Status)
 		}
-		var stored struct {
-			EventID       string        `json:"event_id"`
-			Status        string        `json:"status"`
-			DeliveryCount int           `json:"delivery_count"`
-			Result        ledger.Result `json:"result"`
+		var answer struct {
+			EventID string         `json:"event_id"`
+			Status  string         `json:"status"`
+			Outcome ledger.Outcome `json:"outcome"`
 		}
-		if err := json.Unmarshal(r.Body, &stored); err != nil {
+		if err := json.Unmarshal(r.Body, &answer); err != nil {
 			t.Fatal(err)
 		}
-		if stored.EventID != "evt_dup_1" || stored.Status != "PROCESSED" || stored.Result.Outcome != ledger.OutcomeApplied ||
-			stored.Result.Subject != sub || stored.Result.Version != version(created, 1) || stored.Result.Intents != 1 || stored.DeliveryCount != n {
-			t.Fatalf("stored result %s", r.Body)
+		if answer.EventID != "evt_dup_1" || answer.Status != "duplicate" || answer.Outcome != ledger.OutcomeApplied ||
+			strings.Contains(string(r.Body), intents[0].OperationID) {
+			t.Fatalf("duplicate's answer %s", r.Body)
 		}
-		if ops := stored.Result.Operations; len(ops) != 1 || ops[0].ID != intents[0].OperationID || ops[0].Kind != intents[0].Kind {
-			t.Fatalf("the answer names the operations %+v; the outbox holds %s (%s)", ops, intents[0].OperationID, intents[0].Kind)
+		if ev := h.Event("evt_dup_1"); ev.DeliveryCount != n || ev.Result == nil || ev.Result.Subject != sub || ev.Result.Version != version(created, 1) ||
+			len(ev.Result.Operations) != 1 || ev.Result.Operations[0].ID != intents[0].OperationID || ev.Result.Operations[0].Kind != intents[0].Kind {
+			t.Fatalf("the row after delivery %d: %d deliveries, result %+v; the outbox holds %s (%s)", n, ev.DeliveryCount, ev.Result, intents[0].OperationID, intents[0].Kind)
 		}
 		if got := h.IntakeRec.Counts(); got["DynamoDB.UpdateItem"] != 1 || h.IntakeRec.Total("") != 1 {
 			t.Fatalf("duplicate of a processed event cost %s; want exactly 1 DynamoDB request", h.IntakeRec)

@@ -76,7 +76,11 @@ type Request struct {
 	Path     string
 	RawQuery string
 	Query    url.Values
-	Time     time.Time // Server.Now when it arrived
+	// Context is the Stripe-Context header the client sent (the connected
+	// account it asks as), "" for none. The fake serves its objects in
+	// every context.
+	Context string
+	Time    time.Time // Server.Now when it arrived
 	// Status answered; 0 while it is being answered, or when the client
 	// went away before an answer (a hang it gave up on).
 	Status int
@@ -217,7 +221,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	n := len(s.requests)
 	s.requests = append(s.requests, Request{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Time: now,
+		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Query: r.URL.Query(), Context: r.Header.Get("Stripe-Context"), Time: now,
 	})
 	s.mu.Unlock()
 
