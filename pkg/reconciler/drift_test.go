@@ -41,7 +41,7 @@ func newEntitlements(t *testing.T, f *fixture) *entitlements {
 	e := &entitlements{Down: down, Effects: map[string]outbox.Effect{}}
 	for _, kind := range []string{"entitlement.grant", "entitlement.revoke"} {
 		e.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, StatusURL: srv.URL + "/status",
-			Client: &http.Client{Timeout: 2 * time.Second}, Clock: f.Clock}
+			Client: &http.Client{Timeout: 2 * time.Second}, Clock: f.Clock, Scopes: []string{"stripe"}}
 	}
 	return e
 }

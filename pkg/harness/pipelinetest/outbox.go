@@ -46,6 +46,27 @@ type OutboxOptions struct {
 	// Latency is how long (real time) each effect call takes before the
 	// downstream handles it, so concurrent dispatchers overlap.
 	Latency time.Duration
+	// Scopes sets the scopes an effect kind allows (outbox.HTTPEffect's
+	// Scopes). A kind not named allows the scope of the source that emits
+	// it in the harness's configurations, as scripts/devstack.json
+	// declares: "orders" for the order effects, "stripe" for the
+	// entitlement effects.
+	Scopes map[string][]string
+}
+
+// defaultScopes are the scopes each harness effect kind allows unless
+// OutboxOptions.Scopes says otherwise.
+var defaultScopes = map[string][]string{
+	"refund": {"orders"}, "notify_cancellation": {"orders"}, "notify_reinstatement": {"orders"},
+	"entitlement.grant": {"stripe"}, "entitlement.revoke": {"stripe"},
+}
+
+// scopes is the scopes kind allows.
+func (o OutboxOptions) scopes(kind string) []string {
+	if s, ok := o.Scopes[kind]; ok {
+		return s
+	}
+	return defaultScopes[kind]
 }
 
 // Arrival is one request the downstream received, on the manual clock.
@@ -66,6 +87,10 @@ type Arrival struct {
 	Subject     string
 	Version     string
 	BodyVersion json.RawMessage
+	// Scope and Source are the X-Effect-Scope and X-Effect-Source
+	// headers; BodyScope and BodySource the body's "scope" and "source".
+	Scope, Source         string
+	BodyScope, BodySource string
 	// Applied: the downstream applied this call (an effective call, not a
 	// replay of a remembered key), whether or not the client saw the
 	// answer. Exact when calls with one key do not overlap (the chaos
@@ -133,7 +158,8 @@ func (h *Harness) EnableOutbox(o OutboxOptions) *Outbox {
 	ob.URL = srv.URL
 	client := &http.Client{Timeout: o.CallTimeout}
 	for _, kind := range orderEffectKinds {
-		e := &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, Secret: DownstreamToken, Window: o.Window, Client: client, Clock: h.Clock}
+		e := &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, Secret: DownstreamToken, Window: o.Window, Client: client, Clock: h.Clock,
+			Scopes: o.scopes(kind)}
 		if o.Lookup {
 			e.StatusURL = srv.URL + "/status"
 		}
@@ -164,14 +190,17 @@ func (o *Outbox) record(next http.Handler) http.Handler {
 		} else {
 			a.Kind = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 			a.Version = r.Header.Get("X-Subject-Version")
+			a.Scope, a.Source = r.Header.Get("X-Effect-Scope"), r.Header.Get("X-Effect-Source")
 			if body, err := io.ReadAll(r.Body); err == nil {
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				var wire struct {
 					Subject string          `json:"subject"`
 					Version json.RawMessage `json:"subject_version"`
+					Scope   string          `json:"scope"`
+					Source  string          `json:"source"`
 				}
 				if json.Unmarshal(body, &wire) == nil {
-					a.Subject, a.BodyVersion = wire.Subject, wire.Version
+					a.Subject, a.BodyVersion, a.BodyScope, a.BodySource = wire.Subject, wire.Version, wire.Scope, wire.Source
 				}
 			}
 			before = o.Down.Effective(a.Key)

@@ -349,6 +349,11 @@ type duringCall struct {
 	then func()
 }
 
+func (e duringCall) AllowsScope(scope string) bool {
+	g, ok := e.Effect.(outbox.ScopeGuard)
+	return ok && g.AllowsScope(scope)
+}
+
 func (e duringCall) Do(ctx context.Context, c outbox.Call) (outbox.Result, error) {
 	res, err := e.Effect.Do(ctx, c)
 	e.then()
