@@ -43,6 +43,16 @@ type scopedCommit struct {
 
 func scopedLedger(t *testing.T, commits ...scopedCommit) (*ledger.Ledger, *ledger.ManualClock) {
 	t.Helper()
+	l, clock, commit := scopedLedgerLater(t)
+	for _, sc := range commits {
+		commit(sc)
+	}
+	return l, clock
+}
+
+// scopedLedgerLater is scopedLedger, committing when the test says.
+func scopedLedgerLater(t *testing.T) (*ledger.Ledger, *ledger.ManualClock, func(scopedCommit)) {
+	t.Helper()
 	ctx := context.Background()
 	d := localaws.NewDynamo()
 	t.Cleanup(d.Close)
@@ -55,7 +65,8 @@ func scopedLedger(t *testing.T, commits ...scopedCommit) (*ledger.Ledger, *ledge
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range commits {
+	commit := func(sc scopedCommit) {
+		t.Helper()
 		id := "msg_" + sc.op
 		if _, err := l.Accept(ctx, ledger.Delivery{Source: sc.source, EventID: id, EventType: "order.cancelled", DeliveryID: "d-" + id, Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
@@ -76,7 +87,7 @@ func scopedLedger(t *testing.T, commits ...scopedCommit) (*ledger.Ledger, *ledge
 			t.Fatal(err)
 		}
 	}
-	return l, clock
+	return l, clock, commit
 }
 
 func scopedDispatcher(l *ledger.Ledger, clock *ledger.ManualClock, effs ...*outbox.HTTPEffect) *outbox.Dispatcher {
@@ -149,6 +160,63 @@ func TestAVendorsCancellationNeverReachesTheOperatorsRefundEndpoint(t *testing.T
 	if len(down.Calls()) != 1 || down.Effective(vendorRefund) != 0 {
 		t.Fatalf("requests at the endpoint: %+v", down.Calls())
 	}
+}
+
+// Both scopes may use a state sync ("order.sync", policy latest) at a
+// downstream that refuses older versions of a subject. The vendor's O-42
+// at revision 999 is synced first; the operator's genuine revisions 12
+// and 13 of its own O-42 are still applied, because the call names its
+// scope and the downstream orders versions per (scope, subject): its view
+// of the operator's O-42 ends at 13, of the vendor's at 999. The subject
+// cursors are per scope too: the vendor's 999 does not supersede them.
+func TestAVendorsVersionCannotMakeTheOperatorsLaterVersionsLookOld(t *testing.T) {
+	ctx := context.Background()
+	l, clock, commit := scopedLedgerLater(t)
+	down := &downstream.Fake{Window: time.Hour, Now: clock.Now, RefuseOlder: true}
+	srv := httptest.NewServer(down)
+	t.Cleanup(srv.Close)
+	sync := &outbox.HTTPEffect{Name: "order.sync", URL: srv.URL, StatusURL: srv.URL + "/status", Scopes: []string{"orders", "vendor"},
+		Client: &http.Client{Timeout: time.Second}}
+	d := scopedDispatcher(l, clock, sync)
+	steps := []scopedCommit{
+		{source: "vendor", version: 999, op: "op_vendor_sync_999", kind: "order.sync", policy: ledger.PolicyLatest},
+		{source: "orders", version: 12, op: "op_orders_sync_12", kind: "order.sync", policy: ledger.PolicyLatest},
+		{source: "orders", version: 13, op: "op_orders_sync_13", kind: "order.sync", policy: ledger.PolicyLatest},
+	}
+	for _, sc := range steps {
+		commit(sc)
+		clock.Advance(time.Second)
+		o, err := d.Dispatch(ctx, sc.op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, _ := l.GetIntentState(ctx, sc.op)
+		if o.Status != ledger.IntentStatusSucceeded || in.Status != ledger.IntentStatusSucceeded || down.Effective(sc.op) != 1 {
+			t.Fatalf("%s's revision %d: %s (%s: %s), effective %d; want SUCCEEDED and applied once", sc.source, sc.version, in.Status, in.ErrorCode, in.Detail, down.Effective(sc.op))
+		}
+	}
+	ops, _ := down.Subject("orders", "O-42")
+	ven, _ := down.Subject("vendor", "O-42")
+	if strings.Join(appliedVersions(ops), ",") != "12,13" || ops.Last != "13" || len(ops.Refused) != 0 || ops.Regressions != 0 {
+		t.Fatalf("the downstream's view of the operator's O-42: %+v; want 12 then 13, nothing refused", ops)
+	}
+	if strings.Join(appliedVersions(ven), ",") != "999" || ven.Last != "999" {
+		t.Fatalf("the downstream's view of the vendor's O-42: %+v", ven)
+	}
+	// The status endpoint answers per scope, as the reconciler asks.
+	for scope, want := range map[string]string{"orders": "13", "vendor": "999"} {
+		if v, known, err := sync.SubjectVersion(ctx, scope, "O-42"); err != nil || !known || v != want {
+			t.Fatalf("%s's O-42 at the downstream: %q %v %v, want %s", scope, v, known, err, want)
+		}
+	}
+}
+
+func appliedVersions(sv downstream.SubjectView) []string {
+	out := make([]string, len(sv.History))
+	for i, a := range sv.History {
+		out[i] = a.Version
+	}
+	return out
 }
 
 func onlyRecord(t *testing.T, emf *bytes.Buffer) map[string]any {
