@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/harness/httpstatus"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
@@ -52,6 +54,14 @@ type OutboxOptions struct {
 	// declares: "orders" for the order effects, "stripe" for the
 	// entitlement effects.
 	Scopes map[string][]string
+	// Kinds are more effect kinds the downstream performs, next to the
+	// order effects (a test projection's); each allows the scopes
+	// Scopes names for it, none otherwise.
+	Kinds []string
+	// RefuseOlder makes the downstream refuse a call whose subject
+	// version is older than the last it applied for the subject in the
+	// call's scope (downstream.Fake.RefuseOlder).
+	RefuseOlder bool
 }
 
 // defaultScopes are the scopes each harness effect kind allows unless
@@ -122,6 +132,7 @@ type Outbox struct {
 	arrivals []Arrival
 	holds    []Hold
 	receipts map[string]string // receipt handle -> operation id
+	emf      bytes.Buffer      // the dispatchers' metrics records
 }
 
 // The intent kinds of the seed 003 order projection, compensation included.
@@ -152,12 +163,12 @@ func (h *Harness) EnableOutbox(o OutboxOptions) *Outbox {
 	if ob.Queues, err = queue.Create(context.Background(), h.SQS, spec); err != nil {
 		h.T.Fatal(err)
 	}
-	ob.Down = &downstream.Fake{Window: o.Window, Now: h.Clock.Now, Secret: DownstreamToken, HangLimit: 5 * time.Second}
+	ob.Down = &downstream.Fake{Window: o.Window, Now: h.Clock.Now, Secret: DownstreamToken, HangLimit: 5 * time.Second, RefuseOlder: o.RefuseOlder}
 	srv := httptest.NewServer(ob.record(ob.Down))
 	h.T.Cleanup(srv.Close)
 	ob.URL = srv.URL
 	client := &http.Client{Timeout: o.CallTimeout}
-	for _, kind := range orderEffectKinds {
+	for _, kind := range append(slices.Clone(orderEffectKinds), o.Kinds...) {
 		e := &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, Secret: DownstreamToken, Window: o.Window, Client: client, Clock: h.Clock,
 			Scopes: o.scopes(kind)}
 		if o.Lookup {
@@ -309,8 +320,43 @@ func (o *Outbox) NewDispatcher(name string) *Dispatcher {
 		Rand: func() float64 { return 0.5 }, Owner: name, Lease: o.opts.Lease, MaxAttempts: 8,
 		Base: time.Second, Cap: time.Minute,
 	}
-	c := &outbox.Consumer{Dispatcher: d, SQS: holdVisibility{o: o, next: h.sqsSrv.Client(rec.APIOption)}, QueueURL: o.Queues.Queue, Log: quietLog()}
+	c := &outbox.Consumer{Dispatcher: d, SQS: holdVisibility{o: o, next: h.sqsSrv.Client(rec.APIOption)}, QueueURL: o.Queues.Queue, Log: quietLog(),
+		Metrics: metrics.New(lockedWriter{o}, "pipelinetest", h.Clock.Now)}
 	return &Dispatcher{o: o, Name: name, Rec: rec, C: c, Batch: 10}
+}
+
+// lockedWriter appends the dispatchers' metrics records under the
+// outbox's lock, so Metric can read them while dispatchers run.
+type lockedWriter struct{ o *Outbox }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.o.mu.Lock()
+	defer w.o.mu.Unlock()
+	return w.o.emf.Write(p)
+}
+
+// Metric sums metric name over the records of the dispatchers NewDispatcher
+// started, and returns the properties of the records where it was not 0.
+func (o *Outbox) Metric(name string) (float64, []map[string]any) {
+	o.h.T.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var sum float64
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(o.emf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			o.h.T.Fatalf("metrics record %q: %v", line, err)
+		}
+		if v, _ := rec[name].(float64); v != 0 {
+			sum += v
+			recs = append(recs, rec)
+		}
+	}
+	return sum, recs
 }
 
 // PollOnce is one event source mapping cycle on the effects queue through
