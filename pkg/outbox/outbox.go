@@ -183,7 +183,7 @@ const DefaultMaxAttempts = 8
 // Outcome is what one Dispatch did.
 type Outcome struct {
 	Status   ledger.IntentStatus
-	Code     string    // the code recorded with the status ("scope_not_allowed", "ok_200", …)
+	Code     string    // the code the dispatch recorded ("scope_not_allowed", "ok_200", …); a success the ledger turned CONTRADICTED keeps the call's
 	Next     time.Time // when a waiting intent is due again
 	Attempts int
 	Called   bool // the effect was called during this dispatch
