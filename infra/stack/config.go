@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/outbox"
 )
 
 // ErrConfig wraps every error in the stack's context values.
@@ -111,17 +113,21 @@ type TruthConfig struct {
 }
 
 // EffectConfig is one outbox effect as written in context:
-// {"kind","url","statusUrl"?,"timeoutSeconds"?,"idempotencyWindowHours"?,
-// "secretArn"?, "secret"?}. secret=true asks the stack to create a bearer
-// token secret when no secretArn is given; by default an effect has none.
+// {"kind","url","scopes","statusUrl"?,"timeoutSeconds"?,
+// "idempotencyWindowHours"?,"secretArn"?, "secret"?}. secret=true asks the
+// stack to create a bearer token secret when no secretArn is given; by
+// default an effect has none. scopes (required) names the sources whose
+// facts may trigger the effect (a source's scope is its name here), or is
+// ["*"] for every source; see outbox.EffectConfig.
 type EffectConfig struct {
-	Kind                   string `json:"kind"`
-	URL                    string `json:"url"`
-	StatusURL              string `json:"statusUrl,omitempty"`
-	TimeoutSeconds         int    `json:"timeoutSeconds,omitempty"`
-	IdempotencyWindowHours int    `json:"idempotencyWindowHours,omitempty"`
-	SecretArn              string `json:"secretArn,omitempty"`
-	Secret                 bool   `json:"secret,omitempty"`
+	Kind                   string   `json:"kind"`
+	URL                    string   `json:"url"`
+	Scopes                 []string `json:"scopes"`
+	StatusURL              string   `json:"statusUrl,omitempty"`
+	TimeoutSeconds         int      `json:"timeoutSeconds,omitempty"`
+	IdempotencyWindowHours int      `json:"idempotencyWindowHours,omitempty"`
+	SecretArn              string   `json:"secretArn,omitempty"`
+	Secret                 bool     `json:"secret,omitempty"`
 }
 
 // Context keys read by FromContext.
@@ -264,6 +270,16 @@ func (c Config) validate() error {
 		kinds[e.Kind] = true
 		if e.SecretArn != "" && !arnRE.MatchString(e.SecretArn) {
 			return fmt.Errorf("%w: %s[%d]: secretArn must be a Secrets Manager secret ARN", ErrConfig, KeyEffects, i)
+		}
+		if err := outbox.CheckScopes(e.Scopes); err != nil {
+			return fmt.Errorf("%w: %s[%d] (%s): %v", ErrConfig, KeyEffects, i, e.Kind, err)
+		}
+		// A scope no source has is a typo or a source not deployed: the
+		// effect would refuse its intended source's intents.
+		for _, sc := range e.Scopes {
+			if sc != outbox.AllScopes && !seen[sc] {
+				return fmt.Errorf("%w: %s[%d] (%s): scope %q is no source's: the sources are %s", ErrConfig, KeyEffects, i, e.Kind, sc, strings.Join(sourceNames(c.Sources), ", "))
+			}
 		}
 	}
 	return nil

@@ -148,9 +148,11 @@ func fullStack(t testing.TB) *synthed {
 			{"name":"shop","kind":"shopify","secretArn":"arn:aws:secretsmanager:eu-west-1:123456789012:secret:shop-hmac-AbCdEf"},
 			{"name":"ses","kind":"sns","options":{"topic_arns":"arn:aws:sns:eu-west-1:123456789012:ses-events"}}]`,
 		"effects": []any{
-			map[string]any{"kind": "refund", "url": "https://payments.example/refunds", "statusUrl": "https://payments.example/refunds/status", "secret": true, "timeoutSeconds": 10},
-			map[string]any{"kind": "notify", "url": "https://notify.example/send", "secretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:notify-token-AbCdEf"},
-			map[string]any{"kind": "suppression.add", "url": "https://mail.example/suppress"},
+			map[string]any{"kind": "refund", "url": "https://payments.example/refunds", "statusUrl": "https://payments.example/refunds/status", "secret": true, "timeoutSeconds": 10,
+				"scopes": []any{"shop"}},
+			map[string]any{"kind": "notify", "url": "https://notify.example/send", "secretArn": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:notify-token-AbCdEf",
+				"scopes": []any{"*"}},
+			map[string]any{"kind": "suppression.add", "url": "https://mail.example/suppress", "scopes": []any{"ses"}},
 		},
 	}, stack.Reconciler)
 }

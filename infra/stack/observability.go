@@ -14,7 +14,7 @@ import (
 var (
 	IntakeMetrics     = []string{"Received", "Accepted", "Duplicates", "Rejected", "IntakeLatencyMs"}
 	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "ProcessLatencyMs"}
-	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted", "DispatchLatencyMs"}
+	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted", "EffectsScopeRefused", "DispatchLatencyMs"}
 	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
 		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth",
 		"BridgeRedelivered", "BridgeDLQDepth", "ReconcileRunMs", "CompensationsDue", "DownstreamDrift"}
@@ -95,6 +95,9 @@ func (s *Stack) alarms() *string {
 	add("IntentsUncertain", "Effects whose outcome is unknown after the downstream's idempotency window: an operator must check.", s.metric("IntentsUncertain", "Maximum"), 1)
 	add("EventsDead", "Events that exhausted their attempts (DEAD).", s.metric("Dead", "Sum"), 1)
 	add("EventsQuarantined", "Events quarantined (malformed, unknown subject, same-version conflict).", s.metric("Quarantined", "Sum"), 1)
+	add("EffectsScopeRefused", "Intents quarantined without a call because their scope may not use their effect (the effect's scopes): "+
+		"another source's facts tried to reach the endpoint, or the effect's scopes miss a source. The intent's detail names scope, source and kind.",
+		s.metric("EffectsScopeRefused", "Sum"), 1)
 	return topic.TopicArn()
 }
 
@@ -187,7 +190,8 @@ func (s *Stack) dashboard() *string {
 		{
 			graph("Deliveries: received, accepted, duplicates, rejected", sum("Received", "Accepted", "Duplicates", "Rejected"), 8),
 			graph("Outcomes: applied, noop, stale, ignored, quarantined, dead", sum("Applied", "Noop", "Stale", "Ignored", "Quarantined", "Dead"), 8),
-			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined, superseded, obsolete, contradicted", sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted"), 8),
+			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined (of which refused for their scope), superseded, obsolete, contradicted",
+				sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsScopeRefused", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted"), 8),
 		},
 		{
 			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked", "BridgeRedelivered"), 12),

@@ -365,7 +365,7 @@ func (s *Stack) effectsDocument() (*string, error) {
 		}{Effects: []outbox.EffectConfig{}}
 		for _, e := range s.Config.Effects {
 			ec := outbox.EffectConfig{Kind: e.Kind, URL: e.URL, StatusURL: e.StatusURL,
-				TimeoutSeconds: e.TimeoutSeconds, IdempotencyWindowHours: e.IdempotencyWindowHours}
+				TimeoutSeconds: e.TimeoutSeconds, IdempotencyWindowHours: e.IdempotencyWindowHours, Scopes: e.Scopes}
 			if _, ok := s.EffectSecrets[e.Kind]; ok {
 				ec.Secret = arn(e.Kind)
 			}

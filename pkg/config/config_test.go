@@ -17,7 +17,7 @@ const (
 	envSources = `{"sources":[{"name":"stripe-local","kind":"stripe","secrets":["sm:a","env:STRIPE_WHSEC"]}]}`
 	queueURL   = "https://sqs.eu-west-1.amazonaws.com/123456789012/events"
 	effectsURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/effects"
-	effectsDoc = `{"effects":[{"kind":"refund","url":"https://payments.example/refunds","secret":"sm:refund-token"}]}`
+	effectsDoc = `{"effects":[{"kind":"refund","url":"https://payments.example/refunds","secret":"sm:refund-token","scopes":["orders"]}]}`
 )
 
 // baseEnv is the smallest environment every function accepts.
@@ -325,12 +325,13 @@ func TestLoadDispatcher(t *testing.T) {
 	}{
 		{"no effects", map[string]string{"EFFECTS": ""}, "EFFECTS"},
 		{"effects not json", map[string]string{"EFFECTS": "refund=https://x"}, "EFFECTS"},
-		{"unknown field", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","token":"t"}]}`}, "EFFECTS"},
-		{"plain http off loopback", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"http://payments.example"}]}`}, "loopback"},
-		{"secret value instead of a reference", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","secret":"sk_live_abc"}]}`}, "secret"},
-		{"timeout too long", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","timeout_seconds":60}]}`}, "timeout_seconds"},
-		{"kind twice", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example"},{"kind":"refund","url":"https://y.example"}]}`}, "twice"},
-		{"env secret without ALLOW_ENV_SECRETS", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","secret":"env:TOKEN"}]}`}, "ALLOW_ENV_SECRETS"},
+		{"unknown field", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","token":"t","scopes":["orders"]}]}`}, "EFFECTS"},
+		{"plain http off loopback", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"http://payments.example","scopes":["orders"]}]}`}, "loopback"},
+		{"secret value instead of a reference", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","secret":"sk_live_abc","scopes":["orders"]}]}`}, "secret"},
+		{"timeout too long", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","timeout_seconds":60,"scopes":["orders"]}]}`}, "timeout_seconds"},
+		{"no scopes", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example"}]}`}, `scopes is required`},
+		{"kind twice", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","scopes":["orders"]},{"kind":"refund","url":"https://y.example","scopes":["orders"]}]}`}, "twice"},
+		{"env secret without ALLOW_ENV_SECRETS", map[string]string{"EFFECTS": `{"effects":[{"kind":"refund","url":"https://x.example","secret":"env:TOKEN","scopes":["orders"]}]}`}, "ALLOW_ENV_SECRETS"},
 		{"no effects queue", map[string]string{"EFFECTS_QUEUE_URL": ""}, "EFFECTS_QUEUE_URL"},
 		{"attempts zero", map[string]string{"DISPATCH_MAX_ATTEMPTS": "0"}, "DISPATCH_MAX_ATTEMPTS"},
 		{"lease not a number", map[string]string{"DISPATCH_LEASE_SECONDS": "1m"}, "DISPATCH_LEASE_SECONDS"},
@@ -343,7 +344,7 @@ func TestLoadDispatcher(t *testing.T) {
 		})
 	}
 	local, err := config.LoadDispatcher(env(map[string]string{"ALLOW_ENV_SECRETS": "true",
-		"EFFECTS": `{"effects":[{"kind":"notify","url":"http://127.0.0.1:9000/notify","secret":"env:TOKEN","idempotency_window_hours":1}]}`}))
+		"EFFECTS": `{"effects":[{"kind":"notify","url":"http://127.0.0.1:9000/notify","secret":"env:TOKEN","idempotency_window_hours":1,"scopes":["orders"]}]}`}))
 	if err != nil || local.Effects[0].Window() != time.Hour {
 		t.Fatalf("local stack effects: %+v %v", local.Effects, err)
 	}

@@ -114,6 +114,18 @@ type WatchEntry struct {
 	Compensation string            `dynamodbav:"comp,omitempty"`
 }
 
+// ScopeOf is the scope that owns a projection, read from its ledger name
+// "<scope>/<name>" (the form the processor writes, projection.ScopedName):
+// the part before the first "/", or "" for a name without one (an
+// unscoped source's projection, or one written before ownership existed).
+// Scopes never contain "/", so the first one ends the scope.
+func ScopeOf(projection string) string {
+	if i := strings.IndexByte(projection, '/'); i > 0 {
+		return projection[:i]
+	}
+	return ""
+}
+
 // Family is the kind family of an intent kind: the part before the first
 // dot ("entitlement" for "entitlement.grant"), or the kind itself.
 func Family(kind string) string {
@@ -131,6 +143,8 @@ type StoredIntent struct {
 	Status      string         `dynamodbav:"status"`
 	Payload     map[string]any `dynamodbav:"payload"`
 	Causation   string         `dynamodbav:"causation"` // source/event_id that created it
+	Scope       string         `dynamodbav:"scope"`     // absent on intents written before it was recorded
+	Source      string         `dynamodbav:"source"`    // likewise
 	CreatedAt   int64          `dynamodbav:"created_at"`
 }
 
@@ -440,6 +454,13 @@ func (l *Ledger) intentItem(c Claim, w *ProjectionWrite, in Intent) map[string]t
 	it["subject"] = sv(in.Subject)
 	it["status"] = sv(IntentPending)
 	it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
+	// Whose fact the intent acts on: the scope that owns its projection and
+	// the source that delivered the event. The dispatcher checks the scope
+	// against the effect's allowed scopes and sends both with the call.
+	if scope := ScopeOf(w.Name); scope != "" {
+		it["scope"] = sv(scope)
+	}
+	it["source"] = sv(c.Event.Source)
 	it["created_at"] = nv(ms(now))
 	// The truth the intent came from: the dispatcher compares it with the
 	// projection when it claims the intent (DESIGN.md §6).

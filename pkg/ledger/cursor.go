@@ -18,6 +18,12 @@ import (
 // never receive an older state after a newer one, even with two
 // dispatchers and retries in flight.
 //
+// The cursor belongs to one scope: its key names the projection by its
+// ledger name, "<scope>/<name>", so another scope's revisions of the same
+// subject id (a vendor's order O-42 at revision 999) never hold, or
+// supersede, this scope's latest intents. Only unscoped sources, which
+// share their projections by configuration, share cursors.
+//
 // The cursor item holds the intent that last took it: its operation id,
 // the claim token it took it with, its version and its claim's lease end.
 // LockSubject takes it with one conditional UpdateItem:
@@ -54,6 +60,7 @@ const (
 // SubjectCursor is one cursor item.
 type SubjectCursor struct {
 	Projection  string // the projection the intents came from
+	Scope       string // the scope that owns it (ScopeOf(Projection))
 	ProjSubject string // its subject
 	Family      string // the kind family, e.g. "entitlement"
 	// Kind and Subject are the last holder's intent kind and subject (the
@@ -105,7 +112,7 @@ func decodeCursor(av map[string]types.AttributeValue) (SubjectCursor, string, er
 		return SubjectCursor{}, "", fmt.Errorf("decode cursor: %w", err)
 	}
 	return SubjectCursor{
-		Projection: it.Projection, ProjSubject: it.ProjSubject, Family: it.Family, Kind: it.Kind, Subject: it.Subject,
+		Projection: it.Projection, Scope: ScopeOf(it.Projection), ProjSubject: it.ProjSubject, Family: it.Family, Kind: it.Kind, Subject: it.Subject,
 		HolderOp: it.HolderOp, HolderVersion: it.HolderVersion, HolderUntil: fromMS(it.HolderUntil), DueAt: fromMS(it.DueAt),
 	}, it.HolderToken, nil
 }

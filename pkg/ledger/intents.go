@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -71,6 +72,15 @@ type IntentState struct {
 	Payload     map[string]any
 	Causation   string
 	CreatedAt   time.Time
+	// Scope owns the fact the intent acts on (the scope of its projection,
+	// "" for an unscoped source's) and Source delivered the event that
+	// caused it. Intents written before these were recorded have them
+	// derived when read: the scope from the projection's name
+	// ("<scope>/<name>", ScopeOf), the source from Causation
+	// ("<source>/<event id>"); an intent without a scoped projection has
+	// scope "", which only an effect open to every scope performs.
+	Scope  string
+	Source string
 
 	// The truth the intent came from (empty for intents written before
 	// these fields existed): the projection, its subject, version and
@@ -118,6 +128,8 @@ type intentItem struct {
 	Status         IntentStatus      `dynamodbav:"status"`
 	Payload        any               `dynamodbav:"payload"` // a map; commit stores an empty payload as NULL
 	Causation      string            `dynamodbav:"causation"`
+	Scope          string            `dynamodbav:"scope"`
+	Source         string            `dynamodbav:"source"`
 	CreatedAt      int64             `dynamodbav:"created_at"`
 	Projection     string            `dynamodbav:"projection"`
 	ProjSubject    string            `dynamodbav:"proj_subject"`
@@ -153,13 +165,21 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 	}
 	in := IntentState{
 		OperationID: it.OperationID, Kind: it.Kind, Subject: it.Subject, Status: it.Status,
-		Causation: it.Causation, CreatedAt: fromMS(it.CreatedAt),
+		Causation: it.Causation, Scope: it.Scope, Source: it.Source, CreatedAt: fromMS(it.CreatedAt),
 		Projection: it.Projection, ProjectionSubject: it.ProjSubject, Version: it.Version, Fingerprint: it.Fingerprint,
 		Policy: it.Policy, Condition: it.Condition, ContradictedBy: it.ContradictedBy, CompensatedBy: it.CompensatedBy, MaybeSent: it.MaybeSent,
 		Attempts: it.Attempts, FirstAttemptAt: fromMS(it.FirstAttemptAt),
 		LeaseOwner: it.LeaseOwner, LeaseToken: it.LeaseToken, LeaseExpires: fromMS(it.LeaseExpires),
 		NextAttemptAt: fromMS(it.NextAttemptAt), NextCheckAt: fromMS(it.NextCheckAt),
 		ErrorCode: it.ErrorCode, Detail: it.Detail, FinishedAt: fromMS(it.FinishedAt),
+	}
+	if in.Scope == "" {
+		in.Scope = ScopeOf(it.Projection) // written before the scope was recorded
+	}
+	if in.Source == "" {
+		// Written before the source was recorded: a source's name never
+		// contains "/", so Causation's first part is it.
+		in.Source, _, _ = strings.Cut(it.Causation, "/")
 	}
 	if it.ExpiresAt > 0 {
 		in.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()

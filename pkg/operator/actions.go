@@ -140,6 +140,11 @@ type intentDetail struct {
 	Kind        string `json:"kind"`
 	Subject     string `json:"subject"`
 	Causation   string `json:"causation"`
+	// Whose fact it acts on: the scope that owns it ("" for none) and the
+	// source that delivered it. An effect performs only the scopes it
+	// allows; a refusal is QUARANTINED with code scope_not_allowed.
+	Scope  string `json:"scope,omitempty"`
+	Source string `json:"source,omitempty"`
 	// The truth it came from and its dispatch policy (issue 12).
 	Truth  string `json:"truth,omitempty"` // projection/subject@version
 	Policy string `json:"policy,omitempty"`
@@ -172,7 +177,8 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		return err
 	}
 	d := intentDetail{
-		OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Causation: in.Causation, Status: string(in.Status), Attempts: in.Attempts,
+		OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Causation: in.Causation, Scope: in.Scope, Source: in.Source,
+		Status: string(in.Status), Attempts: in.Attempts,
 		CreatedAt: in.CreatedAt.UTC(), FirstAttemptAt: optTime(in.FirstAttemptAt), ErrorCode: in.ErrorCode, Detail: in.Detail,
 		FinishedAt: optTime(in.FinishedAt), ExpiresAt: optTime(in.ExpiresAt), PayloadKeys: []string{}, Audit: auditOf(in.Audit),
 		ContradictedBy: in.ContradictedBy, CompensatedBy: in.CompensatedBy,
@@ -211,6 +217,7 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 		{"kind", d.Kind},
 		{"subject", d.Subject},
 		{"caused by", d.Causation},
+		{"scope", orDash(d.Scope)},
 		{"from", orDash(d.Truth)},
 		{"policy", orDash(d.Policy)},
 		{"status", d.Status},

@@ -172,6 +172,7 @@ op-uncertain  refund  UNCERTAIN  2026-11-30T13:00:00Z  in 56m50s  1         time
 kind          refund
 subject       O-op-uncertain
 caused by     stripe/evt_op-uncertain
+scope         -
 from          orders/O-op-uncertain@1
 policy        once
 status        UNCERTAIN

@@ -11,6 +11,12 @@
 //	ErrUncertain (or unknown)    -> UNCERTAIN (checked again later)
 //	attempts exhausted           -> FAILED
 //
+// Before anything else the intent's scope (whose fact it acts on) must be
+// one its effect allows (ScopeGuard; EffectConfig.Scopes): otherwise it is
+// QUARANTINED with code scope_not_allowed and nothing is called. Every call
+// names its scope and source (body and X-Effect-Scope / X-Effect-Source),
+// and its subject version orders versions within that scope only.
+//
 // An intent that may already have reached the downstream (UNCERTAIN, or a
 // lease taken over from a dispatcher that died) is first looked up through
 // the effect's StatusLookup when it has one; otherwise it is retried with

@@ -22,6 +22,16 @@ import (
 
 // HTTPEffect POSTs the call as JSON to URL with the header
 // Idempotency-Key: <operation id> and, when Secret is set, a bearer token.
+// The call names whose fact it acts on: the body's "scope" and "source",
+// and the headers X-Effect-Scope and X-Effect-Source (each absent when
+// empty: an unscoped source's intent has no scope). X-Subject-Version
+// (and the body's subject_version) orders the versions of the subject in
+// that scope only: a downstream that refuses older versions must key
+// them by (X-Effect-Scope, subject), or another scope's subject of the
+// same id (a vendor's order O-42 at revision 999) makes this scope's
+// genuine later versions look old.
+//
+// It performs only the scopes in Scopes (see ScopeGuard).
 //
 // Classification: 2xx is success; a 3xx is never followed and never
 // success: the intent is QUARANTINED (redirect_refused, naming the
@@ -33,9 +43,9 @@ import (
 //
 // With StatusURL set it is also a StatusLookup: GET StatusURL?key=<key>
 // answering {"applied":bool,"known":bool} (404 means not known); and a
-// SubjectStatus: GET StatusURL?subject=<subject> answering
-// {"subject":…,"version":"<exact decimal>","known":bool,"kind":…} (404
-// means not known).
+// SubjectStatus: GET StatusURL?subject=<subject>&scope=<scope> (scope
+// absent when empty) answering {"subject":…,"scope":…,"version":"<exact
+// decimal>","known":bool,"kind":…} (404 means not known).
 type HTTPEffect struct {
 	Name   string // the intent kind it performs
 	URL    string
@@ -53,6 +63,10 @@ type HTTPEffect struct {
 	Client *http.Client
 	// Clock turns an HTTP-date Retry-After into a wait; default wall clock.
 	Clock ledger.Clock
+	// Scopes are the scopes whose intents it performs: scope names, or
+	// AllScopes alone for every scope (intents without one included).
+	// Empty allows none.
+	Scopes []string
 }
 
 var _ Effect = (*HTTPEffect)(nil)
@@ -60,6 +74,20 @@ var _ Effect = (*HTTPEffect)(nil)
 var _ StatusLookup = (*HTTPEffect)(nil)
 
 var _ SubjectStatus = (*HTTPEffect)(nil)
+
+var _ ScopeGuard = (*HTTPEffect)(nil)
+
+// AllowsScope reports whether the effect performs intents of scope: it is
+// in Scopes, or Scopes is AllScopes. An intent without a scope ("") is
+// allowed only by AllScopes.
+func (e *HTTPEffect) AllowsScope(scope string) bool {
+	for _, s := range e.Scopes {
+		if s == AllScopes || (s == scope && scope != "") {
+			return true
+		}
+	}
+	return false
+}
 
 // ErrNoSubjectStatus: the effect has no status endpoint to ask for a
 // subject's version (HTTPEffect without StatusURL). The caller cannot tell
@@ -96,15 +124,20 @@ func (e *HTTPEffect) authorize(ctx context.Context, req *http.Request) error {
 	return nil
 }
 
-// statusGet sends GET StatusURL?<param>=<value> with the effect's
-// authorization. The caller closes the body.
-func (e *HTTPEffect) statusGet(ctx context.Context, param, value string) (*http.Response, error) {
+// statusGet sends GET StatusURL with the query parameters params (those
+// with an empty value left out) and the effect's authorization. The
+// caller closes the body.
+func (e *HTTPEffect) statusGet(ctx context.Context, params map[string]string) (*http.Response, error) {
 	u, err := url.Parse(e.StatusURL)
 	if err != nil {
 		return nil, fmt.Errorf("status url: %w", err)
 	}
 	q := u.Query()
-	q.Set(param, value)
+	for k, v := range params {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
 	u.RawQuery = q.Encode()
 	// The URL built here passes the rule EFFECTS validation applies.
 	if err := source.CheckEndpointURL(u.String()); err != nil {
@@ -135,7 +168,7 @@ func (e *HTTPEffect) Lookup(ctx context.Context, key string) (applied, known boo
 	if e.StatusURL == "" {
 		return false, false, nil
 	}
-	resp, err := e.statusGet(ctx, "key", key)
+	resp, err := e.statusGet(ctx, map[string]string{"key": key})
 	if err != nil {
 		return false, false, fmt.Errorf("status lookup %s: %w", key, err)
 	}
@@ -156,9 +189,11 @@ func (e *HTTPEffect) Lookup(ctx context.Context, key string) (applied, known boo
 
 // SubjectAnswer is the status endpoint's JSON answer about a subject.
 // Version is the exact decimal of the last version applied; a JSON number
-// is accepted too and kept as written (never through float64).
+// is accepted too and kept as written (never through float64). Scope is
+// the scope asked about (absent for none).
 type SubjectAnswer struct {
 	Subject string `json:"subject"`
+	Scope   string `json:"scope,omitempty"`
 	Version string `json:"version"`
 	Known   bool   `json:"known"`
 	Kind    string `json:"kind,omitempty"`
@@ -167,15 +202,16 @@ type SubjectAnswer struct {
 // maxStatusAnswer bounds the status endpoint's answer read.
 const maxStatusAnswer = 4096
 
-// SubjectVersion asks the status endpoint which version of subject the
-// downstream last applied. A 404, or an answer with known false, is not
-// known. Without a StatusURL it returns ErrNoSubjectStatus. The version is
+// SubjectVersion asks the status endpoint which version of scope's
+// subject the downstream last applied. A 404, or an answer with known
+// false, is not known; an answer about another subject or scope is an
+// error. Without a StatusURL it returns ErrNoSubjectStatus. The version is
 // kept as the exact decimal the downstream wrote.
-func (e *HTTPEffect) SubjectVersion(ctx context.Context, subject string) (version string, known bool, err error) {
+func (e *HTTPEffect) SubjectVersion(ctx context.Context, scope, subject string) (version string, known bool, err error) {
 	if e.StatusURL == "" {
 		return "", false, fmt.Errorf("%s: %w", e.Name, ErrNoSubjectStatus)
 	}
-	resp, err := e.statusGet(ctx, "subject", subject)
+	resp, err := e.statusGet(ctx, map[string]string{"subject": subject, "scope": scope})
 	if err != nil {
 		return "", false, fmt.Errorf("subject status %s: %w", subject, err)
 	}
@@ -189,6 +225,7 @@ func (e *HTTPEffect) SubjectVersion(ctx context.Context, subject string) (versio
 	}
 	var raw struct {
 		Subject string          `json:"subject"`
+		Scope   string          `json:"scope"`
 		Version json.RawMessage `json:"version"`
 		Known   bool            `json:"known"`
 	}
@@ -197,6 +234,9 @@ func (e *HTTPEffect) SubjectVersion(ctx context.Context, subject string) (versio
 	}
 	if raw.Subject != "" && raw.Subject != subject {
 		return "", false, fmt.Errorf("subject status %s: the answer is about subject %q", subject, raw.Subject)
+	}
+	if raw.Scope != "" && raw.Scope != scope {
+		return "", false, fmt.Errorf("subject status %s: the answer is about scope %q, not %q", subject, raw.Scope, scope)
 	}
 	if !raw.Known {
 		return "", false, nil
@@ -246,6 +286,9 @@ type wireCall struct {
 	Payload map[string]any `json:"payload,omitempty"`
 	// Version is the subject's version as an exact decimal string.
 	Version string `json:"subject_version,omitempty"`
+	// Scope and Source: whose fact the call acts on.
+	Scope  string `json:"scope,omitempty"`
+	Source string `json:"source,omitempty"`
 }
 
 // Do performs one call.
@@ -270,6 +313,14 @@ func (e *HTTPEffect) Do(ctx context.Context, c Call) (Result, error) {
 		// The subject's version, exact (a decimal string, never a float),
 		// so the downstream can refuse an older state too.
 		req.Header.Set("X-Subject-Version", c.Version)
+	}
+	// Whose fact this is: the downstream keys the subject (and its
+	// versions) by scope, and can refuse a source it does not serve.
+	if c.Scope != "" {
+		req.Header.Set("X-Effect-Scope", c.Scope)
+	}
+	if c.Source != "" {
+		req.Header.Set("X-Effect-Source", c.Source)
 	}
 	if err := e.authorize(ctx, req); err != nil {
 		// Nothing was sent: safe to retry once the secret is readable.

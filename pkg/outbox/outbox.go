@@ -93,7 +93,14 @@ type Call struct {
 	Payload map[string]any
 	// Version is the version of the projection subject the intent came
 	// from, as an exact decimal ("" for intents that do not know it).
+	// Versions are ordered within a scope only: two scopes' subjects of
+	// the same id are different subjects, each with its own versions.
 	Version string
+	// Scope owns the fact the call acts on ("" for an unscoped source's
+	// intent) and Source delivered it, so the downstream can tell whose
+	// order, account or subscription it is.
+	Scope  string
+	Source string
 }
 
 // Result is what a successful call returned.
@@ -115,6 +122,15 @@ type Effect interface {
 // example, it forgot the key).
 type StatusLookup interface {
 	Lookup(ctx context.Context, key string) (applied bool, known bool, err error)
+}
+
+// ScopeGuard is implemented by effects that declare which scopes may use
+// them. The dispatcher performs an intent only when its effect is a
+// ScopeGuard that allows the intent's scope; any other intent is
+// QUARANTINED (scope_not_allowed) without a call. An effect that declares
+// nothing allows nothing.
+type ScopeGuard interface {
+	AllowsScope(scope string) bool
 }
 
 // Windowed is implemented by effects that know how long their downstream
@@ -167,11 +183,18 @@ const DefaultMaxAttempts = 8
 // Outcome is what one Dispatch did.
 type Outcome struct {
 	Status   ledger.IntentStatus
+	Code     string    // the code the dispatch recorded ("scope_not_allowed", "ok_200", …); a success the ledger turned CONTRADICTED keeps the call's
 	Next     time.Time // when a waiting intent is due again
 	Attempts int
 	Called   bool // the effect was called during this dispatch
 	Err      error
+	// Kind, Scope and Source are the intent's: whose fact it acted on.
+	Kind, Scope, Source string
 }
+
+// CodeScopeNotAllowed is the code of an intent QUARANTINED because its
+// scope may not use its effect.
+const CodeScopeNotAllowed = "scope_not_allowed"
 
 func (d *Dispatcher) now() time.Time {
 	if d.Clock == nil {
@@ -239,7 +262,14 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "no_effect",
 			Detail: fmt.Sprintf("%v %q", ErrNoEffect, in.Kind)})
 	}
-	call := Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: in.Payload}
+	// Whose fact this is decides whether the effect may be used at all,
+	// before anything else: a refusal is never silent (not SUPERSEDED or
+	// OBSOLETE because the truth moved on meanwhile), and it takes no
+	// subject cursor.
+	if g, ok := eff.(ScopeGuard); !ok || !g.AllowsScope(in.Scope) {
+		return d.refuseScope(ctx, c)
+	}
+	call := Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: in.Payload, Scope: in.Scope, Source: in.Source}
 	if in.Projection != "" {
 		call.Version = strconv.FormatInt(in.Version, 10)
 	}
@@ -407,8 +437,25 @@ func (d *Dispatcher) notCurrent(ctx context.Context, c ledger.IntentClaim, eff E
 	return d.record(ctx, c, false, ledger.IntentOutcome{Status: status, Code: code, Detail: why})
 }
 
+// refuseScope ends an intent whose scope may not use its effect:
+// QUARANTINED for the effect's owner, without a call. When an earlier
+// attempt may have reached the downstream (the effect's scopes changed
+// since), the reason says so.
+func (d *Dispatcher) refuseScope(ctx context.Context, c ledger.IntentClaim) (Outcome, error) {
+	in := c.Intent
+	why := fmt.Sprintf("scope %q (source %q) may not use effect %q: the effect's scopes do not include it; the call was not made", in.Scope, in.Source, in.Kind)
+	if in.Scope == "" {
+		why = fmt.Sprintf("the intent has no scope (source %q: an unscoped source, or written before ownership existed) and effect %q is not open to every scope (\"*\"); the call was not made", in.Source, in.Kind)
+	}
+	if c.MaybeSent() {
+		why += "; an earlier attempt may have reached the downstream before the effect's scopes changed: the owner must check"
+	}
+	return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: CodeScopeNotAllowed, Detail: why})
+}
+
 func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bool, out ledger.IntentOutcome) (Outcome, error) {
-	o := Outcome{Status: out.Status, Next: out.Next, Attempts: c.Intent.Attempts, Called: called}
+	o := Outcome{Status: out.Status, Code: out.Code, Next: out.Next, Attempts: c.Intent.Attempts, Called: called,
+		Kind: c.Intent.Kind, Scope: c.Intent.Scope, Source: c.Intent.Source}
 	st, err := d.Ledger.RecordIntentAs(ctx, c, out)
 	if err != nil {
 		return o, fmt.Errorf("dispatch %s: %w", c.Intent.OperationID, err)
@@ -419,7 +466,8 @@ func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bo
 
 // SubjectStatus is implemented by effects whose downstream can say which
 // version of a subject it last applied (for latest-policy effects: the
-// reconciler's drift check, DESIGN.md §5 I7).
+// reconciler's drift check, DESIGN.md §5 I7). The subject is scope's: the
+// same id in another scope is another subject.
 type SubjectStatus interface {
-	SubjectVersion(ctx context.Context, subject string) (version string, known bool, err error)
+	SubjectVersion(ctx context.Context, scope, subject string) (version string, known bool, err error)
 }

@@ -64,7 +64,10 @@ func setup(t *testing.T) env {
 	down := &downstream.Fake{Window: time.Hour, Now: clock.Now, Secret: "s3cret"}
 	srv := httptest.NewServer(down)
 	t.Cleanup(srv.Close)
-	eff := &outbox.HTTPEffect{Name: kind, URL: srv.URL, Secret: "s3cret", Client: &http.Client{Timeout: 300 * time.Millisecond}}
+	// The intent's projection is unscoped ("order"): only an effect open
+	// to every scope performs it.
+	eff := &outbox.HTTPEffect{Name: kind, URL: srv.URL, Secret: "s3cret", Client: &http.Client{Timeout: 300 * time.Millisecond},
+		Scopes: []string{outbox.AllScopes}}
 	disp := &outbox.Dispatcher{
 		Ledger: l, Effects: map[string]outbox.Effect{kind: eff}, Clock: clock,
 		Rand: func() float64 { return 0.5 }, Owner: "dispatcher-a", Lease: 30 * time.Second,

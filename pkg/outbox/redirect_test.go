@@ -92,7 +92,7 @@ func TestStatusLookupNeverFollowsRedirects(t *testing.T) {
 	if _, _, err := eff.Lookup(context.Background(), "op_1"); err == nil || !strings.Contains(err.Error(), "redirect") {
 		t.Fatalf("lookup: %v", err)
 	}
-	if _, _, err := eff.SubjectVersion(context.Background(), "acct_1"); err == nil || !strings.Contains(err.Error(), "redirect") {
+	if _, _, err := eff.SubjectVersion(context.Background(), "stripe", "acct_1"); err == nil || !strings.Contains(err.Error(), "redirect") {
 		t.Fatalf("subject version: %v", err)
 	}
 	if len(other.calls) != 0 {

@@ -64,8 +64,10 @@ type Consumer struct {
 	// EffectsRetryWait, EffectsQuarantined, EffectsSuperseded,
 	// EffectsObsolete (ended without a call: the truth moved on),
 	// EffectsContradicted (performed while a newer revision removed its
-	// reason: an attention item) and
-	// DispatchLatencyMs.
+	// reason: an attention item), EffectsScopeRefused (QUARANTINED without
+	// a call because the intent's scope may not use its effect: another
+	// source's fact tried to reach the endpoint) and DispatchLatencyMs.
+	// The record's properties name the intent's kind, scope and source.
 	Metrics *metrics.Emitter
 }
 
@@ -161,20 +163,31 @@ func (c *Consumer) handle(ctx context.Context, r events.SQSMessage) (ack bool) {
 		return false
 	}
 	took := c.Dispatcher.now().Sub(start)
-	attrs := []any{"intent_status", o.Status, "attempts", o.Attempts, "called", o.Called, "duration_ms", took.Milliseconds()}
+	attrs := []any{"intent_status", o.Status, "code", o.Code, "kind", o.Kind, "scope", o.Scope, "source", o.Source,
+		"attempts", o.Attempts, "called", o.Called, "duration_ms", took.Milliseconds()}
 	is := func(st ledger.IntentStatus) int {
 		if o.Status == st {
 			return 1
 		}
 		return 0
 	}
-	c.Metrics.Emit(map[string]any{"function": "dispatcher", "operation_id": ptr.OperationID, "intent_status": string(o.Status), "called": o.Called},
+	refused := 0
+	if o.Status == ledger.IntentStatusQuarantined && o.Code == CodeScopeNotAllowed {
+		refused = 1
+	}
+	c.Metrics.Emit(map[string]any{"function": "dispatcher", "operation_id": ptr.OperationID, "intent_status": string(o.Status), "code": o.Code,
+		"kind": o.Kind, "scope": o.Scope, "source": o.Source, "called": o.Called},
 		metrics.N("EffectsSucceeded", is(ledger.IntentStatusSucceeded)), metrics.N("EffectsFailed", is(ledger.IntentStatusFailed)),
 		metrics.N("EffectsUncertain", is(ledger.IntentStatusUncertain)), metrics.N("EffectsRetryWait", is(ledger.IntentStatusRetryWait)),
 		metrics.N("EffectsQuarantined", is(ledger.IntentStatusQuarantined)),
 		metrics.N("EffectsSuperseded", is(ledger.IntentStatusSuperseded)), metrics.N("EffectsObsolete", is(ledger.IntentStatusObsolete)),
 		metrics.N("EffectsContradicted", is(ledger.IntentStatusContradicted)),
+		metrics.N("EffectsScopeRefused", refused),
 		metrics.Latency("DispatchLatencyMs", took))
+	if refused == 1 {
+		log.Error("an intent's scope may not use its effect; quarantined without a call", attrs...)
+		return true
+	}
 	if o.Err != nil {
 		attrs = append(attrs, "err", o.Err)
 	}

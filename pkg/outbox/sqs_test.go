@@ -130,7 +130,8 @@ func TestConsumerDropsUnknownAndSurvivesPanics(t *testing.T) {
 
 type panicky struct{}
 
-func (panicky) Kind() string { return kind }
+func (panicky) Kind() string            { return kind }
+func (panicky) AllowsScope(string) bool { return true }
 func (panicky) Do(context.Context, outbox.Call) (outbox.Result, error) {
 	panic("effect bug")
 }

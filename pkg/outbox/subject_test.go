@@ -22,22 +22,22 @@ func TestHTTPEffectSubjectVersion(t *testing.T) {
 	eff := &outbox.HTTPEffect{Name: "entitlement.revoke", URL: srv.URL, StatusURL: srv.URL + "/status",
 		Token: func(context.Context) (string, error) { return "tok_test_FAKE", nil }}
 
-	if v, known, err := eff.SubjectVersion(ctx, "acct_1"); err != nil || known || v != "" {
+	if v, known, err := eff.SubjectVersion(ctx, "", "acct_1"); err != nil || known || v != "" {
 		t.Fatalf("before any apply: %q %v %v", v, known, err)
 	}
 	if _, err := eff.Do(ctx, outbox.Call{Key: "op-d", Kind: "entitlement.revoke", Subject: "acct_1", Version: "1152921511791461867"}); err != nil {
 		t.Fatal(err)
 	}
-	if v, known, err := eff.SubjectVersion(ctx, "acct_1"); err != nil || !known || v != "1152921511791461867" {
+	if v, known, err := eff.SubjectVersion(ctx, "", "acct_1"); err != nil || !known || v != "1152921511791461867" {
 		t.Fatalf("after the apply: %q %v %v", v, known, err)
 	}
 
 	noStatus := &outbox.HTTPEffect{Name: "k", URL: srv.URL}
-	if _, _, err := noStatus.SubjectVersion(ctx, "acct_1"); !errors.Is(err, outbox.ErrNoSubjectStatus) {
+	if _, _, err := noStatus.SubjectVersion(ctx, "", "acct_1"); !errors.Is(err, outbox.ErrNoSubjectStatus) {
 		t.Fatalf("without a status URL: %v", err)
 	}
 	wrongToken := &outbox.HTTPEffect{Name: "k", URL: srv.URL, StatusURL: srv.URL, Secret: "nope"}
-	if _, _, err := wrongToken.SubjectVersion(ctx, "acct_1"); err == nil || !strings.Contains(err.Error(), "HTTP 401") || strings.Contains(err.Error(), "nope") {
+	if _, _, err := wrongToken.SubjectVersion(ctx, "", "acct_1"); err == nil || !strings.Contains(err.Error(), "HTTP 401") || strings.Contains(err.Error(), "nope") {
 		t.Fatalf("unauthorized: %v", err)
 	}
 }
@@ -60,13 +60,15 @@ func TestHTTPEffectSubjectVersionAnswers(t *testing.T) {
 		{"text", 200, `{"subject":"s","version":"v9","known":true}`, "", false, "not a decimal integer"},
 		{"known without version", 200, `{"subject":"s","known":true}`, "", false, "not a decimal integer"},
 		{"other subject", 200, `{"subject":"t","version":"9","known":true}`, "", false, `about subject "t"`},
+		{"same scope", 200, `{"subject":"s","scope":"sc","version":"9","known":true}`, "9", true, ""},
+		{"other scope", 200, `{"subject":"s","scope":"vendor","version":"999","known":true}`, "", false, `about scope "vendor"`},
 		{"bad json", 200, `{"subject":`, "", false, "bad answer"},
 		{"500", 500, `oops`, "", false, "HTTP 500"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Query().Get("subject") != "s" || r.Header.Get("Authorization") != "Bearer tok" {
+				if r.URL.Query().Get("subject") != "s" || r.URL.Query().Get("scope") != "sc" || r.Header.Get("Authorization") != "Bearer tok" {
 					http.Error(w, "bad request", http.StatusBadRequest)
 					return
 				}
@@ -75,7 +77,7 @@ func TestHTTPEffectSubjectVersionAnswers(t *testing.T) {
 			}))
 			defer srv.Close()
 			eff := &outbox.HTTPEffect{Name: "k", URL: srv.URL, StatusURL: srv.URL + "/status", Secret: "tok"}
-			v, known, err := eff.SubjectVersion(context.Background(), "s")
+			v, known, err := eff.SubjectVersion(context.Background(), "sc", "s")
 			if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {
 				t.Fatalf("err %v, want %q", err, tc.errText)
 			}

@@ -1,5 +1,7 @@
 package projection
 
+import "github.com/effectively-once/webhooks/pkg/ledger"
+
 // Ownership (DESIGN.md §5 I8, issue 13 §1): the business state a source
 // writes belongs to its scope (source.Source.Scope: its domain, else its
 // name). Projections stay pure and scope-blind; the processor scopes their
@@ -51,10 +53,9 @@ func Scoped(scope string, r Result) Result {
 // projection's own name ("orders/order" → "orders", "order"); a name
 // without a scope has an empty one.
 func SplitScoped(name string) (scope, base string) {
-	for i := 0; i < len(name); i++ {
-		if name[i] == '/' {
-			return name[:i], name[i+1:]
-		}
+	scope = ledger.ScopeOf(name)
+	if scope == "" {
+		return "", name
 	}
-	return "", name
+	return scope, name[len(scope)+1:]
 }

@@ -122,7 +122,9 @@ func (r *Reconciler) checkSubject(ctx context.Context, o Options, now time.Time,
 	if !ok {
 		return skip("effect " + want.Kind + " cannot report a subject's version")
 	}
-	got, known, err := ss.SubjectVersion(ctx, want.Subject)
+	// The subject is the cursor's scope's: another scope's subject of the
+	// same id is another subject at the downstream.
+	got, known, err := ss.SubjectVersion(ctx, c.Scope, want.Subject)
 	switch {
 	case errors.Is(err, outbox.ErrNoSubjectStatus):
 		return skip("effect " + want.Kind + " has no status endpoint")

@@ -41,7 +41,7 @@ func newEntitlements(t *testing.T, f *fixture) *entitlements {
 	e := &entitlements{Down: down, Effects: map[string]outbox.Effect{}}
 	for _, kind := range []string{"entitlement.grant", "entitlement.revoke"} {
 		e.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, StatusURL: srv.URL + "/status",
-			Client: &http.Client{Timeout: 2 * time.Second}, Clock: f.Clock}
+			Client: &http.Client{Timeout: 2 * time.Second}, Clock: f.Clock, Scopes: []string{"stripe"}}
 	}
 	return e
 }
@@ -176,7 +176,7 @@ func TestDownstreamDriftReannouncesTheNewestIntent(t *testing.T) {
 	if in := f.intent(revoke); in.Status != ledger.IntentStatusSucceeded {
 		t.Fatalf("revoke %s", in.Status)
 	}
-	sv, _ := ent.Down.Subject(driftAccount)
+	sv, _ := ent.Down.Subject("stripe", driftAccount)
 	want := strconv.FormatInt(v5, 10) + "," + strconv.FormatInt(v9, 10)
 	if strings.Join(versions(sv), ",") != want || sv.Regressions != 0 || sv.LastKind != "entitlement.revoke" || sv.History[1].State["entitled"] != false {
 		t.Fatalf("downstream %+v, want versions %s", sv, want)

@@ -288,7 +288,7 @@ func (r *designRig) ours(ctx context.Context, ev DesignEvent, blind bool, row *D
 	}
 	disp := &outbox.Dispatcher{Ledger: l, Clock: r.clock, Owner: DispatcherOwner, Effects: map[string]outbox.Effect{}}
 	for _, in := range snap.Intents {
-		disp.Effects[in.Kind] = &outbox.HTTPEffect{Name: in.Kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
+		disp.Effects[in.Kind] = &outbox.HTTPEffect{Name: in.Kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}, Scopes: anyScope}
 	}
 	r.start()
 	for _, in := range snap.Intents {

@@ -31,6 +31,10 @@ import (
 // measureSecret signs the measured deliveries; visibly fake.
 const measureSecret = "whsec_test_FAKE_capacity_000000000000"
 
+// anyScope opens the measured effects to every scope: the measurements
+// count requests, and the scope check makes none.
+var anyScope = []string{outbox.AllScopes}
+
 // LambdaLogStream has the shape of the log stream name Lambda gives an
 // execution environment (AWS_LAMBDA_LOG_STREAM_NAME: the date, the
 // version in brackets and 32 hex digits). The rigs name their workers as
@@ -267,7 +271,7 @@ func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
 		return Row{}, fmt.Errorf("want one intent, have %d (%v)", len(snap.Intents), err)
 	}
 	kind := snap.Intents[0].Kind
-	disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
+	disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: down.URL, Client: &http.Client{Timeout: 5 * time.Second}, Scopes: anyScope}
 	m.Reset()
 	rec.Reset()
 	if o, err := disp.Dispatch(ctx, snap.Intents[0].OperationID); err != nil || o.Status != ledger.IntentStatusSucceeded {

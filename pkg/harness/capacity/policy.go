@@ -77,7 +77,7 @@ func (r *rig) measurePolicy(ctx context.Context, pol ledger.Policy) (PolicyRow, 
 	if err := commit(1, state("cancelled"), []ledger.Intent{in}); err != nil {
 		return row, err
 	}
-	r.disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}}
+	r.disp.Effects[kind] = &outbox.HTTPEffect{Name: kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}, Scopes: anyScope}
 	r.m.Reset()
 	r.rec.Reset()
 	if o, err := r.disp.Dispatch(ctx, in.OperationID); err != nil || o.Status != ledger.IntentStatusSucceeded {

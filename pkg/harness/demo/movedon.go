@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -342,7 +343,7 @@ func (r *Report) checkMoved(m *movedOn, rows map[string]ledger.Event, projection
 				fail("order %s: %s %s ended %s (compensated by %q); nothing was performed, so nothing is to contradict", m.order, in.Kind, in.OperationID, in.Status, in.CompensatedBy)
 			}
 		}
-		if sv, ok := down.Subjects["refund"][m.order]; ok && len(sv.History) > 0 {
+		if sv, ok := subjectView(down, intents, "refund", m.order); ok && len(sv.History) > 0 {
 			out.RefundCalls = max(out.RefundCalls, len(sv.History))
 		}
 		if out.RefundCalls != 0 {
@@ -360,7 +361,7 @@ func (r *Report) checkMoved(m *movedOn, rows map[string]ledger.Event, projection
 			fail("subscription %s holds deleted=%v v%d, want deleted at v%d", m.sub, out.SubDeleted, p.Version, m.revoke.version())
 		}
 	}
-	sv := down.Subjects[ledger.Family("entitlement.revoke")][m.account]
+	sv, _ := subjectView(down, intents, ledger.Family("entitlement.revoke"), m.account)
 	out.DownstreamLast, out.DownstreamKind, out.Regressions = sv.Last, sv.LastKind, sv.Regressions
 	if sv.Last != strconv.FormatInt(m.revoke.version(), 10) || sv.LastKind != "entitlement.revoke" || sv.Regressions != 0 {
 		fail("the downstream last applied %s for %s (%s, %d regressions), want the revoke at v%d", orNothing(sv.Last), m.account, orDash(sv.LastKind), sv.Regressions, m.revoke.version())
@@ -453,4 +454,18 @@ func (r Report) printMoved(w io.Writer) {
 	if len(o.Leftover) > 0 {
 		fmt.Fprintf(w, "  scripted answers the stories never used: %v\n", o.Leftover)
 	}
+}
+
+// subjectView is the downstream's view of subject in a kind family, keyed
+// as the downstream keys it: by the scope of the intents that reached it.
+func subjectView(down devstack.DownstreamState, intents []ledger.IntentState, family, subject string) (downstream.SubjectView, bool) {
+	for _, in := range intents {
+		if ledger.Family(in.Kind) != family || in.Subject != subject {
+			continue
+		}
+		if sv, ok := down.Subjects[family][downstream.SubjectKey{Scope: in.Scope, Subject: subject}.String()]; ok {
+			return sv, true
+		}
+	}
+	return downstream.SubjectView{}, false
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
+	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -180,11 +181,12 @@ func (r *Report) checkTruth(intents []ledger.IntentState, projections []ledger.P
 			}
 			return a.OperationID < b.OperationID
 		})
-		type fkey struct{ family, subject string }
+		// The downstream keys a subject by the scope that owns it.
+		type fkey struct{ family, scope, subject string }
 		var order []fkey
 		fams := map[fkey][]ledger.IntentState{}
 		for _, in := range group {
-			fk := fkey{ledger.Family(in.Kind), in.Subject}
+			fk := fkey{ledger.Family(in.Kind), in.Scope, in.Subject}
 			if fams[fk] == nil {
 				order = append(order, fk)
 			}
@@ -193,7 +195,7 @@ func (r *Report) checkTruth(intents []ledger.IntentState, projections []ledger.P
 		for _, fk := range order {
 			ins := fams[fk]
 			v := FamilyView{Family: fk.family, Subject: fk.subject, Policy: policyOf(ins[0])}
-			if sv, ok := down.Subjects[fk.family][fk.subject]; ok {
+			if sv, ok := down.Subjects[fk.family][downstream.SubjectKey{Scope: fk.scope, Subject: fk.subject}.String()]; ok {
 				v.Last, v.LastKind, v.Applied, v.Regressions, v.Refused = sv.Last, sv.LastKind, len(sv.History), sv.Regressions, len(sv.Refused)
 			}
 			if v.Regressions > 0 {

@@ -83,7 +83,7 @@ func TestFromEnvValidates(t *testing.T) {
 	}
 	// An effect whose env: secret has no local value is refused.
 	bad := t.TempDir() + "/devstack.json"
-	doc := `{"sources_config":` + string(f.Sources) + `,"effects_config":{"effects":[{"kind":"refund","url":"http://127.0.0.1:3002/r","secret":"env:MISSING"}]},"secrets":{}}`
+	doc := `{"sources_config":` + string(f.Sources) + `,"effects_config":{"effects":[{"kind":"refund","url":"http://127.0.0.1:3002/r","secret":"env:MISSING","scopes":["orders"]}]},"secrets":{}}`
 	if err := os.WriteFile(bad, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

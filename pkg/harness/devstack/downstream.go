@@ -246,10 +246,11 @@ type DownstreamState struct {
 	// Pending counts the scripted answers no request has used yet
 	// (DELETE /_dev/downstream/script clears them).
 	Pending int `json:"pending_script"`
-	// Subjects is the downstream's own view, per kind family and subject:
-	// the versions and states it applied, in order, the last one, and how
-	// many applies went back to an older version (must be 0). Only calls
-	// carrying a subject version appear.
+	// Subjects is the downstream's own view, per kind family and subject
+	// ("<scope>/<subject>", downstream.SubjectKey, or the subject alone for
+	// a call without a scope): the versions and states it applied, in
+	// order, the last one, and how many applies went back to an older
+	// version (must be 0). Only calls carrying a subject version appear.
 	Subjects map[string]map[string]downstream.SubjectView `json:"subjects"`
 }
 
@@ -305,7 +306,7 @@ func (d *Downstream) subjects(key string) map[string]map[string]downstream.Subje
 			if out[fam] == nil {
 				out[fam] = map[string]downstream.SubjectView{}
 			}
-			out[fam][subj] = sv
+			out[fam][subj.String()] = sv
 		}
 	}
 	return out

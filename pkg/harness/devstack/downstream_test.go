@@ -19,8 +19,8 @@ import (
 // same key is replayed, and the effect happened once.
 func TestDownstreamScriptedTimeoutAfterApply(t *testing.T) {
 	cfgs, err := outbox.ParseEffects([]byte(`{"effects":[
-		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","status_url":"http://127.0.0.1:3002/refunds/status","secret":"env:TOKEN","timeout_seconds":2},
-		{"kind":"notify_cancellation","url":"http://127.0.0.1:3002/notifications","secret":"env:TOKEN"}]}`))
+		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","status_url":"http://127.0.0.1:3002/refunds/status","secret":"env:TOKEN","timeout_seconds":2,"scopes":["orders"]},
+		{"kind":"notify_cancellation","url":"http://127.0.0.1:3002/notifications","secret":"env:TOKEN","scopes":["orders"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +105,9 @@ func TestDownstreamScriptedTimeoutAfterApply(t *testing.T) {
 // GET /_dev/downstream's subjects shows the order, across kinds.
 func TestDownstreamSubjectsPerFamily(t *testing.T) {
 	cfgs, err := outbox.ParseEffects([]byte(`{"effects":[
-		{"kind":"entitlement.grant","url":"http://127.0.0.1:3002/entitlements/grant","status_url":"http://127.0.0.1:3002/entitlements/status","secret":"env:TOKEN"},
-		{"kind":"entitlement.revoke","url":"http://127.0.0.1:3002/entitlements/revoke","secret":"env:TOKEN"},
-		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","secret":"env:TOKEN"}]}`))
+		{"kind":"entitlement.grant","url":"http://127.0.0.1:3002/entitlements/grant","status_url":"http://127.0.0.1:3002/entitlements/status","secret":"env:TOKEN","scopes":["orders"]},
+		{"kind":"entitlement.revoke","url":"http://127.0.0.1:3002/entitlements/revoke","secret":"env:TOKEN","scopes":["orders"]},
+		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","secret":"env:TOKEN","scopes":["orders"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestDownstreamSubjectsPerFamily(t *testing.T) {
 			t.Fatalf("%s: %v", c.Key, err)
 		}
 	}
-	if v, known, err := eff["entitlement.grant"].SubjectVersion(ctx, "acct_1"); err != nil || !known || v != "1152921511791461867" {
+	if v, known, err := eff["entitlement.grant"].SubjectVersion(ctx, "", "acct_1"); err != nil || !known || v != "1152921511791461867" {
 		t.Fatalf("grant's status route: %q %v %v (the revoke applied last)", v, known, err)
 	}
 	st := d.State("")

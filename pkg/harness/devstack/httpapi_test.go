@@ -16,8 +16,8 @@ import (
 func apiStack(t *testing.T) (*Stack, *TestLog) {
 	t.Helper()
 	cfgs, err := outbox.ParseEffects([]byte(`{"effects":[
-		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","status_url":"http://127.0.0.1:3002/refunds/status","secret":"env:TOKEN"},
-		{"kind":"notify_cancellation","url":"http://127.0.0.1:3002/notifications","secret":"env:TOKEN"}]}`))
+		{"kind":"refund","url":"http://127.0.0.1:3002/refunds","status_url":"http://127.0.0.1:3002/refunds/status","secret":"env:TOKEN","scopes":["orders"]},
+		{"kind":"notify_cancellation","url":"http://127.0.0.1:3002/notifications","secret":"env:TOKEN","scopes":["orders"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@
 // it keeps the versions and states it applied, in order (a Book), so a test
 // can assert the downstream's final view and that it never went back to an
 // older version (DESIGN.md §5 I7), and it can refuse older versions like a
-// guarding downstream. It is a harness: no function links it
+// guarding downstream. It keys subjects as a downstream must: by the
+// call's scope (X-Effect-Scope) and subject, so one scope's versions never
+// order another's. It is a harness: no function links it
 // (functions/layout_test.go).
 package downstream
 
@@ -50,8 +52,10 @@ type Call struct {
 	Body     []byte
 	Replayed bool // answered from the idempotency store
 	Mode     Mode
-	// Version is the subject version the call carried ("" : none).
-	Version string
+	// Version is the subject version the call carried ("" : none);
+	// Scope and Source whose fact it named ("" : none).
+	Version       string
+	Scope, Source string
 	// Refused: RefuseOlder turned the call away (409, nothing applied).
 	Refused bool
 }
@@ -80,8 +84,9 @@ type Fake struct {
 	HangLimit time.Duration
 	// RefuseOlder makes the fake guard like a careful downstream: a call
 	// whose subject version is lower than the last one it applied for that
-	// subject is answered 409 without the Idempotency-Key echo (a
-	// permanent refusal) and recorded as refused, not applied.
+	// subject in the call's scope is answered 409 without the
+	// Idempotency-Key echo (a permanent refusal) and recorded as refused,
+	// not applied.
 	RefuseOlder bool
 	// Book holds the per-subject view; fakes standing for one service
 	// share one. Nil: the fake keeps its own.
@@ -170,13 +175,13 @@ func (f *Fake) book() *Book {
 	return &f.own
 }
 
-// Subjects returns what the fake applied per subject, for every subject a
-// call carrying a subject version reached. Only effective applies count:
-// not replays, not failures.
-func (f *Fake) Subjects() map[string]SubjectView { return f.book().Subjects() }
+// Subjects returns what the fake applied per scope and subject, for every
+// subject a call carrying a subject version reached. Only effective
+// applies count: not replays, not failures.
+func (f *Fake) Subjects() map[SubjectKey]SubjectView { return f.book().Subjects() }
 
-// Subject returns what the fake applied for subject s.
-func (f *Fake) Subject(s string) (SubjectView, bool) { return f.book().Subject(s) }
+// Subject returns what the fake applied for scope's subject s.
+func (f *Fake) Subject(scope, s string) (SubjectView, bool) { return f.book().Subject(scope, s) }
 
 func (f *Fake) now() time.Time {
 	if f.Now != nil {
@@ -193,13 +198,15 @@ func (f *Fake) expired(e entry) bool {
 //
 // A GET with ?key=<operation id> is the status endpoint HTTPEffect.StatusURL
 // expects: {"key":…, "applied":bool, "known":bool}; a key past Window is not
-// known. A GET with ?subject=<s> answers the version last applied for the
-// subject: {"subject":…, "version":"<exact decimal>", "known":bool,
-// "kind":…} (known false, 200, for a subject never reached).
+// known. A GET with ?subject=<s>&scope=<scope> answers the version last
+// applied for the scope's subject: {"subject":…, "scope":…,
+// "version":"<exact decimal>", "known":bool, "kind":…} (known false, 200,
+// for a subject never reached).
 //
 // A POST carries its subject version in X-Subject-Version, or else in the
 // body's subject_version; one that is not a decimal integer is answered
-// 400 without applying.
+// 400 without applying. Its scope is X-Effect-Scope, or else the body's
+// scope; the version orders the subject in that scope only.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -212,7 +219,7 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		q := r.URL.Query()
 		if q.Has("subject") {
-			f.serveSubject(w, q.Get("subject"))
+			f.serveSubject(w, q.Get("scope"), q.Get("subject"))
 			return
 		}
 		key := q.Get("key")
@@ -235,7 +242,7 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	wc, err := parseCall(body, r.Header.Get("X-Subject-Version"))
+	wc, err := parseCall(body, r.Header.Get("X-Subject-Version"), r.Header.Get("X-Effect-Scope"), r.Header.Get("X-Effect-Source"))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -246,7 +253,7 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(f.script) > 0 {
 		b, f.script = f.script[0], f.script[1:]
 	}
-	call := Call{Key: key, Body: body, Mode: b.Mode, Version: wc.version}
+	call := Call{Key: key, Body: body, Mode: b.Mode, Version: wc.version, Scope: wc.Scope, Source: wc.Source}
 	switch b.Mode {
 	case Fail500, Throttle429, Unavailable503, Reject400, HangBeforeApply:
 		f.calls = append(f.calls, call)
@@ -263,11 +270,11 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case seen && !f.expired(e):
 		call.Replayed = true
 	case wc.version != "" && wc.Subject != "" &&
-		!f.book().apply(wc.Subject, Applied{Version: wc.version, Kind: wc.Kind, Key: key, State: stateOf(wc.Payload), At: f.now()}, f.RefuseOlder):
+		!f.book().apply(SubjectKey{Scope: wc.Scope, Subject: wc.Subject}, Applied{Version: wc.version, Kind: wc.Kind, Key: key, State: stateOf(wc.Payload), At: f.now()}, f.RefuseOlder):
 		call.Refused = true
 		f.calls = append(f.calls, call)
 		f.mu.Unlock()
-		http.Error(w, "an older version of subject "+wc.Subject+" than the one applied", http.StatusConflict)
+		http.Error(w, "an older version of subject "+SubjectKey{Scope: wc.Scope, Subject: wc.Subject}.String()+" than the one applied", http.StatusConflict)
 		return
 	default:
 		f.applied++
@@ -330,13 +337,13 @@ func (f *Fake) hang(r *http.Request) {
 }
 
 // serveSubject answers the subject status endpoint.
-func (f *Fake) serveSubject(w http.ResponseWriter, subject string) {
+func (f *Fake) serveSubject(w http.ResponseWriter, scope, subject string) {
 	if subject == "" {
 		http.Error(w, "missing subject", http.StatusBadRequest)
 		return
 	}
-	a := outbox.SubjectAnswer{Subject: subject}
-	if sv, ok := f.Subject(subject); ok && sv.Last != "" {
+	a := outbox.SubjectAnswer{Subject: subject, Scope: scope}
+	if sv, ok := f.Subject(scope, subject); ok && sv.Last != "" {
 		a.Version, a.Known, a.Kind = sv.Last, true, sv.LastKind
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -349,15 +356,17 @@ type wireCall struct {
 	Subject string          `json:"subject"`
 	Payload map[string]any  `json:"payload"`
 	Version json.RawMessage `json:"subject_version"`
+	Scope   string          `json:"scope"`
+	Source  string          `json:"source"`
 
 	version string // the exact decimal the call carries, "" for none
 }
 
-// parseCall reads the subject, kind, payload and version of a call. A body
-// that is not a JSON object carries no subject (the call is still applied);
-// a version that is not a decimal integer, in the header or the body, is
-// an error. The header wins over the body.
-func parseCall(body []byte, header string) (wireCall, error) {
+// parseCall reads the subject, scope, source, kind, payload and version of
+// a call. A body that is not a JSON object carries no subject (the call is
+// still applied); a version that is not a decimal integer, in the header
+// or the body, is an error. Headers win over the body.
+func parseCall(body []byte, header, scope, source string) (wireCall, error) {
 	var wc wireCall
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -374,5 +383,11 @@ func parseCall(body []byte, header string) (wireCall, error) {
 		}
 	}
 	wc.version = v
+	if scope != "" {
+		wc.Scope = scope
+	}
+	if source != "" {
+		wc.Source = source
+	}
 	return wc, nil
 }

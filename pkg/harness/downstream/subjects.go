@@ -36,16 +36,35 @@ type SubjectView struct {
 	Refused []Applied `json:"refused,omitempty"`
 }
 
-// Book is the per-subject view of what a downstream applied. Fakes that
-// stand for one service with several endpoints (entitlement grant and
-// revoke) share a Book, so the order of versions is checked across them.
-// It is safe for concurrent use; the zero value is ready.
+// SubjectKey names a subject as a careful downstream keys it: the scope
+// that owns it (the call's X-Effect-Scope, "" for none) and its id. The
+// same id in two scopes is two subjects, each with its own versions: a
+// vendor's order O-42 at revision 999 says nothing about the operator's
+// O-42, and must not make the operator's revision 13 look old.
+type SubjectKey struct {
+	Scope   string `json:"scope,omitempty"`
+	Subject string `json:"subject"`
+}
+
+// String is "<scope>/<subject>", or the subject alone without a scope.
+func (k SubjectKey) String() string {
+	if k.Scope == "" {
+		return k.Subject
+	}
+	return k.Scope + "/" + k.Subject
+}
+
+// Book is the per-subject view of what a downstream applied, keyed by
+// scope and subject. Fakes that stand for one service with several
+// endpoints (entitlement grant and revoke) share a Book, so the order of
+// versions is checked across them. It is safe for concurrent use; the
+// zero value is ready.
 type Book struct {
 	mu sync.Mutex
-	m  map[string]*SubjectView
+	m  map[SubjectKey]*SubjectView
 	// max is the highest version applied per subject (Last may be lower
 	// after a regression).
-	max map[string]*big.Int
+	max map[SubjectKey]*big.Int
 }
 
 // parseVersion reads an exact decimal integer; it never goes through float64.
@@ -77,7 +96,7 @@ func CompareVersions(a, b string) (int, error) {
 // apply records a as applied to subject, unless refuseOlder is set and its
 // version is lower than the subject's last applied one: then it is
 // recorded as refused and apply reports false. a.Version must be valid.
-func (b *Book) apply(subject string, a Applied, refuseOlder bool) bool {
+func (b *Book) apply(subject SubjectKey, a Applied, refuseOlder bool) bool {
 	v, err := parseVersion(a.Version)
 	if err != nil {
 		return false
@@ -85,8 +104,8 @@ func (b *Book) apply(subject string, a Applied, refuseOlder bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m == nil {
-		b.m = map[string]*SubjectView{}
-		b.max = map[string]*big.Int{}
+		b.m = map[SubjectKey]*SubjectView{}
+		b.max = map[SubjectKey]*big.Int{}
 	}
 	sv := b.m[subject]
 	if sv == nil {
@@ -109,12 +128,12 @@ func (b *Book) apply(subject string, a Applied, refuseOlder bool) bool {
 	return true
 }
 
-// Subject returns a copy of one subject's view; false when nothing carrying
-// a version was applied (or refused) for it.
-func (b *Book) Subject(s string) (SubjectView, bool) {
+// Subject returns a copy of the view of scope's subject s; false when
+// nothing carrying a version was applied (or refused) for it.
+func (b *Book) Subject(scope, s string) (SubjectView, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	sv, ok := b.m[s]
+	sv, ok := b.m[SubjectKey{Scope: scope, Subject: s}]
 	if !ok {
 		return SubjectView{}, false
 	}
@@ -122,10 +141,10 @@ func (b *Book) Subject(s string) (SubjectView, bool) {
 }
 
 // Subjects returns a copy of every subject's view.
-func (b *Book) Subjects() map[string]SubjectView {
+func (b *Book) Subjects() map[SubjectKey]SubjectView {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string]SubjectView, len(b.m))
+	out := make(map[SubjectKey]SubjectView, len(b.m))
 	for k, sv := range b.m {
 		out[k] = sv.clone()
 	}

@@ -53,7 +53,7 @@ func TestSubjectHistoryKeepsTheOrderOfApplies(t *testing.T) {
 			t.Fatalf("%s: %v", c.Key, err)
 		}
 	}
-	sv, ok := down.Subject("acct_1")
+	sv, ok := down.Subject("", "acct_1")
 	if !ok {
 		t.Fatal("acct_1 unknown")
 	}
@@ -67,15 +67,15 @@ func TestSubjectHistoryKeepsTheOrderOfApplies(t *testing.T) {
 		t.Fatalf("second apply %+v", h)
 	}
 	all := down.Subjects()
-	if len(all) != 2 || all["acct_2"].Last != "3" || all["acct_2"].Regressions != 0 {
+	if len(all) != 2 || all[downstream.SubjectKey{Subject: "acct_2"}].Last != "3" || all[downstream.SubjectKey{Subject: "acct_2"}].Regressions != 0 {
 		t.Fatalf("subjects %+v", all)
 	}
-	if _, ok := down.Subject("O-42"); ok {
+	if _, ok := down.Subject("", "O-42"); ok {
 		t.Fatal("a call without a version entered the view")
 	}
 	// A copy: changing it does not change the fake.
 	sv.History[0].Version = "999"
-	if again, _ := down.Subject("acct_1"); again.History[0].Version != "5" {
+	if again, _ := down.Subject("", "acct_1"); again.History[0].Version != "5" {
 		t.Fatal("Subject returned the fake's own slice")
 	}
 }
@@ -94,7 +94,7 @@ func TestSubjectBigVersionsAreExact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sv, _ := down.Subject("acct_1")
+	sv, _ := down.Subject("", "acct_1")
 	if sv.Last != "1152921511791461866" || sv.Regressions != 1 {
 		t.Fatalf("last %s regressions %d", sv.Last, sv.Regressions)
 	}
@@ -117,7 +117,7 @@ func TestSubjectReplayAndFailureDoNotAppend(t *testing.T) {
 	if _, err := eff.Do(ctx, c); err == nil {
 		t.Fatal("the scripted 503 did not answer")
 	}
-	if _, ok := down.Subject("acct_1"); ok {
+	if _, ok := down.Subject("", "acct_1"); ok {
 		t.Fatal("a failed call entered the view")
 	}
 	for range 2 {
@@ -125,7 +125,7 @@ func TestSubjectReplayAndFailureDoNotAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sv, _ := down.Subject("acct_1")
+	sv, _ := down.Subject("", "acct_1")
 	if len(sv.History) != 1 || down.Effective("op-5") != 1 {
 		t.Fatalf("history %+v effective %d", sv.History, down.Effective("op-5"))
 	}
@@ -148,7 +148,7 @@ func TestRefuseOlder(t *testing.T) {
 	if _, err := eff.Do(ctx, call("op-9n", "entitlement.notice", "acct_1", "9", false)); err != nil {
 		t.Fatal(err)
 	}
-	sv, _ := down.Subject("acct_1")
+	sv, _ := down.Subject("", "acct_1")
 	if strings.Join(versions(sv), ",") != "9,9" || sv.Regressions != 0 || len(sv.Refused) != 1 || sv.Refused[0].Key != "op-5" {
 		t.Fatalf("view %+v", sv)
 	}
@@ -181,7 +181,7 @@ func TestSharedBookAcrossEndpoints(t *testing.T) {
 	if _, err := g.Do(ctx, call("op-4", "entitlement.grant", "acct_1", "4", true)); err != nil {
 		t.Fatal(err) // the grant endpoint does not guard
 	}
-	sv, _ := revoke.Subject("acct_1")
+	sv, _ := revoke.Subject("", "acct_1")
 	if strings.Join(versions(sv), ",") != "5,9,4" || sv.Regressions != 1 || sv.LastKind != "entitlement.grant" {
 		t.Fatalf("shared view %+v", sv)
 	}
@@ -223,6 +223,7 @@ func TestSubjectStatusEndpoint(t *testing.T) {
 		{"unknown", "subject=acct_2", 200, `{"known":false,"subject":"acct_2","version":""}`},
 		{"empty", "subject=", 400, `null`},
 		{"key lookup still works", "key=op-d", 200, `{"applied":true,"key":"op-d","known":true}`},
+		{"another scope's subject of the same id", "subject=acct+1%26x&scope=vendor", 200, `{"known":false,"scope":"vendor","subject":"acct 1&x","version":""}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -268,7 +269,48 @@ func TestBadSubjectVersionIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if sv, _ := down.Subject("a"); sv.Last != "1152921511791461867" {
+	if sv, _ := down.Subject("", "a"); sv.Last != "1152921511791461867" {
 		t.Fatalf("numeric body version %q", sv.Last)
+	}
+}
+
+// A subject is the scope's: the vendor's order O-42 at revision 999 and
+// the operator's O-42 are two subjects, each with its own versions, so a
+// fake that refuses older versions still applies the operator's 12 and 13
+// after the vendor's 999. The scope comes from X-Effect-Scope (the body's
+// "scope" otherwise), and the status endpoint answers per scope.
+func TestSubjectsAreKeyedByScope(t *testing.T) {
+	down := &downstream.Fake{RefuseOlder: true}
+	eff := serve(t, down)
+	ctx := context.Background()
+	for _, c := range []outbox.Call{
+		{Key: "op-v999", Kind: "order.sync", Subject: "O-42", Version: "999", Scope: "vendor", Source: "vendor"},
+		{Key: "op-o12", Kind: "order.sync", Subject: "O-42", Version: "12", Scope: "orders", Source: "orders"},
+		{Key: "op-o13", Kind: "order.sync", Subject: "O-42", Version: "13", Scope: "orders", Source: "orders"},
+	} {
+		if _, err := eff.Do(ctx, c); err != nil {
+			t.Fatalf("%s: %v", c.Key, err)
+		}
+	}
+	ops, _ := down.Subject("orders", "O-42")
+	ven, _ := down.Subject("vendor", "O-42")
+	if strings.Join(versions(ops), ",") != "12,13" || ops.Last != "13" || len(ops.Refused) != 0 || ven.Last != "999" || ops.Regressions+ven.Regressions != 0 {
+		t.Fatalf("orders' O-42 %+v, vendor's %+v", ops, ven)
+	}
+	if _, ok := down.Subject("", "O-42"); ok {
+		t.Fatal("a scoped call entered the unscoped view")
+	}
+	calls := down.Calls()
+	if calls[0].Scope != "vendor" || calls[0].Source != "vendor" || calls[2].Scope != "orders" {
+		t.Fatalf("calls %+v", calls)
+	}
+	// An older version in the same scope is still refused.
+	if _, err := eff.Do(ctx, outbox.Call{Key: "op-o11", Kind: "order.sync", Subject: "O-42", Version: "11", Scope: "orders"}); err == nil {
+		t.Fatal("the operator's revision 11 after 13 was applied")
+	}
+	for scope, want := range map[string]string{"orders": "13", "vendor": "999"} {
+		if v, known, err := eff.SubjectVersion(ctx, scope, "O-42"); err != nil || !known || v != want {
+			t.Fatalf("%s's O-42 at the status endpoint: %q %v %v, want %s", scope, v, known, err, want)
+		}
 	}
 }

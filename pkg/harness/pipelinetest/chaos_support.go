@@ -352,7 +352,15 @@ type gatedEffect struct {
 var (
 	_ outbox.StatusLookup = gatedEffect{}
 	_ outbox.Windowed     = gatedEffect{}
+	_ outbox.ScopeGuard   = gatedEffect{}
 )
+
+// AllowsScope is the wrapped effect's: the gate changes when a call is
+// made, never whose calls are.
+func (e gatedEffect) AllowsScope(scope string) bool {
+	g, ok := e.Effect.(outbox.ScopeGuard)
+	return ok && g.AllowsScope(scope)
+}
 
 func (e gatedEffect) Do(ctx context.Context, c outbox.Call) (outbox.Result, error) {
 	if e.g.Wait(EffectCall) {
@@ -412,7 +420,8 @@ func NewChaos(t testing.TB, o Options, oo OutboxOptions) *Harness {
 	ob := h.EnableOutbox(oo)
 	client := &http.Client{Timeout: ob.opts.CallTimeout}
 	for _, kind := range entitlementEffectKinds {
-		e := &outbox.HTTPEffect{Name: kind, URL: ob.URL + "/" + kind, Secret: DownstreamToken, Window: ob.opts.Window, Client: client, Clock: h.Clock}
+		e := &outbox.HTTPEffect{Name: kind, URL: ob.URL + "/" + kind, Secret: DownstreamToken, Window: ob.opts.Window, Client: client, Clock: h.Clock,
+			Scopes: ob.opts.scopes(kind)}
 		if ob.opts.Lookup {
 			e.StatusURL = ob.URL + "/status"
 		}

@@ -404,7 +404,7 @@ func TestCrashMatrix_DispatcherLostAnswers(t *testing.T) {
 			send("evt_lost_revoke", "customer.subscription.updated", "unpaid", created+1)
 			h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
 			grant, revoke := onlyIntent(t, h, "entitlement.grant"), onlyIntent(t, h, "entitlement.revoke")
-			if view, ok := h.Outbox.Down.Subject("acct_lost"); !ok || view.LastKind != "entitlement.revoke" || len(view.History) != 2 {
+			if view, ok := h.Outbox.Down.Subject("stripe", "acct_lost"); !ok || view.LastKind != "entitlement.revoke" || len(view.History) != 2 {
 				rv := h.Outbox.Intent(revoke)
 				t.Fatalf("downstream view %+v; want grant then revoke (the revoke is %s %s: %s)", view, rv.Status, rv.ErrorCode, rv.Detail)
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/harness/httpstatus"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
@@ -46,6 +48,35 @@ type OutboxOptions struct {
 	// Latency is how long (real time) each effect call takes before the
 	// downstream handles it, so concurrent dispatchers overlap.
 	Latency time.Duration
+	// Scopes sets the scopes an effect kind allows (outbox.HTTPEffect's
+	// Scopes). A kind not named allows the scope of the source that emits
+	// it in the harness's configurations, as scripts/devstack.json
+	// declares: "orders" for the order effects, "stripe" for the
+	// entitlement effects.
+	Scopes map[string][]string
+	// Kinds are more effect kinds the downstream performs, next to the
+	// order effects (a test projection's); each allows the scopes
+	// Scopes names for it, none otherwise.
+	Kinds []string
+	// RefuseOlder makes the downstream refuse a call whose subject
+	// version is older than the last it applied for the subject in the
+	// call's scope (downstream.Fake.RefuseOlder).
+	RefuseOlder bool
+}
+
+// defaultScopes are the scopes each harness effect kind allows unless
+// OutboxOptions.Scopes says otherwise.
+var defaultScopes = map[string][]string{
+	"refund": {"orders"}, "notify_cancellation": {"orders"}, "notify_reinstatement": {"orders"},
+	"entitlement.grant": {"stripe"}, "entitlement.revoke": {"stripe"},
+}
+
+// scopes is the scopes kind allows.
+func (o OutboxOptions) scopes(kind string) []string {
+	if s, ok := o.Scopes[kind]; ok {
+		return s
+	}
+	return defaultScopes[kind]
 }
 
 // Arrival is one request the downstream received, on the manual clock.
@@ -66,6 +97,10 @@ type Arrival struct {
 	Subject     string
 	Version     string
 	BodyVersion json.RawMessage
+	// Scope and Source are the X-Effect-Scope and X-Effect-Source
+	// headers; BodyScope and BodySource the body's "scope" and "source".
+	Scope, Source         string
+	BodyScope, BodySource string
 	// Applied: the downstream applied this call (an effective call, not a
 	// replay of a remembered key), whether or not the client saw the
 	// answer. Exact when calls with one key do not overlap (the chaos
@@ -97,6 +132,7 @@ type Outbox struct {
 	arrivals []Arrival
 	holds    []Hold
 	receipts map[string]string // receipt handle -> operation id
+	emf      bytes.Buffer      // the dispatchers' metrics records
 }
 
 // The intent kinds of the seed 003 order projection, compensation included.
@@ -127,13 +163,14 @@ func (h *Harness) EnableOutbox(o OutboxOptions) *Outbox {
 	if ob.Queues, err = queue.Create(context.Background(), h.SQS, spec); err != nil {
 		h.T.Fatal(err)
 	}
-	ob.Down = &downstream.Fake{Window: o.Window, Now: h.Clock.Now, Secret: DownstreamToken, HangLimit: 5 * time.Second}
+	ob.Down = &downstream.Fake{Window: o.Window, Now: h.Clock.Now, Secret: DownstreamToken, HangLimit: 5 * time.Second, RefuseOlder: o.RefuseOlder}
 	srv := httptest.NewServer(ob.record(ob.Down))
 	h.T.Cleanup(srv.Close)
 	ob.URL = srv.URL
 	client := &http.Client{Timeout: o.CallTimeout}
-	for _, kind := range orderEffectKinds {
-		e := &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, Secret: DownstreamToken, Window: o.Window, Client: client, Clock: h.Clock}
+	for _, kind := range append(slices.Clone(orderEffectKinds), o.Kinds...) {
+		e := &outbox.HTTPEffect{Name: kind, URL: srv.URL + "/" + kind, Secret: DownstreamToken, Window: o.Window, Client: client, Clock: h.Clock,
+			Scopes: o.scopes(kind)}
 		if o.Lookup {
 			e.StatusURL = srv.URL + "/status"
 		}
@@ -164,14 +201,17 @@ func (o *Outbox) record(next http.Handler) http.Handler {
 		} else {
 			a.Kind = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 			a.Version = r.Header.Get("X-Subject-Version")
+			a.Scope, a.Source = r.Header.Get("X-Effect-Scope"), r.Header.Get("X-Effect-Source")
 			if body, err := io.ReadAll(r.Body); err == nil {
 				r.Body = io.NopCloser(bytes.NewReader(body))
 				var wire struct {
 					Subject string          `json:"subject"`
 					Version json.RawMessage `json:"subject_version"`
+					Scope   string          `json:"scope"`
+					Source  string          `json:"source"`
 				}
 				if json.Unmarshal(body, &wire) == nil {
-					a.Subject, a.BodyVersion = wire.Subject, wire.Version
+					a.Subject, a.BodyVersion, a.BodyScope, a.BodySource = wire.Subject, wire.Version, wire.Scope, wire.Source
 				}
 			}
 			before = o.Down.Effective(a.Key)
@@ -280,8 +320,43 @@ func (o *Outbox) NewDispatcher(name string) *Dispatcher {
 		Rand: func() float64 { return 0.5 }, Owner: name, Lease: o.opts.Lease, MaxAttempts: 8,
 		Base: time.Second, Cap: time.Minute,
 	}
-	c := &outbox.Consumer{Dispatcher: d, SQS: holdVisibility{o: o, next: h.sqsSrv.Client(rec.APIOption)}, QueueURL: o.Queues.Queue, Log: quietLog()}
+	c := &outbox.Consumer{Dispatcher: d, SQS: holdVisibility{o: o, next: h.sqsSrv.Client(rec.APIOption)}, QueueURL: o.Queues.Queue, Log: quietLog(),
+		Metrics: metrics.New(lockedWriter{o}, "pipelinetest", h.Clock.Now)}
 	return &Dispatcher{o: o, Name: name, Rec: rec, C: c, Batch: 10}
+}
+
+// lockedWriter appends the dispatchers' metrics records under the
+// outbox's lock, so Metric can read them while dispatchers run.
+type lockedWriter struct{ o *Outbox }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.o.mu.Lock()
+	defer w.o.mu.Unlock()
+	return w.o.emf.Write(p)
+}
+
+// Metric sums metric name over the records of the dispatchers NewDispatcher
+// started, and returns the properties of the records where it was not 0.
+func (o *Outbox) Metric(name string) (float64, []map[string]any) {
+	o.h.T.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var sum float64
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(o.emf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			o.h.T.Fatalf("metrics record %q: %v", line, err)
+		}
+		if v, _ := rec[name].(float64); v != 0 {
+			sum += v
+			recs = append(recs, rec)
+		}
+	}
+	return sum, recs
 }
 
 // PollOnce is one event source mapping cycle on the effects queue through

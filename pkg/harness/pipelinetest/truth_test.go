@@ -291,7 +291,7 @@ func TestTwoDispatchersSerializeOneSubject(t *testing.T) {
 	if in := h.Outbox.Intent(revoke); in.Status != ledger.IntentStatusSucceeded || h.Outbox.Down.Effective(revoke) != 1 {
 		t.Fatalf("revoke ended %s (%s), effective %d", in.Status, in.Detail, h.Outbox.Down.Effective(revoke))
 	}
-	view, ok := h.Outbox.Down.Subject(acct)
+	view, ok := h.Outbox.Down.Subject("stripe", acct)
 	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
 	if !ok || err != nil || view.Regressions != 0 || len(view.History) != 2 || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) {
 		t.Fatalf("downstream view %+v (projection v%d, %v); want grant then revoke, ending at the projection's version", view, p.Version, err)
@@ -347,6 +347,11 @@ func TestOverrideWhileRefundInFlightIsContradicted(t *testing.T) {
 type duringCall struct {
 	outbox.Effect
 	then func()
+}
+
+func (e duringCall) AllowsScope(scope string) bool {
+	g, ok := e.Effect.(outbox.ScopeGuard)
+	return ok && g.AllowsScope(scope)
 }
 
 func (e duringCall) Do(ctx context.Context, c outbox.Call) (outbox.Result, error) {
@@ -437,7 +442,7 @@ func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
 	}
 	h.DrainAll(drainTimeout, idle, nil, d)
 	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
-	view, _ := h.Outbox.Down.Subject(acct)
+	view, _ := h.Outbox.Down.Subject("stripe", acct)
 	if err != nil || h.Outbox.Intent(revoke).Status != ledger.IntentStatusSucceeded || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) || view.Regressions != 0 {
 		t.Fatalf("after the repair: revoke %s, downstream %+v, projection v%d (%v)", h.Outbox.Intent(revoke).Status, view, p.Version, err)
 	}
