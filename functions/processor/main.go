@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
@@ -32,7 +32,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	p, err := processor.New(rt.Ledger, cfg.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
+	p, err := processor.New(rt.Ledger, cfg.Sources, builtin.Default(builtin.StripeOptions{}), processor.Options{
 		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
 		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
 		StripeAPI: processor.StripeClients(cfg.Sources, rt.Secrets.Value),

@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/outbox"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
 )
@@ -40,7 +40,7 @@ func run() error {
 		Ledger: rt.Ledger, SQS: client,
 		Queues: reconciler.Queues{Events: cfg.EventsQueueURL, EventsDLQ: cfg.EventsDLQURL, Effects: cfg.EffectsQueueURL, EffectsDLQ: cfg.EffectsDLQURL,
 			BridgeDLQ: cfg.BridgeDLQURL},
-		Sources: cfg.Sources, Registry: projection.Default(projection.StripeOptions{}),
+		Sources: cfg.Sources, Registry: builtin.Default(builtin.StripeOptions{}),
 		Truths: reconciler.BuildTruths(cfg.Sources, rt.Secrets),
 		Opts:   reconciler.Options{StuckAfter: cfg.StuckAfter, MaxItems: cfg.MaxItems, Budget: cfg.Budget, Log: rt.Log, Metrics: rt.Metrics},
 	}

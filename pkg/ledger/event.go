@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/effectively-once/webhooks/pkg/projection"
+
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -39,7 +41,7 @@ const (
 // Bounds on what the ledger stores, so a hostile or broken payload cannot
 // grow an item without limit.
 const (
-	MaxIDLength        = 256
+	MaxIDLength        = projection.MaxIDLength
 	MaxTypeLength      = 128
 	MaxErrorMessageLen = 512
 	MaxErrorCodeLen    = 64

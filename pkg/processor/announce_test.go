@@ -9,11 +9,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
@@ -31,7 +31,7 @@ func TestBatchAnnouncesItsIntentsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &awstrace.Recorder{}
-	p, err := processor.New(h.Ledger, h.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
+	p, err := processor.New(h.Ledger, h.Sources, builtin.Default(builtin.StripeOptions{}), processor.Options{
 		Owner: "a", Lease: time.Minute, Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler),
 		Effects: queue.Sender{Client: sq.Client(rec.APIOption), URL: effects.Queue}})
 	if err != nil {

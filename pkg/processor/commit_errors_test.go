@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
@@ -76,7 +76,7 @@ func TestCommitCancellationDecidesQuarantineOrRetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := processor.New(l, h.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
+			p, err := processor.New(l, h.Sources, builtin.Default(builtin.StripeOptions{}), processor.Options{
 				Owner: "w", Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			if err != nil {

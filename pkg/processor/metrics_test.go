@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // Each processed message leaves one EMF record naming its outcome: a new
@@ -20,7 +20,7 @@ import (
 func TestOneMetricsRecordPerMessage(t *testing.T) {
 	h := pt.New(t, pt.Options{})
 	var buf bytes.Buffer
-	p, err := processor.New(h.Ledger, h.Sources, projection.Default(projection.StripeOptions{}), processor.Options{
+	p, err := processor.New(h.Ledger, h.Sources, builtin.Default(builtin.StripeOptions{}), processor.Options{
 		Owner: "m", Lease: time.Minute, Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler),
 		Metrics: metrics.New(&buf, "EffectivelyOnce/test", h.Clock.Now)})
 	if err != nil {

@@ -8,7 +8,7 @@
 // A Stripe thin event (object v2.core.event) carries no object: the
 // processor fetches the object it names from the Stripe API (the source's
 // api key; see package stripeapi) and projects that current state through
-// the same projections as snapshot events (projection.StripeFetched has
+// the same projections as snapshot events (builtin.StripeFetched has
 // the version rule). The fetch runs here, after the claim, never in the
 // intake; its failures are classified in resolveThin.
 //
@@ -29,6 +29,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/metrics"
 	"github.com/effectively-once/webhooks/pkg/outbox"
@@ -249,7 +250,7 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 	}
 	eventType, note := ev.EventType, ""
 	if src.Kind == "stripe" {
-		thin, isThin, err := projection.ParseStripeThin(payload)
+		thin, isThin, err := builtin.ParseStripeThin(payload)
 		if isThin {
 			if err != nil {
 				code, _ := projection.AsPermanent(err)
@@ -458,12 +459,12 @@ type stopped struct {
 
 // resolveThin fetches the object a Stripe thin event names and returns the
 // snapshot event the projections read in its place (see
-// projection.StripeFetched for the version rule). Nothing is fetched for
+// builtin.StripeFetched for the version rule). Nothing is fetched for
 // a type no projection reads. API failures are classified here: 429, 5xx,
 // timeouts and auth failures are transient (RETRY_WAIT, honouring
 // Retry-After); a missing object, an unsupported object type or a
 // malformed answer are permanent (QUARANTINED with a code).
-func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, src source.Source, thin projection.StripeThin, log *slog.Logger) (string, []byte, string, *stopped) {
+func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, src source.Source, thin builtin.StripeThin, log *slog.Logger) (string, []byte, string, *stopped) {
 	stop := func(outcome string, ack bool) (string, []byte, string, *stopped) {
 		return "", nil, "", &stopped{outcome, ack}
 	}
@@ -498,7 +499,7 @@ func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, 
 		wait, _ := stripeapi.RetryAfter(err)
 		return stop(p.transientAfter(ctx, c, m, "stripe_api_unavailable", err, wait, log))
 	}
-	eventType, payload, err := projection.StripeFetched(thin, obj.JSON, obj.ObservedAt)
+	eventType, payload, err := builtin.StripeFetched(thin, obj.JSON, obj.ObservedAt)
 	if err != nil {
 		code, _ := projection.AsPermanent(err)
 		return stop(p.quarantine(ctx, c, code, err.Error(), log))

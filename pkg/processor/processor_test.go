@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/processor"
@@ -65,7 +66,7 @@ func TestBatchReportsOnlyTheMessagesToRetry(t *testing.T) {
 	if ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeApplied {
 		t.Fatalf("fixture event %s %+v", ev.Status, ev.Result)
 	}
-	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), "sub_1QfixtureSub0001")
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), "sub_1QfixtureSub0001")
 	if err != nil || p.State["status"] != "past_due" || p.State["entitled"] != true || p.State["account_id"] != "acct_fixture_42" {
 		t.Fatalf("projection %+v %v", p.State, err)
 	}

@@ -3,6 +3,19 @@
 // version) and the outbox intents that state change implies, plus a registry
 // keyed by provider kind and event type.
 //
+// This package is the contract between a team's business rules and the
+// pipeline: it depends on the standard library only, so writing a
+// projection pulls in no AWS SDK. The built-in projections live in package
+// builtin; a team registers its own next to any of them.
+//
+// # Compatibility
+//
+// Event, Result, Write, Intent, Policy, Projection, Registry, Permanent,
+// Fingerprint and OperationID are a promise: fields are only added, never
+// renamed or re-typed, and OperationID and Fingerprint never change their
+// output for the same input (an operation id is a downstream's idempotency
+// key, and a fingerprint is stored with every projection item).
+//
 // A projection never reads or writes storage. The ledger applies its result
 // in one transaction under the version guard, so the same event can be
 // projected any number of times (retries, redrives, replays) and the outcome
@@ -23,7 +36,7 @@
 //			return projection.Result{}, projection.Permanent("malformed", err)
 //		}
 //		state := map[string]any{"status": e.Data.Object.Status}
-//		return projection.Result{Write: &ledger.ProjectionWrite{
+//		return projection.Result{Write: &projection.Write{
 //			Name: "invoice", Subject: e.Data.Object.ID, Version: e.Created,
 //			Fingerprint: projection.Fingerprint(state), State: state,
 //		}}, nil
@@ -39,27 +52,27 @@
 // An effect is an intent in the Result, keyed by a stable operation id
 // (the downstream's idempotency key). The projection declares, per kind,
 // what the dispatcher must check against the current truth before it
-// performs it (DESIGN.md §6), and says so in its doc comment:
+// performs it, and says so in its doc comment:
 //
 //	// A state sync: only the newest state per subject reaches the
 //	// downstream, in version order; an older one ends SUPERSEDED.
-//	ledger.Intent{OperationID: OperationID(sub, "grant", v), Kind: "entitlement.grant", Subject: sub,
-//		Policy: ledger.PolicyLatest, Payload: ...}
+//	projection.Intent{OperationID: projection.OperationID(sub, "grant", v), Kind: "entitlement.grant", Subject: sub,
+//		Policy: projection.PolicyLatest, Payload: ...}
 //
 //	// An action justified by a state: performed only while the state
 //	// still holds; OBSOLETE otherwise. Performed and contradicted later:
 //	// the compensation intent is written with the contradicting revision
 //	// (without one, the intent becomes CONTRADICTED for its owner).
-//	ledger.Intent{OperationID: OperationID(order, "notify_cancellation", rev), Kind: "notify_cancellation", Subject: order,
-//		Policy: ledger.PolicyWhileCurrent, Condition: map[string]string{"status": "cancelled"},
+//	projection.Intent{OperationID: projection.OperationID(order, "notify_cancellation", rev), Kind: "notify_cancellation", Subject: order,
+//		Policy: projection.PolicyWhileCurrent, Condition: map[string]string{"status": "cancelled"},
 //		Compensation: "notify_reinstatement", Payload: ...}
 //
 //	// A fact that must be acted on whatever happens later.
-//	ledger.Intent{OperationID: OperationID(addr, "suppress", v), Kind: "suppression.add", Subject: addr,
-//		Policy: ledger.PolicyOnce, Payload: ...}
+//	projection.Intent{OperationID: projection.OperationID(addr, "suppress", v), Kind: "suppression.add", Subject: addr,
+//		Policy: projection.PolicyOnce, Payload: ...}
 //
 // A Condition compares projection state fields as text
-// (ledger.ConditionHolds). Every kind needs an effect in the dispatcher's
+// (as the dispatcher does when it claims the intent). Every kind needs an effect in the dispatcher's
 // EFFECTS document, compensation kinds included; an intent of a kind
 // without one is QUARANTINED (no_effect), never dropped.
 package projection

@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
-
-	"github.com/effectively-once/webhooks/pkg/ledger"
 )
 
 // Event is what a projection sees: the identity and the verified raw bytes.
@@ -26,8 +23,8 @@ type Event struct {
 // Result is a projection's answer for one event. Write nil means the event
 // does not change any projected state (outcome ignored).
 type Result struct {
-	Write   *ledger.ProjectionWrite
-	Intents []ledger.Intent
+	Write   *Write
+	Intents []Intent
 }
 
 // Projection turns events into versioned state.
@@ -107,34 +104,4 @@ func OperationID(parts ...string) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// Default returns the registry with every built-in projection: Stripe
-// subscriptions, invoices and payment intents (kind "stripe"), SES delivery
-// status ("sns"), Shopify orders ("shopify"), Quiltt connection health
-// ("quiltt") and the seed 003 order workflow ("standard-webhooks", with
-// the default hop budget).
-func Default(opts StripeOptions) *Registry {
-	r := NewRegistry()
-	sub := NewStripeSubscriptions(opts)
-	r.Register("stripe", sub.EventTypes(), sub)
-	inv := NewStripeInvoices()
-	r.Register("stripe", inv.EventTypes(), inv)
-	pi := NewStripePaymentIntents()
-	r.Register("stripe", pi.EventTypes(), pi)
-	ses := NewSESMessages()
-	r.Register("sns", ses.EventTypes(), ses)
-	shop := NewShopifyOrders()
-	r.Register("shopify", shop.EventTypes(), shop)
-	q := NewQuilttConnections()
-	r.Register("quiltt", q.EventTypes(), q)
-	orders := NewOrders(OrderOptions{})
-	r.Register("standard-webhooks", orders.EventTypes(), orders)
-	return r
-}
-
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
 }

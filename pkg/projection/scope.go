@@ -1,6 +1,6 @@
 package projection
 
-import "github.com/effectively-once/webhooks/pkg/ledger"
+import "strings"
 
 // Ownership (DESIGN.md §5 I8, issue 13 §1): the business state a source
 // writes belongs to its scope (source.Source.Scope: its domain, else its
@@ -53,9 +53,8 @@ func Scoped(scope string, r Result) Result {
 // projection's own name ("orders/order" → "orders", "order"); a name
 // without a scope has an empty one.
 func SplitScoped(name string) (scope, base string) {
-	scope = ledger.ScopeOf(name)
-	if scope == "" {
-		return "", name
+	if i := strings.IndexByte(name, '/'); i > 0 {
+		return name[:i], name[i+1:]
 	}
-	return scope, name[len(scope)+1:]
+	return "", name
 }

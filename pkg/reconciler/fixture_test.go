@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/metrics"
@@ -86,7 +87,7 @@ func newFixture(t *testing.T) *fixture {
 	if f.Sources, err = source.Parse([]byte(sourcesDoc)); err != nil {
 		t.Fatal(err)
 	}
-	f.Reg = projection.Default(projection.StripeOptions{})
+	f.Reg = builtin.Default(builtin.StripeOptions{})
 	f.P, err = processor.New(f.L, f.Sources, f.Reg, processor.Options{Owner: "proc", Lease: 30 * time.Second, MaxAttempts: 3,
 		Now: f.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quiet(),
 		Effects: queue.Sender{Client: f.SQS, URL: f.Q.Effects}})

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
@@ -270,11 +271,11 @@ func TestDriftIsRepairedThroughThePipeline(t *testing.T) {
 	}
 	f.process() // evt_r11 (re-enqueued) and the two reconciliation events, in any order
 	f.process()
-	p, err := f.L.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), "O-42")
+	p, err := f.L.GetProjection(context.Background(), projection.ScopedName("orders", builtin.OrderProjection), "O-42")
 	if err != nil || p.Version != 12 || p.State["status"] != "cancelled" {
 		t.Fatalf("O-42 projection %+v %v", p, err)
 	}
-	if p7, err := f.L.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), "O-7"); err != nil || p7.Version != 3 {
+	if p7, err := f.L.GetProjection(context.Background(), projection.ScopedName("orders", builtin.OrderProjection), "O-7"); err != nil || p7.Version != 3 {
 		t.Fatalf("O-7 projection %+v %v", p7, err)
 	}
 	snap, err := ledger.TakeSnapshot(context.Background(), f.DB, "ledger")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/stripefake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
@@ -73,7 +74,7 @@ func TestStripeTruthFeedsUndeliveredEvents(t *testing.T) {
 	if ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeApplied {
 		t.Fatalf("fed event %s %+v", ev.Status, ev.Result)
 	}
-	p, err := f.L.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), "sub_B")
+	p, err := f.L.GetProjection(ctx, projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), "sub_B")
 	if err != nil || p.State["status"] != "past_due" {
 		t.Fatalf("projection %+v %v", p, err)
 	}

@@ -131,7 +131,7 @@ func header(w io.Writer, o options) {
 	if o.quick {
 		fmt.Fprintf(w, "| mode | **-quick** (short runs: numbers are indicative only) |\n")
 	}
-	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                                  # this whole file and docs/bench/*.png (-quick for a smoke run: make bench BENCH_ARGS=-quick)\nmake chaos N=1000 DESIGN=all                # the chaos comparison alone, 1000 schedules per design\ngo test -run 'TestRequestBudget|TestWriteUnitsPerEvent' -v ./pkg/harness/capacity   # requests and write units\ngo test -run '^$' -bench . -benchmem ./pkg/provider/ ./pkg/projection/ ./pkg/ledger/\ngo run ./scripts/coldstart                  # cold starts\nDEV_FAST=1 make dev & make load LOAD_ARGS='-sweep 5,10,20,30,40 -duration 10s'   # load against a running stack\n```\n")
+	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                                  # this whole file and docs/bench/*.png (-quick for a smoke run: make bench BENCH_ARGS=-quick)\nmake chaos N=1000 DESIGN=all                # the chaos comparison alone, 1000 schedules per design\ngo test -run 'TestRequestBudget|TestWriteUnitsPerEvent' -v ./pkg/harness/capacity   # requests and write units\ngo test -run '^$' -bench . -benchmem ./pkg/provider/ ./pkg/builtin/ ./pkg/ledger/\ngo run ./scripts/coldstart                  # cold starts\nDEV_FAST=1 make dev & make load LOAD_ARGS='-sweep 5,10,20,30,40 -duration 10s'   # load against a running stack\n```\n")
 	fmt.Fprintf(w, "\nWhat the emulators mean for the numbers: latencies include our code, the AWS SDK and the emulators on this machine's loopback, not AWS's network or DynamoDB's service time. Request counts and write units do not depend on the emulator: requests are counted by SDK middleware on the real handlers, and write units are computed from the items actually written with DynamoDB's published rules (package `pkg/harness/capacity`).\n")
 }
 
@@ -178,7 +178,7 @@ func command(ctx context.Context, name string, args ...string) (string, error) {
 
 // goBench runs the Go benchmarks and turns their lines into a table.
 func goBench(ctx context.Context, w io.Writer, _ options) error {
-	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "./pkg/provider/", "./pkg/projection/", "./pkg/ledger/"}
+	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "./pkg/provider/", "./pkg/builtin/", "./pkg/ledger/"}
 	out, err := command(ctx, "go", args...)
 	if err != nil {
 		return err

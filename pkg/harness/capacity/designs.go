@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/chaos/naive"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
@@ -219,7 +220,7 @@ func measureDesign(ctx context.Context, name string, ev DesignEvent) (DesignRow,
 			return row, err
 		}
 	case DesignPowertools:
-		p := &Powertools{DB: rg.db, Ledger: rg.led, Sources: rg.sources, Registry: projection.Default(projection.StripeOptions{}), Table: "ledger", Now: rg.clock.Now}
+		p := &Powertools{DB: rg.db, Ledger: rg.led, Sources: rg.sources, Registry: builtin.Default(builtin.StripeOptions{}), Table: "ledger", Now: rg.clock.Now}
 		rg.start()
 		if err := p.Handle(ctx, ev.Source, id); err != nil {
 			return row, err
@@ -269,7 +270,7 @@ func (r *designRig) ours(ctx context.Context, ev DesignEvent, blind bool, row *D
 		return err
 	}
 	po := processor.Options{Owner: ProcessorOwner, Now: r.clock.Now, Log: slog.New(slog.DiscardHandler), Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
-	proc, err := processor.New(r.led, r.sources, projection.Default(projection.StripeOptions{}), po)
+	proc, err := processor.New(r.led, r.sources, builtin.Default(builtin.StripeOptions{}), po)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/reconciler"
 	"github.com/effectively-once/webhooks/pkg/source"
@@ -65,7 +65,7 @@ func MeasureReconcilerIdle(ctx context.Context) (IdleRun, error) {
 		return IdleRun{}, err
 	}
 	r := &reconciler.Reconciler{Ledger: t.led, SQS: sq.Client(t.rec.APIOption), Queues: qs, Sources: sources,
-		Registry: projection.Default(projection.StripeOptions{}),
+		Registry: builtin.Default(builtin.StripeOptions{}),
 		// goaws answers a short poll exactly; the count of receives is the
 		// same as with the deployed 1 s long poll.
 		Opts: reconciler.Options{Now: t.clock.Now, Log: slog.New(slog.DiscardHandler), DLQWait: -1}}

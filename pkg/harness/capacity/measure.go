@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/config"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
@@ -23,7 +24,6 @@ import (
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
 	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 	"github.com/effectively-once/webhooks/pkg/source"
 )
@@ -208,7 +208,7 @@ func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error
 	if stripeAPI != nil {
 		po.StripeAPI = map[string]processor.StripeFetcher{"stripe": stripeAPI}
 	}
-	if r.proc, err = processor.New(r.led, sources, projection.Default(projection.StripeOptions{}), po); err != nil {
+	if r.proc, err = processor.New(r.led, sources, builtin.Default(builtin.StripeOptions{}), po); err != nil {
 		r.d.Close()
 		return nil, err
 	}

@@ -55,7 +55,7 @@ type observed struct {
 }
 
 // Ops returns the operation ids of a cancellation of subject at revision:
-// the refund's and the notification's (projection.Orders' keys, in the
+// the refund's and the notification's (builtin.Orders' keys, in the
 // "orders" source's scope).
 func Ops(subject string, revision int) (refund, notify string) {
 	rev := strconv.Itoa(revision)

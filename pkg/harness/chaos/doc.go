@@ -105,7 +105,7 @@
 //     revision sent with two states at most one is applied, and only such
 //     a contradiction is quarantined (version_conflict).
 //   - I3 for a Stripe subscription (version = created×4 + rank of
-//     created/updated/deleted, see projection.StripeSubscriptions): the
+//     created/updated/deleted, see builtin.StripeSubscriptions): the
 //     processing order is the chaos's, so the model is checked as a
 //     serialization of the recorded outcomes. At most one deletion
 //     applies; if one did, the projection ends at its version, terminal

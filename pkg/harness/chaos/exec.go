@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
@@ -592,7 +593,7 @@ func (r *run) reconcile() {
 		q.Effects, q.EffectsDLQ = h.Outbox.Queues.Queue, h.Outbox.Queues.DLQ
 	}
 	rc := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Queues: q, Sources: h.Sources,
-		Registry: projection.Default(projection.StripeOptions{}),
+		Registry: builtin.Default(builtin.StripeOptions{}),
 		// goaws answers a short poll with every message: no long poll here.
 		Opts: reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100, DLQWait: -1}}
 	if _, err := rc.Run(r.ctx); err != nil {
@@ -817,7 +818,7 @@ func (r *run) stripeStats(o observed) {
 	}
 	r.stats.StripeFetches = len(r.h.Stripe.Requests())
 	for _, p := range o.projections {
-		if _, base := projection.SplitScoped(p.Name); base == projection.StripeSubscriptionProjection && p.Terminal {
+		if _, base := projection.SplitScoped(p.Name); base == builtin.StripeSubscriptionProjection && p.Terminal {
 			r.stats.Deleted++
 		}
 	}

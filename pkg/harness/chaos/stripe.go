@@ -6,17 +6,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // The model of the Stripe subscription projection
-// (projection.StripeSubscriptions), written from its documented rules,
+// (builtin.StripeSubscriptions), written from its documented rules,
 // not from its code:
 //
 //   - version = created×4 + rank, rank created 1 < updated 2 < deleted 3,
-//     and a deletion adds projection.DeletedVersionBase (it is final);
+//     and a deletion adds builtin.DeletedVersionBase (it is final);
 //   - entitled = status active, trialing or past_due, and not deleted;
 //     a transition emits entitlement.grant or entitlement.revoke keyed by
 //     OperationID("stripe_subscription", subscription, kind, version);
@@ -27,7 +28,7 @@ import (
 //     newer version with the same state only advances the version (noop,
 //     no intent).
 //
-// Thin events (projection.StripeFetched's documented rule): a fact whose
+// Thin events (builtin.StripeFetched's documented rule): a fact whose
 // ledger row holds a thin event (a thin event without a twin, or a thin
 // twin that arrived before its snapshot event) is projected from what
 // Stripe answers when the processor fetches: Stripe's truth (StripeTruth,
@@ -47,7 +48,7 @@ var stripeEntitled = map[string]bool{"active": true, "trialing": true, "past_due
 func StripeVersion(e Event) int64 {
 	v := stripeCreated(e)*4 + stripeRank[e.Type]
 	if e.Type == "deleted" {
-		v += projection.DeletedVersionBase
+		v += builtin.DeletedVersionBase
 	}
 	return v
 }
@@ -59,7 +60,7 @@ func StripeOp(e Event) string {
 	if stripeEntitled[e.Status] && e.Type != "deleted" {
 		kind = "entitlement.grant"
 	}
-	return projection.ScopedOperationID("stripe", projection.OperationID(projection.StripeSubscriptionProjection, e.Subject, kind, strconv.FormatInt(StripeVersion(e), 10)))
+	return projection.ScopedOperationID("stripe", projection.OperationID(builtin.StripeSubscriptionProjection, e.Subject, kind, strconv.FormatInt(StripeVersion(e), 10)))
 }
 
 // StripeTruth is each subscription's status in Stripe once all its events
@@ -94,8 +95,8 @@ func truthState(status string) (state string, deleted bool) {
 // fetchedVersion reports whether a recorded version is a fetch's (see the
 // model above).
 func fetchedVersion(v int64) bool {
-	if v >= projection.DeletedVersionBase {
-		v -= projection.DeletedVersionBase
+	if v >= builtin.DeletedVersionBase {
+		v -= builtin.DeletedVersionBase
 	}
 	return v >= pt.Start.Unix()*4
 }
@@ -124,7 +125,7 @@ func stripeFact(e Event, ev ledger.Event, truth map[string]string, o observed) (
 	for _, at := range o.fetches[e.Subject] {
 		c := at*4 + 2
 		if deleted {
-			c = projection.DeletedVersionBase + at*4 + 3
+			c = builtin.DeletedVersionBase + at*4 + 3
 		}
 		if c == recorded || (recorded > 1<<53 && float64(c) == float64(recorded)) {
 			candidates = append(candidates, c)
@@ -153,7 +154,7 @@ func stripeOpOf(subject string, v int64, state string, deleted bool) string {
 	if stripeEntitled[status] && !deleted {
 		kind = "entitlement.grant"
 	}
-	return projection.ScopedOperationID("stripe", projection.OperationID(projection.StripeSubscriptionProjection, subject, kind, strconv.FormatInt(v, 10)))
+	return projection.ScopedOperationID("stripe", projection.OperationID(builtin.StripeSubscriptionProjection, subject, kind, strconv.FormatInt(v, 10)))
 }
 
 // stripeState is what a subscription event says: the state it writes.

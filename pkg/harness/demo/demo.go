@@ -75,9 +75,9 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
@@ -140,7 +140,7 @@ func (e *event) fact() string {
 func (e *event) version() int64 {
 	rank := map[string]int64{"customer.subscription.created": 1, "customer.subscription.updated": 2, "customer.subscription.deleted": 3}[e.Type]
 	if e.Type == "customer.subscription.deleted" {
-		return projection.DeletedVersionBase + e.Created*4 + rank // a deletion is final
+		return builtin.DeletedVersionBase + e.Created*4 + rank // a deletion is final
 	}
 	return e.Created*4 + rank
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -77,7 +78,7 @@ func newMovedOn(run string, now int64, override bool) *movedOn {
 		id := fmt.Sprintf("msg_o43_%d_%s", rev.rev, run)
 		body := fmt.Appendf(nil, `{"type":%q,"timestamp":"2026-11-30T12:05:%02dZ","data":{"id":%q,"revision":%d,"status":%q,"customer_id":"cus_o43","currency":"EUR","total_minor":4200%s}}`,
 			rev.typ, rev.rev, m.order, rev.rev, rev.status, rev.extra)
-		*rev.into = orderDelivery(id, body, false, meant{event: id, kind: "order (seed 003)", projection: projection.OrderProjection, subject: m.order,
+		*rev.into = orderDelivery(id, body, false, meant{event: id, kind: "order (seed 003)", projection: builtin.OrderProjection, subject: m.order,
 			version: int64(rev.rev), state: map[string]string{"status": rev.status}, intents: rev.wantsEffects})
 	}
 	m.grant = newEvent("evt_demo"+run+"_race_grant", "customer.subscription.created", m.sub, "active", m.account, now-120)
@@ -326,7 +327,7 @@ func (r *Report) checkMoved(m *movedOn, rows map[string]ledger.Event, projection
 
 	if m.override {
 		out.OrderLine = lines(StoryOverride)
-		if p, ok := proj(projection.OrderProjection, m.order); !ok {
+		if p, ok := proj(builtin.OrderProjection, m.order); !ok {
 			fail("order %s has no projection", m.order)
 		} else {
 			out.OrderState, _ = p.State["status"].(string)
@@ -352,7 +353,7 @@ func (r *Report) checkMoved(m *movedOn, rows map[string]ledger.Event, projection
 	}
 
 	out.RaceLine = lines(StoryRace)
-	if p, ok := proj(projection.StripeSubscriptionProjection, m.sub); !ok {
+	if p, ok := proj(builtin.StripeSubscriptionProjection, m.sub); !ok {
 		fail("subscription %s has no projection", m.sub)
 	} else {
 		out.SubDeleted, _ = p.State["deleted"].(bool)

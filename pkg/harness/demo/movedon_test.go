@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // TestMovedOnStories: the stories use the run's own order and subscription,
@@ -68,8 +68,8 @@ func goodMoved(m *movedOn) movedFixture {
 		f.rows[e] = ledger.Event{Source: src, EventID: id, Status: ledger.StatusProcessed, Result: &ledger.Result{Outcome: ledger.OutcomeApplied}}
 	}
 	f.projections = []ledger.Projection{
-		{Name: projection.OrderProjection, Subject: m.order, Version: 13, State: map[string]any{"status": "confirmed"}},
-		{Name: projection.StripeSubscriptionProjection, Subject: m.sub, Version: m.revoke.version(), State: map[string]any{"status": "canceled", "deleted": true}},
+		{Name: builtin.OrderProjection, Subject: m.order, Version: 13, State: map[string]any{"status": "confirmed"}},
+		{Name: builtin.StripeSubscriptionProjection, Subject: m.sub, Version: m.revoke.version(), State: map[string]any{"status": "canceled", "deleted": true}},
 	}
 	f.intents = []ledger.IntentState{
 		{OperationID: "op-refund", Kind: "refund", Subject: m.order, ProjectionSubject: m.order, Status: ledger.IntentStatusObsolete},

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -280,7 +281,7 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int, caus
 	// I3: each subject holds the state of its winning revision.
 	projections := map[string]ledger.Projection{}
 	for _, p := range snap.Projections {
-		if _, base := projection.SplitScoped(p.Name); base == projection.StripeSubscriptionProjection {
+		if _, base := projection.SplitScoped(p.Name); base == builtin.StripeSubscriptionProjection {
 			projections[p.Subject] = p
 		}
 	}

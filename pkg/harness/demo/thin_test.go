@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // thinRun is what a good run leaves for the story's thin events: one
@@ -110,7 +110,7 @@ func TestCheckSubjectAgainstStripe(t *testing.T) {
 		want := final[sub]
 		// Subscription 5's snapshot events end active; Stripe canceled
 		// it. A store that kept the snapshot state is wrong.
-		snap.Projections = append(snap.Projections, ledger.Projection{Name: projection.StripeSubscriptionProjection, Subject: sub,
+		snap.Projections = append(snap.Projections, ledger.Projection{Name: builtin.StripeSubscriptionProjection, Subject: sub,
 			Version: want.version(), State: map[string]any{"status": want.Status, "deleted": want.Type == "customer.subscription.deleted"}})
 	}
 	r := Report{statusOf: map[string]int{}}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -316,9 +317,9 @@ func describeState(state map[string]any) string {
 func subjectLabel(name string) string {
 	_, name = projection.SplitScoped(name)
 	switch name {
-	case projection.OrderProjection:
+	case builtin.OrderProjection:
 		return "order"
-	case projection.StripeSubscriptionProjection:
+	case builtin.StripeSubscriptionProjection:
 		return "subscription"
 	}
 	return name

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/devstack"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // truthFixture is a run's end as checkTruth reads it: the override's order
@@ -23,18 +23,18 @@ type truthFixture struct {
 
 const (
 	vGrant  int64 = 7184671589
-	vRevoke int64 = projection.DeletedVersionBase + 7184671707 // above 2^53: compared exactly
+	vRevoke int64 = builtin.DeletedVersionBase + 7184671707 // above 2^53: compared exactly
 )
 
 func goodTruth() truthFixture {
 	cancelled := map[string]string{"status": "cancelled"}
 	action := func(op, kind string, status ledger.IntentStatus) ledger.IntentState {
-		return ledger.IntentState{OperationID: op, Kind: kind, Subject: "O-43", Status: status, Projection: projection.OrderProjection, ProjectionSubject: "O-43",
+		return ledger.IntentState{OperationID: op, Kind: kind, Subject: "O-43", Status: status, Projection: builtin.OrderProjection, ProjectionSubject: "O-43",
 			Version: 12, Fingerprint: "f-cancelled", Policy: ledger.PolicyWhileCurrent, Condition: cancelled,
 			Audit: []ledger.AuditEntry{{To: ledger.Status(status), Reason: "obsolete: order/O-43 at version 13 says status=confirmed"}}}
 	}
 	sync := func(op, kind string, v int64, fp string, status ledger.IntentStatus) ledger.IntentState {
-		return ledger.IntentState{OperationID: op, Kind: kind, Subject: "acct_race", Status: status, Projection: projection.StripeSubscriptionProjection,
+		return ledger.IntentState{OperationID: op, Kind: kind, Subject: "acct_race", Status: status, Projection: builtin.StripeSubscriptionProjection,
 			ProjectionSubject: "sub_race", Version: v, Fingerprint: fp, Policy: ledger.PolicyLatest}
 	}
 	return truthFixture{
@@ -45,8 +45,8 @@ func goodTruth() truthFixture {
 			sync("op-revoke", "entitlement.revoke", vRevoke, "f-deleted", ledger.IntentStatusSucceeded),
 		},
 		projections: []ledger.Projection{
-			{Name: projection.OrderProjection, Subject: "O-43", Version: 13, Fingerprint: "f-confirmed", State: map[string]any{"status": "confirmed"}},
-			{Name: projection.StripeSubscriptionProjection, Subject: "sub_race", Version: vRevoke, Fingerprint: "f-deleted",
+			{Name: builtin.OrderProjection, Subject: "O-43", Version: 13, Fingerprint: "f-confirmed", State: map[string]any{"status": "confirmed"}},
+			{Name: builtin.StripeSubscriptionProjection, Subject: "sub_race", Version: vRevoke, Fingerprint: "f-deleted",
 				State:  map[string]any{"status": "canceled", "deleted": true, "entitled": false},
 				Latest: map[string]ledger.LatestIntent{"entitlement": {OperationID: "op-revoke", Kind: "entitlement.revoke", Version: vRevoke}}},
 		},
@@ -156,7 +156,7 @@ func TestCheckTruthRecordedContradictions(t *testing.T) {
 	f.intents[0].Status, f.intents[0].ContradictedBy = ledger.IntentStatusContradicted, 13
 	f.intents[1].Status, f.intents[1].ContradictedBy, f.intents[1].CompensatedBy = ledger.IntentStatusSucceeded, 13, ledger.CompensationID("op-notice")
 	f.intents = append(f.intents, ledger.IntentState{OperationID: ledger.CompensationID("op-notice"), Kind: "notify_reinstatement", Subject: "O-43",
-		Status: ledger.IntentStatusSucceeded, Projection: projection.OrderProjection, ProjectionSubject: "O-43", Version: 13, Policy: ledger.PolicyOnce})
+		Status: ledger.IntentStatusSucceeded, Projection: builtin.OrderProjection, ProjectionSubject: "O-43", Version: 13, Policy: ledger.PolicyOnce})
 	f.down.Effects = append(f.down.Effects, devstack.DownstreamEffect{Kind: "orders", Effective: map[string]int{"op-refund": 1, "op-notice": 1, "op-notice-c": 1}})
 	var r Report
 	r.checkTruth(f.intents, f.projections, f.down)

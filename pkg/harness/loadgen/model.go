@@ -11,6 +11,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -142,7 +143,7 @@ func stripeEvent(s *subject, step int) *Event {
 	}
 	version := strconv.FormatInt(created*4+rank, 10)
 	return &Event{Source: SourceStripe, ID: id, Subject: s.id, Step: step, Last: step == len(stripeStatuses)-1, Status: status, Body: body,
-		Intents: []Intent{{OperationID: projection.ScopedOperationID(SourceStripe, projection.OperationID(projection.StripeSubscriptionProjection, s.id, kind, version)), Kind: kind}}}
+		Intents: []Intent{{OperationID: projection.ScopedOperationID(SourceStripe, projection.OperationID(builtin.StripeSubscriptionProjection, s.id, kind, version)), Kind: kind}}}
 }
 
 func orderEvent(s *subject, step int) *Event {

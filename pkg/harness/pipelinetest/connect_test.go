@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
@@ -56,7 +57,7 @@ func requireConnectQuarantined(t *testing.T, h *pt.Harness, id, subject, acct, a
 	if !strings.Contains(ev.Attributes[attr], acct) {
 		t.Fatalf("event %s attributes %v: want %s naming %s", id, ev.Attributes, attr, acct)
 	}
-	if _, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subject); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), subject); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("a quarantined event's subject %s has a projection (%v)", subject, err)
 	}
 	for _, in := range h.Intents() {
@@ -74,7 +75,7 @@ func requireProcessed(t *testing.T, h *pt.Harness, id, subject string) {
 	if ev.Status != ledger.StatusProcessed || ev.Result == nil || ev.Result.Outcome != ledger.OutcomeApplied {
 		t.Fatalf("event %s: %s (%s: %s) %+v; want PROCESSED, applied", id, ev.Status, ev.ErrorCode, ev.ErrorMessage, ev.Result)
 	}
-	if _, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subject); err != nil {
+	if _, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), subject); err != nil {
 		t.Fatalf("projection of %s: %v", subject, err)
 	}
 	n := 0

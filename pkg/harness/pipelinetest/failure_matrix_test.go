@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -29,7 +30,7 @@ func subEvent(id, typ, status string, createdAt int64) []byte {
 // requireSubscription asserts the projection's business state and version.
 func requireSubscription(t *testing.T, h *pt.Harness, status string, entitled bool, version int64) ledger.Projection {
 	t.Helper()
-	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), sub)
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), sub)
 	if err != nil {
 		t.Fatalf("projection: %v", err)
 	}
@@ -246,7 +247,7 @@ func (f *flaky) set(n int) {
 }
 
 func flakyRegistry(fails int) (*projection.Registry, *flaky) {
-	base := projection.NewStripeSubscriptions(projection.StripeOptions{})
+	base := builtin.NewStripeSubscriptions(builtin.StripeOptions{})
 	f := &flaky{Projection: base, fails: fails}
 	r := projection.NewRegistry()
 	r.Register("stripe", base.EventTypes(), f)
@@ -268,7 +269,7 @@ func TestFailureMatrix04_FailureAfterClaimIsRetriedThenAppliedOnce(t *testing.T)
 	if ev.Status != ledger.StatusRetryWait || ev.ErrorCode != "projection_failed" || ev.Attempts != 1 {
 		t.Fatalf("after transient failure: %s code %q attempts %d", ev.Status, ev.ErrorCode, ev.Attempts)
 	}
-	if _, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), sub); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), sub); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("projection written by a failed attempt: %v", err)
 	}
 	h.Drain(10*time.Second, time.Second, w)
@@ -336,7 +337,7 @@ func TestFailureMatrix06_OlderEventAfterNewerIsStale(t *testing.T) {
 			t.Fatalf("%s after deletion: %+v", id, ev.Result)
 		}
 	}
-	p := requireSubscription(t, h, "canceled", false, projection.DeletedVersionBase+version(created+200, 3))
+	p := requireSubscription(t, h, "canceled", false, builtin.DeletedVersionBase+version(created+200, 3))
 	if p.State["deleted"] != true || !p.Terminal {
 		t.Fatalf("deletion undone: %+v", p)
 	}
@@ -535,7 +536,7 @@ func TestExpiredLeaseCannotCommit(t *testing.T) {
 	if err != nil || fast.From != ledger.StatusProcessing || fast.Token == slow.Token {
 		t.Fatalf("takeover: %+v %v", fast, err)
 	}
-	res, err := projection.NewStripeSubscriptions(projection.StripeOptions{}).Project(projection.Event{Type: "customer.subscription.created", Payload: body})
+	res, err := builtin.NewStripeSubscriptions(builtin.StripeOptions{}).Project(projection.Event{Type: "customer.subscription.created", Payload: body})
 	if err != nil {
 		t.Fatal(err)
 	}

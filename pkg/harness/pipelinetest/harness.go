@@ -33,6 +33,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/localaws"
 	"github.com/effectively-once/webhooks/pkg/harness/stripefake"
@@ -128,7 +129,7 @@ func New(t testing.TB, o Options) *Harness {
 		o.RetryCap = time.Second
 	}
 	if o.Registry == nil {
-		o.Registry = projection.Default(projection.StripeOptions{})
+		o.Registry = builtin.Default(builtin.StripeOptions{})
 	}
 	ctx := context.Background()
 	h := &Harness{T: t, Clock: ledger.NewManualClock(Start), opts: o, Table: "ledger"}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
@@ -38,7 +39,7 @@ func TestHotSubjectConverges(t *testing.T) {
 				}
 				return "stripe", id
 			},
-			proj: projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subject: "sub_hot",
+			proj: projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), subject: "sub_hot",
 			want: func(p ledger.Projection) error {
 				// The newest event (i = 49, created+49, updated rank 2) wins.
 				if p.Version != (created+n-1)*4+2 || p.State["status"] != []string{"active", "past_due", "trialing", "unpaid"}[(n-1)%4] {
@@ -58,7 +59,7 @@ func TestHotSubjectConverges(t *testing.T) {
 				}
 				return "orders", id
 			},
-			proj: projection.ScopedName("orders", projection.OrderProjection), subject: "O-HOT",
+			proj: projection.ScopedName("orders", builtin.OrderProjection), subject: "O-HOT",
 			want: func(p ledger.Projection) error {
 				if p.Version != n || p.State["status"] != []string{"created", "confirmed", "cancelled"}[(n-1)%3] {
 					return fmt.Errorf("at r%d %v", p.Version, p.State["status"])

@@ -8,6 +8,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/intake"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -35,7 +36,7 @@ func NewOrders(t testing.TB, o Options, oo OutboxOptions) *Harness {
 	}
 	o.Secrets = secrets
 	if o.Registry == nil {
-		o.Registry = projection.Default(projection.StripeOptions{})
+		o.Registry = builtin.Default(builtin.StripeOptions{})
 	}
 	h := New(t, o)
 	h.EnableOutbox(oo)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/outbox"
@@ -64,7 +65,7 @@ func TestAVendorsCancellationNeverReachesTheOperatorsRefundEndpoint(t *testing.T
 		t.Fatalf("EffectsScopeRefused %v in %v", refused, recs)
 	}
 	// The vendor's own O-42 did change: its fact stays its own.
-	if vp, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("vendor", projection.OrderProjection), o42); err != nil || vp.Version != 999 {
+	if vp, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("vendor", builtin.OrderProjection), o42); err != nil || vp.Version != 999 {
 		t.Fatalf("the vendor's O-42: %+v %v", vp, err)
 	}
 
@@ -123,7 +124,7 @@ func TestEveryEffectCallNamesItsScopeAndSource(t *testing.T) {
 // applied revision instead of its refund and notice: "order.sync", policy
 // latest, subject the order, so the downstream's versions of the order
 // are what is at stake.
-type orderSync struct{ *projection.Orders }
+type orderSync struct{ *builtin.Orders }
 
 func (p orderSync) Project(ev projection.Event) (projection.Result, error) {
 	r, err := p.Orders.Project(ev)
@@ -144,7 +145,7 @@ func (p orderSync) Project(ev projection.Event) (projection.Result, error) {
 // O-42 ends at 13, of the vendor's at 999.
 func TestAVendorsVersionCannotMakeTheOperatorsLaterVersionsLookOld(t *testing.T) {
 	reg := projection.NewRegistry()
-	orders := orderSync{projection.NewOrders(projection.OrderOptions{})}
+	orders := orderSync{builtin.NewOrders(builtin.OrderOptions{})}
 	reg.Register("standard-webhooks", orders.EventTypes(), orders)
 	h := pt.NewOrders(t, pt.Options{SourcesDoc: vendorSources(""), Secrets: map[string]string{"VENDOR_SECRET": vendorSecret}, Registry: reg},
 		pt.OutboxOptions{Kinds: []string{"order.sync"}, Scopes: map[string][]string{"order.sync": {"orders", "vendor"}}, RefuseOlder: true})

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
@@ -59,7 +60,7 @@ func settle(t *testing.T, h *pt.Harness, w *pt.Worker, d *pt.Dispatcher, msgID s
 // requireOrder asserts the order's projected status and revision.
 func requireOrder(t *testing.T, h *pt.Harness, status string, revision int64) ledger.Projection {
 	t.Helper()
-	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), o42)
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", builtin.OrderProjection), o42)
 	if err != nil {
 		t.Fatalf("order projection: %v", err)
 	}
@@ -591,7 +592,7 @@ func TestSeed003_AutomationLoop(t *testing.T) {
 	}
 
 	// A chain that changes state at every hop reaches the budget (5).
-	run("autoB_hop5", pt.OrderEvent("order.updated", o42, 13, "confirmed", fmt.Sprintf(`{"automation":"B","hop":%d}`, projection.DefaultHopBudget)))
+	run("autoB_hop5", pt.OrderEvent("order.updated", o42, 13, "confirmed", fmt.Sprintf(`{"automation":"B","hop":%d}`, builtin.DefaultHopBudget)))
 	ev := requireEvent(t, h, "autoB_hop5", ledger.StatusQuarantined, "")
 	if ev.ErrorCode != "hop_budget" || ev.TotalAttempts != 1 {
 		t.Fatalf("runaway chain: code %q attempts %d", ev.ErrorCode, ev.TotalAttempts)
@@ -607,7 +608,7 @@ func TestSeed003_AutomationLoop(t *testing.T) {
 // once. r11 is redriven from the DLQ, r12 replayed by an operator: both are
 // stale, create no intent and cause no effect.
 func TestSeed003_DLQReplayAfterSourceAdvanced(t *testing.T) {
-	orders := projection.NewOrders(projection.OrderOptions{})
+	orders := builtin.NewOrders(builtin.OrderOptions{})
 	f := &flaky{Projection: orders}
 	reg := projection.NewRegistry()
 	reg.Register("standard-webhooks", orders.EventTypes(), f)

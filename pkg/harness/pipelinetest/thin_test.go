@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/harness/stripefake"
 	"github.com/effectively-once/webhooks/pkg/ledger"
@@ -273,7 +274,7 @@ func TestThinAndSnapshotPermutationsConverge(t *testing.T) {
 
 func requireProjection(t *testing.T, h *pt.Harness) ledger.Projection {
 	t.Helper()
-	p, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", projection.StripeSubscriptionProjection), sub)
+	p, err := h.Ledger.GetProjection(t.Context(), projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), sub)
 	if err != nil {
 		t.Fatalf("projection: %v", err)
 	}

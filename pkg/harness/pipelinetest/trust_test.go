@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/metrics"
@@ -129,12 +130,12 @@ func TestAnotherSourceCannotWriteTheOperatorsOrder(t *testing.T) {
 			t.Fatalf("operator's intent %s: %s caused by %s, effective %d", op, in.Status, in.Causation, h.Outbox.Down.Effective(op))
 		}
 	}
-	vp, err := h.Ledger.GetProjection(ctx, projection.ScopedName("vendor", projection.OrderProjection), o42)
+	vp, err := h.Ledger.GetProjection(ctx, projection.ScopedName("vendor", builtin.OrderProjection), o42)
 	if err != nil || vp.Version != 999 {
 		t.Fatalf("the vendor's own O-42: %+v %v", vp, err)
 	}
 	vendorRefund := projection.ScopedOperationID("vendor", projection.OperationID(o42, "refund_due_to_cancellation", "999"))
-	if in := h.Outbox.Intent(vendorRefund); in.Causation != "vendor/msg_vendor_999" || in.Projection != projection.ScopedName("vendor", projection.OrderProjection) {
+	if in := h.Outbox.Intent(vendorRefund); in.Causation != "vendor/msg_vendor_999" || in.Projection != projection.ScopedName("vendor", builtin.OrderProjection) {
 		t.Fatalf("vendor's refund %+v", in)
 	}
 	// Its revision-12 twin cannot pre-empt the operator's id either.
@@ -153,7 +154,7 @@ func TestSharedDomainSharesSubjects(t *testing.T) {
 		t.Fatalf("vendor: %d", r.Status)
 	}
 	settle(t, h, w, d, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""))
-	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("shop", projection.OrderProjection), o42)
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("shop", builtin.OrderProjection), o42)
 	if err != nil || p.Version != 13 || p.State["status"] != "confirmed" {
 		t.Fatalf("shared O-42 %+v %v", p, err)
 	}
@@ -180,8 +181,8 @@ const (
 // partnerHarness is the pipeline with sources (a partner document), the
 // order projection registered for hmac sources, and the effects stage.
 func partnerHarness(t *testing.T, sources string) *pt.Harness {
-	reg := projection.Default(projection.StripeOptions{})
-	orders := projection.NewOrders(projection.OrderOptions{})
+	reg := builtin.Default(builtin.StripeOptions{})
+	orders := builtin.NewOrders(builtin.OrderOptions{})
 	reg.Register("hmac", orders.EventTypes(), orders)
 	return pt.NewOrders(t, pt.Options{SourcesDoc: sources, Registry: reg, Secrets: map[string]string{"PARTNER_SECRET": partnerSecret}}, pt.OutboxOptions{})
 }
@@ -251,7 +252,7 @@ func TestAReplayUnderTheNextIdCannotPreemptTheGenuineEvent(t *testing.T) {
 	if ev.Status != ledger.StatusProcessed || ev.Result == nil || ev.Result.Outcome != ledger.OutcomeApplied || ev.PayloadHash != ledger.PayloadHash(own) {
 		t.Fatalf("genuine 101 not processed: %+v", ev)
 	}
-	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("partner", projection.OrderProjection), o42)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("partner", builtin.OrderProjection), o42)
 	if err != nil || p.Version != 12 || p.State["status"] != "cancelled" {
 		t.Fatalf("order O-42: %+v %v", p, err)
 	}

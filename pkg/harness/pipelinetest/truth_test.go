@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/harness/awstrace"
 	"github.com/effectively-once/webhooks/pkg/harness/downstream"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
@@ -118,7 +119,7 @@ func TestGrantRetriedAfterRevokeIsSuperseded(t *testing.T) {
 	if last.Key != revoke {
 		t.Fatalf("the downstream's last applied call is %s, want the revoke %s", last.Key, revoke)
 	}
-	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), subID)
 	if err != nil || p.State["entitled"] != false {
 		t.Fatalf("projection %+v %v", p, err)
 	}
@@ -292,7 +293,7 @@ func TestTwoDispatchersSerializeOneSubject(t *testing.T) {
 		t.Fatalf("revoke ended %s (%s), effective %d", in.Status, in.Detail, h.Outbox.Down.Effective(revoke))
 	}
 	view, ok := h.Outbox.Down.Subject("stripe", acct)
-	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), subID)
 	if !ok || err != nil || view.Regressions != 0 || len(view.History) != 2 || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) {
 		t.Fatalf("downstream view %+v (projection v%d, %v); want grant then revoke, ending at the projection's version", view, p.Version, err)
 	}
@@ -383,7 +384,7 @@ func TestDeletionVersionReachesTheDownstreamExact(t *testing.T) {
 	send := subscriptionSender(t, h, w, "sub_truth_3", "acct_truth_3")
 	send("evt_del", "customer.subscription.deleted", "canceled", created)
 	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
-	want := strconv.FormatInt(projection.DeletedVersionBase+created*4+3, 10)
+	want := strconv.FormatInt(builtin.DeletedVersionBase+created*4+3, 10)
 	revoke := onlyIntent(t, h, "entitlement.revoke")
 	calls := h.Outbox.Arrivals(revoke)
 	if len(calls) != 1 || calls[0].Version != want || string(calls[0].BodyVersion) != `"`+want+`"` {
@@ -433,7 +434,7 @@ func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
 
 	rc := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Sources: h.Sources, Effects: h.Outbox.Effects,
 		Queues:   reconciler.Queues{Events: h.Queues.Queue, EventsDLQ: h.Queues.DLQ, Effects: h.Outbox.Queues.Queue, EffectsDLQ: h.Outbox.Queues.DLQ},
-		Registry: projection.Default(projection.StripeOptions{}),
+		Registry: builtin.Default(builtin.StripeOptions{}),
 		// goaws answers a short poll with every message: no long poll here.
 		Opts: reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100, DLQWait: -1}}
 	rep, err := rc.Run(ctx)
@@ -441,7 +442,7 @@ func TestReconcilerRepairsDownstreamDrift(t *testing.T) {
 		t.Fatalf("reconciler: %+v %v; want one drifting subject, its revoke re-announced by the drift check", rep, err)
 	}
 	h.DrainAll(drainTimeout, idle, nil, d)
-	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", projection.StripeSubscriptionProjection), subID)
+	p, err := h.Ledger.GetProjection(ctx, projection.ScopedName("stripe", builtin.StripeSubscriptionProjection), subID)
 	view, _ := h.Outbox.Down.Subject("stripe", acct)
 	if err != nil || h.Outbox.Intent(revoke).Status != ledger.IntentStatusSucceeded || view.LastKind != "entitlement.revoke" || view.Last != fmt.Sprint(p.Version) || view.Regressions != 0 {
 		t.Fatalf("after the repair: revoke %s, downstream %+v, projection v%d (%v)", h.Outbox.Intent(revoke).Status, view, p.Version, err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
@@ -54,14 +55,14 @@ func TestUnstorableOrderValuesAreQuarantined(t *testing.T) {
 			if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != ledger.CodeUnstorable {
 				t.Fatalf("event %s (%s: %s), want QUARANTINED %s; audit %v", ev.Status, ev.ErrorCode, ev.ErrorMessage, ledger.CodeUnstorable, pt.Actions(ev))
 			}
-			item := "projection " + projection.ScopedName("orders", projection.OrderProjection) + "/" + order
+			item := "projection " + projection.ScopedName("orders", builtin.OrderProjection) + "/" + order
 			if !strings.Contains(ev.ErrorMessage, item+" attribute "+tc.path+": ") || !strings.Contains(ev.ErrorMessage, tc.rule) {
 				t.Fatalf("quarantine reason %q; want it to name %s, %s and %q", ev.ErrorMessage, item, tc.path, tc.rule)
 			}
 			if ev.TotalAttempts != 1 || !slices.Equal(pt.Actions(ev), []string{"accept", "claim", "quarantine"}) {
 				t.Fatalf("%d attempts, audit %v; want one attempt, then the quarantine", ev.TotalAttempts, pt.Actions(ev))
 			}
-			_, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), order)
+			_, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", builtin.OrderProjection), order)
 			if !errors.Is(err, ledger.ErrNotFound) || h.Projections() != 0 || len(h.Intents()) != 0 {
 				t.Fatalf("state written for an unstorable order: projection %v, %d projections, %d intents", err, h.Projections(), len(h.Intents()))
 			}
@@ -81,7 +82,7 @@ func TestOrderNumbersAbove2p53StayExact(t *testing.T) {
 	if ev := h.EventOf("orders", "msg_exact"); ev.Status != ledger.StatusProcessed {
 		t.Fatalf("event %s %s %s", ev.Status, ev.ErrorCode, ev.ErrorMessage)
 	}
-	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", projection.OrderProjection), "O-X")
+	p, err := h.Ledger.GetProjection(context.Background(), projection.ScopedName("orders", builtin.OrderProjection), "O-X")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	pt "github.com/effectively-once/webhooks/pkg/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // The three ways a version guard can fail, each recorded as a business
@@ -90,7 +90,7 @@ func TestDeletionIsFinalWhateverTheTimestamps(t *testing.T) {
 	if ev := send("evt_deleted", "customer.subscription.deleted", "canceled", created); ev.Result.Outcome != ledger.OutcomeApplied {
 		t.Fatalf("the deletion must apply over a later-stamped update: %+v", ev.Result)
 	}
-	p := requireSubscription(t, h, "canceled", false, projection.DeletedVersionBase+version(created, 3))
+	p := requireSubscription(t, h, "canceled", false, builtin.DeletedVersionBase+version(created, 3))
 	if !p.Terminal {
 		t.Fatalf("deleted subscription not terminal: %+v", p)
 	}

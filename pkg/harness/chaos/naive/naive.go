@@ -38,6 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/queue"
@@ -70,12 +71,12 @@ type Processor struct {
 	Table  string
 	Owner  string
 	Now    func() time.Time
-	orders *projection.Orders
+	orders *builtin.Orders
 }
 
 // New returns a processor of kind k.
 func New(k Kind, db DynamoDB, l *ledger.Ledger, table, owner string, now func() time.Time) *Processor {
-	return &Processor{Kind: k, DB: db, Ledger: l, Table: table, Owner: owner, Now: now, orders: projection.NewOrders(projection.OrderOptions{})}
+	return &Processor{Kind: k, DB: db, Ledger: l, Table: table, Owner: owner, Now: now, orders: builtin.NewOrders(builtin.OrderOptions{})}
 }
 
 // HandleSQS is the Lambda handler: every message on its own, failures

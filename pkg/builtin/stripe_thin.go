@@ -1,6 +1,8 @@
-package projection
+package builtin
 
 import (
+	"github.com/effectively-once/webhooks/pkg/projection"
+
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -86,18 +88,18 @@ func ParseStripeThin(payload []byte) (StripeThin, bool, error) {
 		return StripeThin{}, false, nil
 	}
 	if err := json.Unmarshal(payload, &ev); err != nil {
-		return StripeThin{}, true, Permanent("malformed", fmt.Errorf("stripe thin event: %v", err))
+		return StripeThin{}, true, projection.Permanent("malformed", fmt.Errorf("stripe thin event: %v", err))
 	}
 	t := StripeThin{EventID: ev.ID, Type: ev.Type, SnapshotEvent: ev.SnapshotEvent, Created: ev.Created}
 	if ev.Context != nil {
 		t.Context = *ev.Context
 	}
 	if !strings.HasPrefix(ev.Type, provider.StripeThinPrefix) {
-		return t, true, Permanent("malformed", fmt.Errorf("stripe thin event type %q does not start with %q", ev.Type, provider.StripeThinPrefix))
+		return t, true, projection.Permanent("malformed", fmt.Errorf("stripe thin event type %q does not start with %q", ev.Type, provider.StripeThinPrefix))
 	}
 	t.BaseType = strings.TrimPrefix(ev.Type, provider.StripeThinPrefix)
 	if ev.RelatedObject == nil || ev.RelatedObject.ID == "" || ev.RelatedObject.Type == "" {
-		return t, true, Permanent("malformed", fmt.Errorf("stripe thin event %s has no related_object", ev.ID))
+		return t, true, projection.Permanent("malformed", fmt.Errorf("stripe thin event %s has no related_object", ev.ID))
 	}
 	t.ObjectType, t.ObjectID = ev.RelatedObject.Type, ev.RelatedObject.ID
 	if err := validSubject("related object id", t.ObjectID); err != nil {
@@ -133,10 +135,10 @@ func StripeFetched(t StripeThin, object []byte, observedAt time.Time) (eventType
 		LastPaymentError json.RawMessage `json:"last_payment_error"`
 	}
 	if err := json.Unmarshal(object, &obj); err != nil {
-		return "", nil, Permanent("malformed", fmt.Errorf("fetched %s %s is not a JSON object: %v", t.ObjectType, t.ObjectID, err))
+		return "", nil, projection.Permanent("malformed", fmt.Errorf("fetched %s %s is not a JSON object: %v", t.ObjectType, t.ObjectID, err))
 	}
 	if obj.Object != t.ObjectType || obj.ID != t.ObjectID {
-		return "", nil, Permanent("malformed", fmt.Errorf("fetched object is %s %q, the event names %s %q", obj.Object, obj.ID, t.ObjectType, t.ObjectID))
+		return "", nil, projection.Permanent("malformed", fmt.Errorf("fetched object is %s %q, the event names %s %q", obj.Object, obj.ID, t.ObjectType, t.ObjectID))
 	}
 	switch t.ObjectType {
 	case "subscription":
@@ -167,7 +169,7 @@ func StripeFetched(t StripeThin, object []byte, observedAt time.Time) (eventType
 			}
 		}
 	default:
-		return "", nil, Permanent("unsupported_object", fmt.Errorf("no projection reads fetched %s objects", t.ObjectType))
+		return "", nil, projection.Permanent("unsupported_object", fmt.Errorf("no projection reads fetched %s objects", t.ObjectType))
 	}
 	if eventType == "" {
 		return "", nil, nil
@@ -186,7 +188,7 @@ func StripeFetched(t StripeThin, object []byte, observedAt time.Time) (eventType
 	}
 	payload, err = json.Marshal(synthetic)
 	if err != nil {
-		return "", nil, Permanent("malformed", fmt.Errorf("fetched %s %s: %v", t.ObjectType, t.ObjectID, err))
+		return "", nil, projection.Permanent("malformed", fmt.Errorf("fetched %s %s: %v", t.ObjectType, t.ObjectID, err))
 	}
 	return eventType, payload, nil
 }

@@ -1,8 +1,9 @@
-package projection_test
+package builtin_test
 
 import (
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -17,7 +18,7 @@ func FuzzSESMessageProject(f *testing.F) {
 	f.Add("ses.bounce", []byte(`{"notificationType":"Bounce","mail":{"messageId":"m"},"bounce":{"bounceType":"Transient","bouncedRecipients":[{"emailAddress":"a@b"}]}}`))
 	f.Add("ses.send", []byte(`{"eventType":"Send","mail":{"messageId":"m"}}`))
 	f.Add("", []byte(`{"Type":"Notification","Message":"{\"eventType\":\"Reject\",\"mail\":{\"messageId\":\"m\"}}"}`))
-	p := projection.NewSESMessages()
+	p := builtin.NewSESMessages()
 	f.Fuzz(func(t *testing.T, typ string, payload []byte) {
 		fuzzProject(t, p, projection.Event{Type: typ, Payload: payload}, 1)
 	})

@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -27,14 +28,14 @@ func TestQuilttFixtureFallsBackToReceipt(t *testing.T) {
 	if err := json.Unmarshal(fixture(t, "quiltt/connection-events.json"), &delivery); err != nil {
 		t.Fatal(err)
 	}
-	p := projection.NewQuilttConnections()
+	p := builtin.NewQuilttConnections()
 	ev := projection.Event{Kind: "quiltt", Type: "connection.synced.successful", Payload: delivery.Events[0], ReceivedAt: quilttReceived}
 	res, err := p.Project(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := res.Write
-	if w.Name != projection.QuilttConnectionProjection || w.Subject != "conn_1QfixtureConn0001" || w.Version != quilttReceived.UnixMilli() || w.State["health"] != "healthy" || len(res.Intents) != 0 {
+	if w.Name != builtin.QuilttConnectionProjection || w.Subject != "conn_1QfixtureConn0001" || w.Version != quilttReceived.UnixMilli() || w.State["health"] != "healthy" || len(res.Intents) != 0 {
 		t.Fatalf("result %+v", res)
 	}
 	// Without "at" and without a receipt time there is no version.
@@ -47,7 +48,7 @@ func TestQuilttFixtureFallsBackToReceipt(t *testing.T) {
 }
 
 func TestQuilttHealth(t *testing.T) {
-	p := projection.NewQuilttConnections()
+	p := builtin.NewQuilttConnections()
 	at := "2026-11-30T11:00:00.250Z"
 	cases := []struct {
 		typ, health, kind string
@@ -90,7 +91,7 @@ func TestQuilttHealth(t *testing.T) {
 }
 
 func TestQuilttPermanentErrors(t *testing.T) {
-	p := projection.NewQuilttConnections()
+	p := builtin.NewQuilttConnections()
 	cases := map[string]struct {
 		ev   projection.Event
 		code string
@@ -124,7 +125,7 @@ func TestQuilttEveryOrder(t *testing.T) {
 		{"ok#2", quilttEvent("connection.synced.successful", "2026-11-30T10:30:00Z")},
 	}
 	alerted := 0
-	for _, r := range runPermutations(t, projection.NewQuilttConnections(), "conn_1", events, false) {
+	for _, r := range runPermutations(t, builtin.NewQuilttConnections(), "conn_1", events, false) {
 		if r.final.State["health"] != "healthy" || r.final.Version != ms("2026-11-30T10:30:00Z") {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}
@@ -149,7 +150,7 @@ func TestQuilttEveryOrder(t *testing.T) {
 		{"repairable", quilttEvent("connection.synced.errored.repairable", "2026-11-30T10:20:00Z")},
 	}
 	last := projection.OperationID("quiltt_connection", "conn_1", "unhealthy", fmt.Sprint(ms("2026-11-30T10:20:00Z")))
-	for _, r := range runPermutations(t, projection.NewQuilttConnections(), "conn_1", events, false) {
+	for _, r := range runPermutations(t, builtin.NewQuilttConnections(), "conn_1", events, false) {
 		if r.final.State["error_kind"] != "repairable" {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}

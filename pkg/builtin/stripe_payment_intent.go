@@ -1,11 +1,11 @@
-package projection
+package builtin
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // StripePaymentIntentProjection is the payment intent projection's name in
@@ -39,14 +39,14 @@ const StripePaymentIntentProjection = "stripe_payment_intent"
 // # Intents
 //
 // An applied succeeded state emits one "payment.confirm" intent keyed
-// OperationID("stripe_payment_intent", payment intent id, "succeeded").
+// projection.OperationID("stripe_payment_intent", payment intent id, "succeeded").
 //
 // # Dispatch policy
 //
 // payment.confirm is once: succeeded is terminal in Stripe.
 type StripePaymentIntents struct{}
 
-var _ Projection = (*StripePaymentIntents)(nil)
+var _ projection.Projection = (*StripePaymentIntents)(nil)
 
 // NewStripePaymentIntents returns the projection.
 func NewStripePaymentIntents() *StripePaymentIntents { return &StripePaymentIntents{} }
@@ -85,24 +85,24 @@ type stripePaymentIntent struct {
 }
 
 // Project computes the payment intent state from one event.
-func (*StripePaymentIntents) Project(ev Event) (Result, error) {
+func (*StripePaymentIntents) Project(ev projection.Event) (projection.Result, error) {
 	rank, ok := stripePaymentIntentRank[ev.Type]
 	if !ok {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("stripe payment intent projection does not handle %q", ev.Type))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("stripe payment intent projection does not handle %q", ev.Type))
 	}
 	e, err := stripeObject(ev.Payload)
 	if err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	var pi stripePaymentIntent
 	if err := json.Unmarshal(e.Data.Object, &pi); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("data.object is not a payment intent: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("data.object is not a payment intent: %v", err))
 	}
 	if pi.Object != "payment_intent" || !strings.HasPrefix(pi.ID, "pi_") {
-		return Result{}, Permanent("malformed", fmt.Errorf("data.object is not a payment intent (object %q, id %q)", pi.Object, pi.ID))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("data.object is not a payment intent (object %q, id %q)", pi.Object, pi.ID))
 	}
 	if err := validSubject("payment intent id", pi.ID); err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	outcome := strings.TrimPrefix(ev.Type, "payment_intent.")
 	terminal := outcome == "succeeded" || outcome == "canceled"
@@ -126,13 +126,13 @@ func (*StripePaymentIntents) Project(ev Event) (Result, error) {
 		"failure_code":        failure,
 		"cancellation_reason": pi.CancellationReason,
 	}
-	res := Result{Write: &ledger.ProjectionWrite{
+	res := projection.Result{Write: &projection.Write{
 		Name: StripePaymentIntentProjection, Subject: pi.ID, Version: version,
-		Fingerprint: Fingerprint(state), Terminal: terminal, State: state,
+		Fingerprint: projection.Fingerprint(state), Terminal: terminal, State: state,
 	}}
 	if outcome == "succeeded" {
-		res.Intents = []ledger.Intent{{
-			OperationID: OperationID(StripePaymentIntentProjection, pi.ID, "succeeded"),
+		res.Intents = []projection.Intent{{
+			OperationID: projection.OperationID(StripePaymentIntentProjection, pi.ID, "succeeded"),
 			Kind:        "payment.confirm",
 			Subject:     pi.ID,
 			Payload: map[string]any{

@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -41,7 +40,7 @@ type simRow struct {
 }
 
 type simIntent struct {
-	ledger.Intent
+	projection.Intent
 	Cause string // label of the event that created it
 }
 
@@ -217,11 +216,11 @@ func intentKinds(sim *simLedger) map[string]int {
 
 func TestSimulatorFollowsTheLedgerRules(t *testing.T) {
 	w := func(v int64, fp string, terminal bool, ops ...string) projection.Result {
-		var ins []ledger.Intent
+		var ins []projection.Intent
 		for _, op := range ops {
-			ins = append(ins, ledger.Intent{OperationID: op, Kind: "k"})
+			ins = append(ins, projection.Intent{OperationID: op, Kind: "k"})
 		}
-		return projection.Result{Write: &ledger.ProjectionWrite{Name: "n", Subject: "s", Version: v, Fingerprint: fp, Terminal: terminal}, Intents: ins}
+		return projection.Result{Write: &projection.Write{Name: "n", Subject: "s", Version: v, Fingerprint: fp, Terminal: terminal}, Intents: ins}
 	}
 	sim := newSim()
 	steps := []struct {

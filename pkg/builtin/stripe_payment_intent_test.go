@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -31,7 +32,7 @@ func paymentIntentEvent(typ string, created int64) projection.Event {
 }
 
 func TestStripePaymentIntentVersionsAndIntents(t *testing.T) {
-	p := projection.NewStripePaymentIntents()
+	p := builtin.NewStripePaymentIntents()
 	cases := []struct {
 		typ      string
 		version  int64
@@ -51,7 +52,7 @@ func TestStripePaymentIntentVersionsAndIntents(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := res.Write
-			if w.Name != projection.StripePaymentIntentProjection || w.Subject != "pi_1" || w.Version != c.version || w.Terminal != c.terminal {
+			if w.Name != builtin.StripePaymentIntentProjection || w.Subject != "pi_1" || w.Version != c.version || w.Terminal != c.terminal {
 				t.Fatalf("write %+v", w)
 			}
 			if w.State["failure_code"] != c.failure || w.State["customer_id"] != "cus_1" || w.State["amount"] != int64(2500) {
@@ -88,7 +89,7 @@ func TestStripePaymentIntentVersionsAndIntents(t *testing.T) {
 }
 
 func TestStripePaymentIntentPermanentErrors(t *testing.T) {
-	p := projection.NewStripePaymentIntents()
+	p := builtin.NewStripePaymentIntents()
 	cases := map[string]struct {
 		ev   projection.Event
 		code string
@@ -119,7 +120,7 @@ func TestStripePaymentIntentEveryOrder(t *testing.T) {
 		{"succeeded", paymentIntentEvent("payment_intent.succeeded", 1003)},
 		{"processing-late", paymentIntentEvent("payment_intent.processing", 1010)},
 	}
-	for _, r := range runPermutations(t, projection.NewStripePaymentIntents(), "pi_1", events, true) {
+	for _, r := range runPermutations(t, builtin.NewStripePaymentIntents(), "pi_1", events, true) {
 		if r.final.State["outcome"] != "succeeded" || r.final.Version != tier+1003*4+3 {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}
@@ -132,7 +133,7 @@ func TestStripePaymentIntentEveryOrder(t *testing.T) {
 		{"processing", paymentIntentEvent("payment_intent.processing", 1000)},
 		{"failed", paymentIntentEvent("payment_intent.payment_failed", 1000)},
 	}
-	for _, r := range runPermutations(t, projection.NewStripePaymentIntents(), "pi_1", events, true) {
+	for _, r := range runPermutations(t, builtin.NewStripePaymentIntents(), "pi_1", events, true) {
 		if r.final.State["outcome"] != "payment_failed" {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}
@@ -143,7 +144,7 @@ func TestStripePaymentIntentEveryOrder(t *testing.T) {
 // DynamoDB cannot store, is dropped instead of failing the commit (and
 // losing the confirmation).
 func TestStripePaymentIntentEmptyMetadataKey(t *testing.T) {
-	res, err := projection.NewStripePaymentIntents().Project(projection.Event{Type: "payment_intent.succeeded",
+	res, err := builtin.NewStripePaymentIntents().Project(projection.Event{Type: "payment_intent.succeeded",
 		Payload: []byte(`{"CreAted":1,"dAtA":{"oBjeCt":{"id":"pi_","oBjeCt":"payment_intent","metAdAtA":{"":"","k":"v"}}}}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,11 @@
-package projection_test
+package builtin_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -29,12 +30,12 @@ func ms(s string) int64 {
 }
 
 func TestShopifyFixture(t *testing.T) {
-	res, err := projection.NewShopifyOrders().Project(projection.Event{Kind: "shopify", Type: "orders/updated", Payload: fixture(t, "shopify/orders-updated.json")})
+	res, err := builtin.NewShopifyOrders().Project(projection.Event{Kind: "shopify", Type: "orders/updated", Payload: fixture(t, "shopify/orders-updated.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := res.Write
-	if w.Name != projection.ShopifyOrderProjection || w.Subject != "820982911946154508" || w.Version != ms("2026-11-30T06:59:58-05:00") || w.Terminal {
+	if w.Name != builtin.ShopifyOrderProjection || w.Subject != "820982911946154508" || w.Version != ms("2026-11-30T06:59:58-05:00") || w.Terminal {
 		t.Fatalf("write %+v", w)
 	}
 	want := map[string]any{"order_id": "820982911946154508", "financial_status": "paid", "fulfillment_status": "", "cancelled_at": "", "total_price": "403.00", "currency": "USD"}
@@ -47,7 +48,7 @@ func TestShopifyFixture(t *testing.T) {
 }
 
 func TestShopifyCancellation(t *testing.T) {
-	p := projection.NewShopifyOrders()
+	p := builtin.NewShopifyOrders()
 	cancelled, err := p.Project(shopifyEvent("orders/cancelled", "2026-11-30T08:00:00-05:00", "voided", "", "2026-11-30T08:00:00-05:00"))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestShopifyCancellation(t *testing.T) {
 }
 
 func TestShopifyIDsAndErrors(t *testing.T) {
-	p := projection.NewShopifyOrders()
+	p := builtin.NewShopifyOrders()
 	// An id past int64 is kept as written; a numeric total is read as written.
 	big, err := p.Project(projection.Event{Type: "orders/create", Payload: []byte(`{"id":8209829119461545081234,"updated_at":"2026-11-30T12:00:00-05:00","financial_status":"paid","total_price":199.5}`)})
 	if err != nil || big.Write.Subject != "8209829119461545081234" || big.Write.State["total_price"] != "199.5" {
@@ -125,7 +126,7 @@ func TestShopifyEveryOrder(t *testing.T) {
 		{"cancelled-as-updated", shopifyEvent("orders/updated", cancelAt, "paid", "fulfilled", cancelAt)},
 		{"refunded", shopifyEvent("orders/updated", "2026-11-30T10:05:00-05:00", "refunded", "fulfilled", cancelAt)},
 	}
-	for _, r := range runPermutations(t, projection.NewShopifyOrders(), "820982911946154508", events, true) {
+	for _, r := range runPermutations(t, builtin.NewShopifyOrders(), "820982911946154508", events, true) {
 		if r.final.State["financial_status"] != "refunded" || r.final.State["cancelled_at"] != "2026-11-30T15:00:00Z" || r.final.Version != ms("2026-11-30T10:05:00-05:00") {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}

@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"reflect"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -27,7 +26,7 @@ func fuzzProject(t *testing.T, p projection.Projection, ev projection.Event, min
 		return
 	}
 	w := res.Write
-	if w == nil || w.Name != p.Name() || w.Subject == "" || len(w.Subject) > ledger.MaxIDLength || w.Fingerprint == "" || w.Version < minVersion {
+	if w == nil || w.Name != p.Name() || w.Subject == "" || len(w.Subject) > projection.MaxIDLength || w.Fingerprint == "" || w.Version < minVersion {
 		t.Fatalf("incomplete write %+v", w)
 	}
 	if projection.Fingerprint(w.State) != w.Fingerprint {

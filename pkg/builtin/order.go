@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // OrderProjection is the generic order projection's name in the ledger.
@@ -61,8 +61,8 @@ type OrderOptions struct {
 // # Intents
 //
 // An applied cancelled state emits two intents: "refund" keyed
-// OperationID(order, "refund_due_to_cancellation", revision) and
-// "notify_cancellation" keyed OperationID(order, "notify_cancellation",
+// projection.OperationID(order, "refund_due_to_cancellation", revision) and
+// "notify_cancellation" keyed projection.OperationID(order, "notify_cancellation",
 // revision) (DESIGN.md §3). Their payload carries the order id, revision,
 // the money and customer fields when present, and the business state.
 //
@@ -77,7 +77,7 @@ type OrderOptions struct {
 // into every intent's payload as "origin" with hop+1 (hop absent is 0, so
 // an event without origin gives {"hop":1}); the automation that performs
 // the effect passes it on. When hop+1 exceeds the budget the event is
-// refused with Permanent("hop_budget"): it is quarantined where an
+// refused with projection.Permanent("hop_budget"): it is quarantined where an
 // operator sees it, whatever its state, because a chain that long is a
 // loop between automations (seed 003 "emergency hop budget").
 //
@@ -93,13 +93,13 @@ type OrderOptions struct {
 // refund has no compensation we could perform safely (money; the recovery
 // owner decides), so it becomes CONTRADICTED, an attention item; a
 // cancellation notice is compensated by a "notify_reinstatement" intent
-// (ledger.CompensationID of the notice, policy once) telling the customer
+// (projection.CompensationID of the notice, policy once) telling the customer
 // the order stands after all.
 type Orders struct {
 	budget int64
 }
 
-var _ Projection = (*Orders)(nil)
+var _ projection.Projection = (*Orders)(nil)
 
 // NewOrders returns the projection.
 func NewOrders(opts OrderOptions) *Orders {
@@ -133,14 +133,14 @@ var orderNotState = map[string]bool{"revision": true, "updated_at": true}
 var orderCopied = []string{"customer_id", "currency", "total_minor", "total", "amount_minor", "amount", "payment_id"}
 
 // Project computes the order state from one event.
-func (p *Orders) Project(ev Event) (Result, error) {
+func (p *Orders) Project(ev projection.Event) (projection.Result, error) {
 	var body struct {
 		Type   string          `json:"type"`
 		Data   json.RawMessage `json:"data"`
 		Origin json.RawMessage `json:"origin"`
 	}
 	if err := json.Unmarshal(ev.Payload, &body); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("order event is not a JSON object: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("order event is not a JSON object: %v", err))
 	}
 	typ := ev.Type
 	if _, ok := orderTypeStatus[typ]; !ok {
@@ -148,26 +148,26 @@ func (p *Orders) Project(ev Event) (Result, error) {
 	}
 	implied, ok := orderTypeStatus[typ]
 	if !ok {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("order projection does not handle %q (body type %q)", ev.Type, body.Type))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("order projection does not handle %q (body type %q)", ev.Type, body.Type))
 	}
 	var data map[string]any
 	if err := decodeObject(body.Data, &data); err != nil || data == nil {
-		return Result{}, Permanent("malformed", errors.New("order event has no data object"))
+		return projection.Result{}, projection.Permanent("malformed", errors.New("order event has no data object"))
 	}
 	if hasEmptyKey(data) {
 		// The state keeps every business field; one the store cannot hold
 		// is refused rather than silently dropped.
-		return Result{}, Permanent("malformed", errors.New("order data has a field with an empty name"))
+		return projection.Result{}, projection.Permanent("malformed", errors.New("order data has a field with an empty name"))
 	}
 	idRaw, _ := json.Marshal(data["id"])
 	id := idText(idRaw)
 	if err := validSubject("data.id", id); err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	revRaw, _ := json.Marshal(data["revision"])
 	revision, ok := jsonInt(revRaw)
 	if !ok || revision < 0 {
-		return Result{}, Permanent("malformed", fmt.Errorf("order %s: data.revision must be a non-negative integer", id))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("order %s: data.revision must be a non-negative integer", id))
 	}
 	status, _ := data["status"].(string)
 	status = strings.ToLower(strings.TrimSpace(status))
@@ -178,11 +178,11 @@ func (p *Orders) Project(ev Event) (Result, error) {
 		status = implied
 	}
 	if status == "" {
-		return Result{}, Permanent("malformed", fmt.Errorf("order %s revision %d has no status", id, revision))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("order %s revision %d has no status", id, revision))
 	}
 	origin, err := p.nextOrigin(body.Origin)
 	if err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 
 	state := make(map[string]any, len(data))
@@ -192,9 +192,9 @@ func (p *Orders) Project(ev Event) (Result, error) {
 		}
 	}
 	state["status"] = status
-	res := Result{Write: &ledger.ProjectionWrite{
+	res := projection.Result{Write: &projection.Write{
 		Name: OrderProjection, Subject: id, Version: revision,
-		Fingerprint: Fingerprint(state), State: state,
+		Fingerprint: projection.Fingerprint(state), State: state,
 	}}
 	if status != "cancelled" {
 		return res, nil
@@ -213,14 +213,14 @@ func (p *Orders) Project(ev Event) (Result, error) {
 				payload[k] = v
 			}
 		}
-		res.Intents = append(res.Intents, ledger.Intent{
-			OperationID: OperationID(id, in.transition, rev),
+		res.Intents = append(res.Intents, projection.Intent{
+			OperationID: projection.OperationID(id, in.transition, rev),
 			Kind:        in.kind,
 			Subject:     id,
 			Payload:     payload,
 			// A refund and its notice are justified by the cancellation:
 			// performed only while the order is still cancelled.
-			Policy:       ledger.PolicyWhileCurrent,
+			Policy:       projection.PolicyWhileCurrent,
 			Condition:    map[string]string{"status": "cancelled"},
 			Compensation: in.compensation,
 		})
@@ -234,10 +234,10 @@ func (p *Orders) nextOrigin(raw json.RawMessage) (map[string]any, error) {
 	origin := map[string]any{}
 	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
 		if err := decodeObject(t, &origin); err != nil || origin == nil {
-			return nil, Permanent("malformed", errors.New("origin is not a JSON object"))
+			return nil, projection.Permanent("malformed", errors.New("origin is not a JSON object"))
 		}
 		if hasEmptyKey(origin) {
-			return nil, Permanent("malformed", errors.New("origin has a field with an empty name"))
+			return nil, projection.Permanent("malformed", errors.New("origin has a field with an empty name"))
 		}
 		origin = normalizeJSON(origin).(map[string]any)
 	}
@@ -245,12 +245,12 @@ func (p *Orders) nextOrigin(raw json.RawMessage) (map[string]any, error) {
 	if h, present := origin["hop"]; present {
 		n, ok := h.(int64)
 		if !ok || n < 0 {
-			return nil, Permanent("malformed", errors.New("origin.hop must be a non-negative integer"))
+			return nil, projection.Permanent("malformed", errors.New("origin.hop must be a non-negative integer"))
 		}
 		hop = n
 	}
 	if hop >= p.budget {
-		return nil, Permanent("hop_budget", fmt.Errorf("origin hop %d + 1 exceeds the budget of %d: a runaway automation chain?", hop, p.budget))
+		return nil, projection.Permanent("hop_budget", fmt.Errorf("origin hop %d + 1 exceeds the budget of %d: a runaway automation chain?", hop, p.budget))
 	}
 	origin["hop"] = hop + 1
 	return origin, nil

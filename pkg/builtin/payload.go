@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"bytes"
@@ -10,26 +10,26 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // Reading verified payloads: the small checks every projection needs, each
-// failing with a Permanent error (no retry can fix a payload).
+// failing with a projection.Permanent error (no retry can fix a payload).
 
 // validSubject checks an id the ledger will use as a projection subject
-// (the ledger's own rule: non-empty, at most ledger.MaxIDLength bytes, no
+// (the ledger's own rule: non-empty, at most projection.MaxIDLength bytes, no
 // control characters), so a bad id is quarantined with a clear code
 // instead of failing later inside the commit.
 func validSubject(what, v string) error {
 	switch {
 	case v == "":
-		return Permanent("malformed", fmt.Errorf("no %s", what))
-	case len(v) > ledger.MaxIDLength:
-		return Permanent("malformed", fmt.Errorf("%s longer than %d bytes", what, ledger.MaxIDLength))
+		return projection.Permanent("malformed", fmt.Errorf("no %s", what))
+	case len(v) > projection.MaxIDLength:
+		return projection.Permanent("malformed", fmt.Errorf("%s longer than %d bytes", what, projection.MaxIDLength))
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {
-			return Permanent("malformed", fmt.Errorf("%s has control characters", what))
+			return projection.Permanent("malformed", fmt.Errorf("%s has control characters", what))
 		}
 	}
 	return nil
@@ -50,7 +50,7 @@ func decodeObject(b []byte, v any) error {
 }
 
 // normalizeJSON turns a value decoded with UseNumber into plain Go values
-// the ledger can store and Fingerprint can hash stably: integers become
+// the ledger can store and projection.Fingerprint can hash stably: integers become
 // int64, other finite numbers float64, and a number too large for either
 // keeps its decimal text.
 func normalizeJSON(v any) any {
@@ -138,11 +138,11 @@ func scalarText(raw json.RawMessage) (string, bool) {
 func unixMillis(what, s string) (int64, error) {
 	t, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
 	if err != nil {
-		return 0, Permanent("malformed", fmt.Errorf("%s %q is not an RFC 3339 time", what, s))
+		return 0, projection.Permanent("malformed", fmt.Errorf("%s %q is not an RFC 3339 time", what, s))
 	}
 	ms := t.UnixMilli()
 	if ms <= 0 {
-		return 0, Permanent("malformed", fmt.Errorf("%s %q is not after 1970", what, s))
+		return 0, projection.Permanent("malformed", fmt.Errorf("%s %q is not after 1970", what, s))
 	}
 	return ms, nil
 }

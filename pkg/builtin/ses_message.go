@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/provider"
 )
 
@@ -16,7 +16,7 @@ import (
 const SESMessageProjection = "ses_message"
 
 // SESSuppressionNamespace is the first part of every suppression intent's
-// operation id: OperationID("ses_suppression", address, "add").
+// operation id: projection.OperationID("ses_suppression", address, "add").
 const SESSuppressionNamespace = "ses_suppression"
 
 // SESMessages projects Amazon SES notifications (delivered through SNS, kind
@@ -34,8 +34,8 @@ const SESSuppressionNamespace = "ses_suppression"
 //	delayed (DeliveryDelay)      2  SES is still retrying; precedes any outcome
 //	delivered (Delivery)         3
 //	rejected (Reject)            4  final, excludes delivery: SES refused to send (virus)
-//	soft_bounced (Bounce, not Permanent) 5
-//	hard_bounced (Bounce, Permanent)     6
+//	soft_bounced (Bounce, not projection.Permanent) 5
+//	hard_bounced (Bounce, projection.Permanent)     6
 //	complained (Complaint)       7  only ever after a delivery; the strongest signal
 //
 // So a status is never downgraded: a late Send or Delivery after a Bounce
@@ -51,9 +51,9 @@ const SESSuppressionNamespace = "ses_suppression"
 //
 // # Intents
 //
-// A hard bounce (bounceType "Permanent") or a complaint emits one
+// A hard bounce (bounceType "projection.Permanent") or a complaint emits one
 // "suppression.add" intent per recipient named in the event, keyed
-// OperationID("ses_suppression", lower-cased address, "add"): stable across
+// projection.OperationID("ses_suppression", lower-cased address, "add"): stable across
 // retries, redeliveries and messages (an address that bounced on ten
 // emails is suppressed once). Addresses are lower-cased: suppression lists
 // compare them case-insensitively.
@@ -72,7 +72,7 @@ const SESSuppressionNamespace = "ses_suppression"
 // address whatever arrives later.
 type SESMessages struct{}
 
-var _ Projection = (*SESMessages)(nil)
+var _ projection.Projection = (*SESMessages)(nil)
 
 // NewSESMessages returns the projection.
 func NewSESMessages() *SESMessages { return &SESMessages{} }
@@ -116,31 +116,31 @@ type sesRecipients struct {
 }
 
 // Project computes the delivery status from one SES notification.
-func (*SESMessages) Project(ev Event) (Result, error) {
+func (*SESMessages) Project(ev projection.Event) (projection.Result, error) {
 	message := sesMessage(ev.Payload)
 	ses, ok := provider.ParseSES(message)
 	if !ok {
-		return Result{}, Permanent("malformed", errors.New("payload is not an SES notification"))
+		return projection.Result{}, projection.Permanent("malformed", errors.New("payload is not an SES notification"))
 	}
 	typ := "ses." + strings.ToLower(strings.ReplaceAll(ses.Type, " ", "_"))
 	if ev.Type != "" && ev.Type != typ {
-		return Result{}, Permanent("malformed", fmt.Errorf("event type %q but the notification is %q", ev.Type, ses.Type))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("event type %q but the notification is %q", ev.Type, ses.Type))
 	}
 	status, handled := sesStatuses[typ]
 	hard := false
 	if typ == "ses.bounce" {
 		handled = true
-		hard = ses.BounceType == "Permanent"
+		hard = ses.BounceType == "projection.Permanent"
 		status = sesStatus{"soft_bounced", 5}
 		if hard {
 			status = sesStatus{"hard_bounced", 6}
 		}
 	}
 	if !handled {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("ses projection does not handle %q", ses.Type))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("ses projection does not handle %q", ses.Type))
 	}
 	if err := validSubject("mail.messageId", ses.MessageID); err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	suppressed := []string{}
 	reason := ""
@@ -161,7 +161,7 @@ func (*SESMessages) Project(ev Event) (Result, error) {
 		}
 		var err error
 		if suppressed, err = sesAddresses(raw); err != nil {
-			return Result{}, err
+			return projection.Result{}, err
 		}
 	}
 	state := map[string]any{
@@ -169,13 +169,13 @@ func (*SESMessages) Project(ev Event) (Result, error) {
 		"status":     status.name,
 		"suppressed": suppressed,
 	}
-	res := Result{Write: &ledger.ProjectionWrite{
+	res := projection.Result{Write: &projection.Write{
 		Name: SESMessageProjection, Subject: ses.MessageID, Version: status.rank,
-		Fingerprint: Fingerprint(state), State: state,
+		Fingerprint: projection.Fingerprint(state), State: state,
 	}}
 	for _, addr := range suppressed {
-		res.Intents = append(res.Intents, ledger.Intent{
-			OperationID: OperationID(SESSuppressionNamespace, addr, "add"),
+		res.Intents = append(res.Intents, projection.Intent{
+			OperationID: projection.OperationID(SESSuppressionNamespace, addr, "add"),
 			Kind:        "suppression.add",
 			Subject:     addr,
 			Payload: map[string]any{
@@ -214,7 +214,7 @@ func sesAddresses(raw []string) ([]string, error) {
 			return nil, err
 		}
 		if !strings.Contains(a, "@") {
-			return nil, Permanent("malformed", fmt.Errorf("recipient %q is not an email address", a))
+			return nil, projection.Permanent("malformed", fmt.Errorf("recipient %q is not an email address", a))
 		}
 		if !seen[a] {
 			seen[a] = true
@@ -222,7 +222,7 @@ func sesAddresses(raw []string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, Permanent("malformed", errors.New("hard bounce or complaint names no recipient"))
+		return nil, projection.Permanent("malformed", errors.New("hard bounce or complaint names no recipient"))
 	}
 	sort.Strings(out)
 	return out, nil

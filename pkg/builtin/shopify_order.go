@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // ShopifyOrderProjection is the Shopify order projection's name in the
@@ -40,7 +40,7 @@ const ShopifyOrderProjection = "shopify_order"
 // # Intents
 //
 // Any applied state with cancelled_at set emits one "order.cancelled"
-// intent keyed OperationID(order id, "cancelled", cancellation version),
+// intent keyed projection.OperationID(order id, "cancelled", cancellation version),
 // where the cancellation version is cancelled_at in Unix milliseconds.
 // That is deliberately not the event's own version (updated_at): every
 // later change of a cancelled order (the refund, a note, archiving) has a
@@ -55,7 +55,7 @@ const ShopifyOrderProjection = "shopify_order"
 // stays true.
 type ShopifyOrders struct{}
 
-var _ Projection = (*ShopifyOrders)(nil)
+var _ projection.Projection = (*ShopifyOrders)(nil)
 
 // NewShopifyOrders returns the projection.
 func NewShopifyOrders() *ShopifyOrders { return &ShopifyOrders{} }
@@ -87,30 +87,30 @@ type shopifyOrder struct {
 var shopifyTopics = map[string]bool{"orders/create": true, "orders/updated": true, "orders/cancelled": true, "orders/fulfilled": true}
 
 // Project computes the order state from one webhook body.
-func (*ShopifyOrders) Project(ev Event) (Result, error) {
+func (*ShopifyOrders) Project(ev projection.Event) (projection.Result, error) {
 	if !shopifyTopics[ev.Type] {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("shopify order projection does not handle %q", ev.Type))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("shopify order projection does not handle %q", ev.Type))
 	}
 	var o shopifyOrder
 	if err := json.Unmarshal(ev.Payload, &o); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("shopify order is not JSON: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("shopify order is not JSON: %v", err))
 	}
 	id := idText(o.ID)
 	if err := validSubject("order id", id); err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	version, err := unixMillis("updated_at", o.UpdatedAt)
 	if err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	total, ok := scalarText(o.TotalPrice)
 	if !ok {
-		return Result{}, Permanent("malformed", fmt.Errorf("total_price is not a decimal"))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("total_price is not a decimal"))
 	}
 	cancelledAt, cancelledMS := "", int64(0)
 	if s := deref(o.CancelledAt); s != "" {
 		if cancelledMS, err = unixMillis("cancelled_at", s); err != nil {
-			return Result{}, err
+			return projection.Result{}, err
 		}
 		// One spelling per instant: the same cancellation written with
 		// another offset is the same state.
@@ -124,17 +124,17 @@ func (*ShopifyOrders) Project(ev Event) (Result, error) {
 		"total_price":        total,
 		"currency":           o.Currency,
 	}
-	res := Result{Write: &ledger.ProjectionWrite{
+	res := projection.Result{Write: &projection.Write{
 		Name: ShopifyOrderProjection, Subject: id, Version: version,
-		Fingerprint: Fingerprint(state), State: state,
+		Fingerprint: projection.Fingerprint(state), State: state,
 	}}
 	if cancelledAt != "" {
 		customer := ""
 		if o.Customer != nil {
 			customer = idText(o.Customer.ID)
 		}
-		res.Intents = []ledger.Intent{{
-			OperationID: OperationID(id, "cancelled", strconv.FormatInt(cancelledMS, 10)),
+		res.Intents = []projection.Intent{{
+			OperationID: projection.OperationID(id, "cancelled", strconv.FormatInt(cancelledMS, 10)),
 			Kind:        "order.cancelled",
 			Subject:     id,
 			Payload: map[string]any{

@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -63,7 +64,7 @@ func fixture(t *testing.T, path string) []byte {
 }
 
 func TestSESFixtures(t *testing.T) {
-	p := projection.NewSESMessages()
+	p := builtin.NewSESMessages()
 	cases := []struct {
 		file, typ, msgID, status string
 		version                  int64
@@ -80,7 +81,7 @@ func TestSESFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := res.Write
-			if w.Name != projection.SESMessageProjection || w.Subject != c.msgID || w.Version != c.version || w.Terminal {
+			if w.Name != builtin.SESMessageProjection || w.Subject != c.msgID || w.Version != c.version || w.Terminal {
 				t.Fatalf("write %+v", w)
 			}
 			if w.State["status"] != c.status || !reflect.DeepEqual(w.State["suppressed"], c.suppressed) {
@@ -103,7 +104,7 @@ func TestSESFixtures(t *testing.T) {
 }
 
 func TestSESStatusesAndSuppression(t *testing.T) {
-	p := projection.NewSESMessages()
+	p := builtin.NewSESMessages()
 	cases := []struct {
 		name, typ  string
 		note       map[string]any
@@ -153,7 +154,7 @@ func TestSESStatusesAndSuppression(t *testing.T) {
 }
 
 func TestSESPermanentErrors(t *testing.T) {
-	p := projection.NewSESMessages()
+	p := builtin.NewSESMessages()
 	cases := map[string]struct {
 		ev   projection.Event
 		code string
@@ -187,7 +188,7 @@ func TestSESEveryOrder(t *testing.T) {
 		{"delivery-again", sesEvent(t, "ses.delivery", "s4", sesNote("Delivery", "m1", map[string]any{"recipients": []string{"a@example.com"}}))},
 		{"complaint", sesEvent(t, "ses.complaint", "s5", sesNote("Complaint", "m1", complaint("a@example.com")))},
 	}
-	for _, r := range runPermutations(t, projection.NewSESMessages(), "m1", events, true) {
+	for _, r := range runPermutations(t, builtin.NewSESMessages(), "m1", events, true) {
 		if r.final.State["status"] != "complained" || r.final.Version != 7 {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}
@@ -204,7 +205,7 @@ func TestSESEveryOrder(t *testing.T) {
 		{"soft-b", sesEvent(t, "ses.bounce", "s3", sesNote("Bounce", "m2", map[string]any{"bounceType": "Transient", "bouncedRecipients": []map[string]string{{"emailAddress": "b@example.com"}}}))},
 		{"hard-c", sesEvent(t, "ses.bounce", "s4", sesNote("Bounce", "m2", hardBounce("c@example.com")))},
 	}
-	for _, r := range runPermutations(t, projection.NewSESMessages(), "m2", events, true) {
+	for _, r := range runPermutations(t, builtin.NewSESMessages(), "m2", events, true) {
 		if r.final.State["status"] != "hard_bounced" || !reflect.DeepEqual(r.final.State["suppressed"], []string{"c@example.com"}) || len(r.sim.intents) != 1 {
 			t.Fatalf("order %v: %+v, intents %v", r.order, r.final, r.sim.intents)
 		}
@@ -215,7 +216,7 @@ func TestSESEveryOrder(t *testing.T) {
 // message share a version, so the second is quarantined (visible to an
 // operator), never silently dropped as a noop.
 func TestSESTwoHardBouncesForOneMessageConflict(t *testing.T) {
-	p := projection.NewSESMessages()
+	p := builtin.NewSESMessages()
 	a, _ := p.Project(sesEvent(t, "ses.bounce", "s1", sesNote("Bounce", "m1", hardBounce("a@example.com"))))
 	b, _ := p.Project(sesEvent(t, "ses.bounce", "s2", sesNote("Bounce", "m1", hardBounce("b@example.com"))))
 	sim := newSim()

@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // QuilttConnectionProjection is the Quiltt connection health projection's
@@ -31,11 +31,11 @@ const QuilttConnectionProjection = "quiltt_connection"
 //
 // # Ordering rule
 //
-// version = the element's "at" (Quiltt's "timestamp of when the Event
+// version = the element's "at" (Quiltt's "timestamp of when the projection.Event
 // occurred", ISO 8601) in Unix milliseconds: Quiltt batches several events
 // per delivery and retries deliveries, so arrival order says nothing; the
 // event's own time does. An element without "at" falls back to the time
-// the event was received (Event.ReceivedAt, fixed when the ledger first
+// the event was received (projection.Event.ReceivedAt, fixed when the ledger first
 // accepted it, so every retry and replay projects the same version). That
 // fallback is arrival order and weaker: two events of one connection in
 // one delivery share a receipt time and, if they disagree, the second is
@@ -46,7 +46,7 @@ const QuilttConnectionProjection = "quiltt_connection"
 // # Intents
 //
 // An applied change into an unhealthy state emits one "connection.alert"
-// intent keyed OperationID("quiltt_connection", connection id, "unhealthy",
+// intent keyed projection.OperationID("quiltt_connection", connection id, "unhealthy",
 // version). The ledger applies a write only when the state differs from
 // the stored one, so staying unhealthy alerts once; a change of error kind
 // (a service outage becoming "repairable", which needs the user to
@@ -58,11 +58,11 @@ const QuilttConnectionProjection = "quiltt_connection"
 // connection.alert is while_current with the condition health=unhealthy:
 // an alert still waiting when the connection has recovered ends OBSOLETE.
 // An alert already sent when the connection recovers is compensated by a
-// "connection.alert_cleared" intent (ledger.CompensationID of the alert,
+// "connection.alert_cleared" intent (projection.CompensationID of the alert,
 // policy once), so whoever was alerted hears that it is over.
 type QuilttConnections struct{}
 
-var _ Projection = (*QuilttConnections)(nil)
+var _ projection.Projection = (*QuilttConnections)(nil)
 
 // NewQuilttConnections returns the projection.
 func NewQuilttConnections() *QuilttConnections { return &QuilttConnections{} }
@@ -117,25 +117,25 @@ type quilttEvent struct {
 }
 
 // Project computes the connection health from one event element.
-func (*QuilttConnections) Project(ev Event) (Result, error) {
+func (*QuilttConnections) Project(ev projection.Event) (projection.Result, error) {
 	var e quilttEvent
 	if err := json.Unmarshal(ev.Payload, &e); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("quiltt event is not JSON: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("quiltt event is not JSON: %v", err))
 	}
 	typ := e.Type
 	if typ == "" {
 		typ = ev.Type
 	}
 	if ev.Type != "" && e.Type != "" && ev.Type != e.Type {
-		return Result{}, Permanent("malformed", fmt.Errorf("event type %q but the element says %q", ev.Type, e.Type))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("event type %q but the element says %q", ev.Type, e.Type))
 	}
 	health, kind, ok := quilttHealth(typ)
 	if !ok {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("quiltt connection projection does not handle %q", typ))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("quiltt connection projection does not handle %q", typ))
 	}
 	conn := e.Record.ID
 	if err := validSubject("record.id (the connection)", conn); err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	var version int64
 	var err error
@@ -145,32 +145,32 @@ func (*QuilttConnections) Project(ev Event) (Result, error) {
 	case !ev.ReceivedAt.IsZero() && ev.ReceivedAt.UnixMilli() > 0:
 		version = ev.ReceivedAt.UnixMilli()
 	default:
-		err = Permanent("malformed", errors.New("quiltt event has no \"at\" and no receipt time"))
+		err = projection.Permanent("malformed", errors.New("quiltt event has no \"at\" and no receipt time"))
 	}
 	if err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	state := map[string]any{
 		"connection_id": conn,
 		"health":        health,
 		"error_kind":    kind,
 	}
-	res := Result{Write: &ledger.ProjectionWrite{
+	res := projection.Result{Write: &projection.Write{
 		Name: QuilttConnectionProjection, Subject: conn, Version: version,
-		Fingerprint: Fingerprint(state), State: state,
+		Fingerprint: projection.Fingerprint(state), State: state,
 	}}
 	if health == HealthUnhealthy {
 		profile := e.Record.ProfileID
 		if profile == "" {
 			profile = e.Profile.ID
 		}
-		res.Intents = []ledger.Intent{{
-			OperationID: OperationID(QuilttConnectionProjection, conn, HealthUnhealthy, strconv.FormatInt(version, 10)),
+		res.Intents = []projection.Intent{{
+			OperationID: projection.OperationID(QuilttConnectionProjection, conn, HealthUnhealthy, strconv.FormatInt(version, 10)),
 			Kind:        "connection.alert",
 			Subject:     conn,
 			// An alert about an unhealthy connection is moot once it has
 			// recovered: sent only while the connection is still unhealthy.
-			Policy:       ledger.PolicyWhileCurrent,
+			Policy:       projection.PolicyWhileCurrent,
 			Condition:    map[string]string{"health": HealthUnhealthy},
 			Compensation: "connection.alert_cleared",
 			Payload: map[string]any{

@@ -1,8 +1,9 @@
-package projection_test
+package builtin_test
 
 import (
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -13,7 +14,7 @@ func FuzzStripeSubscriptionProject(f *testing.F) {
 	f.Add("customer.subscription.updated", []byte(`{"id":"evt_1","created":1000,"data":{"object":{"id":"sub_1","object":"subscription","customer":"cus_1","status":"active","metadata":{"account_id":"a"},"items":{"data":[{"price":{"id":"p"}}]}}}}`))
 	f.Add("customer.subscription.deleted", []byte(`{"created":5,"data":{"object":{"id":"sub_x","object":"subscription","customer":{"id":"cus_2"},"status":"canceled","metadata":{"account_id":"b"}}}}`))
 	f.Add("customer.subscription.created", []byte(`{"data":{"object":"x"}}`))
-	p := projection.NewStripeSubscriptions(projection.StripeOptions{})
+	p := builtin.NewStripeSubscriptions(builtin.StripeOptions{})
 	f.Fuzz(func(t *testing.T, typ string, payload []byte) {
 		res, err := p.Project(projection.Event{Type: typ, Payload: payload})
 		if err != nil {

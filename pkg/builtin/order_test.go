@@ -1,9 +1,10 @@
-package projection_test
+package builtin_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -18,12 +19,12 @@ func orderEvent(eventID, typ string, revision int, status, origin string) projec
 }
 
 func TestOrderFixture(t *testing.T) {
-	res, err := projection.NewOrders(projection.OrderOptions{}).Project(projection.Event{Kind: "standard-webhooks", Type: "order.updated", Payload: fixture(t, "standardwebhooks/order.updated.json")})
+	res, err := builtin.NewOrders(builtin.OrderOptions{}).Project(projection.Event{Kind: "standard-webhooks", Type: "order.updated", Payload: fixture(t, "standardwebhooks/order.updated.json")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := res.Write
-	if w.Name != projection.OrderProjection || w.Subject != "O-42" || w.Version != 12 || w.Terminal || len(res.Intents) != 0 {
+	if w.Name != builtin.OrderProjection || w.Subject != "O-42" || w.Version != 12 || w.Terminal || len(res.Intents) != 0 {
 		t.Fatalf("result %+v", res)
 	}
 	if w.State["status"] != "confirmed" || w.State["total_minor"] != int64(12990) || w.State["customer_id"] != "C-1007" {
@@ -41,7 +42,7 @@ func TestOrderFixture(t *testing.T) {
 }
 
 func TestOrderCancellationIntents(t *testing.T) {
-	p := projection.NewOrders(projection.OrderOptions{})
+	p := builtin.NewOrders(builtin.OrderOptions{})
 	res, err := p.Project(orderEvent("evt12", "order.cancelled", 12, "CANCELLED", `{"automation":"A","hop":2}`))
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestOrderCancellationIntents(t *testing.T) {
 }
 
 func TestOrderTypesAndStatus(t *testing.T) {
-	p := projection.NewOrders(projection.OrderOptions{})
+	p := builtin.NewOrders(builtin.OrderOptions{})
 	cases := []struct {
 		name, evType, body, status string
 	}{
@@ -109,7 +110,7 @@ func TestOrderTypesAndStatus(t *testing.T) {
 }
 
 func TestOrderPermanentErrors(t *testing.T) {
-	p := projection.NewOrders(projection.OrderOptions{})
+	p := builtin.NewOrders(builtin.OrderOptions{})
 	cases := map[string]struct {
 		typ, body, code string
 	}{
@@ -154,7 +155,7 @@ func TestOrderHopBudget(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("budget %d hop %d", c.budget, c.hop), func(t *testing.T) {
-			p := projection.NewOrders(projection.OrderOptions{HopBudget: c.budget})
+			p := builtin.NewOrders(builtin.OrderOptions{HopBudget: c.budget})
 			res, err := p.Project(orderEvent("e", "order.cancelled", 12, "cancelled", fmt.Sprintf(`{"automation":"A","hop":%d}`, c.hop)))
 			if !c.ok {
 				if code, _ := projection.AsPermanent(err); code != "hop_budget" {
@@ -177,7 +178,7 @@ func TestOrderHopBudget(t *testing.T) {
 // id. Outcomes as the seed's executed fixture reports them, and one refund
 // and one notice keyed by revision 12.
 func TestOrderSeedTimeline(t *testing.T) {
-	p := projection.NewOrders(projection.OrderOptions{})
+	p := builtin.NewOrders(builtin.OrderOptions{})
 	steps := []struct {
 		label string
 		ev    projection.Event
@@ -228,7 +229,7 @@ func TestOrderEveryOrder(t *testing.T) {
 	// with no intents; arriving before r12 it carries the cancellation
 	// itself (keyed by 13) and r12 is stale. Either way: one refund, one
 	// notice.
-	for _, r := range runPermutations(t, projection.NewOrders(projection.OrderOptions{}), "O-42", events, false) {
+	for _, r := range runPermutations(t, builtin.NewOrders(builtin.OrderOptions{}), "O-42", events, false) {
 		if r.final.State["status"] != "cancelled" || r.final.Version != 13 {
 			t.Fatalf("order %v: %+v", r.order, r.final)
 		}

@@ -1,8 +1,9 @@
-package projection_test
+package builtin_test
 
 import (
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -12,7 +13,7 @@ func FuzzStripeInvoiceProject(f *testing.F) {
 	}
 	f.Add("invoice.paid", []byte(`{"created":5,"data":{"object":{"id":"in_x","object":"invoice","customer":{"id":"c"},"amount_paid":1e30}}}`))
 	f.Add("invoice.paid", []byte(`{"created":137438953471,"data":{"object":{"id":"in_\u0000","object":"invoice"}}}`))
-	p := projection.NewStripeInvoices()
+	p := builtin.NewStripeInvoices()
 	f.Fuzz(func(t *testing.T, typ string, payload []byte) {
 		fuzzProject(t, p, projection.Event{Type: typ, Payload: payload}, 1)
 	})

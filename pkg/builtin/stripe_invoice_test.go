@@ -1,9 +1,10 @@
-package projection_test
+package builtin_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -20,7 +21,7 @@ func invoiceEvent(typ string, created int64, status string, attempt int) project
 }
 
 func TestStripeInvoiceVersionsAndIntents(t *testing.T) {
-	p := projection.NewStripeInvoices()
+	p := builtin.NewStripeInvoices()
 	cases := []struct {
 		typ, status string
 		version     int64
@@ -38,7 +39,7 @@ func TestStripeInvoiceVersionsAndIntents(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := res.Write
-			if w.Name != projection.StripeInvoiceProjection || w.Subject != "in_1" || w.Version != c.version || w.Terminal != c.terminal {
+			if w.Name != builtin.StripeInvoiceProjection || w.Subject != "in_1" || w.Version != c.version || w.Terminal != c.terminal {
 				t.Fatalf("write %+v", w)
 			}
 			if w.State["status"] != c.status || w.State["customer_id"] != "cus_1" || w.State["amount_due"] != int64(5000) {
@@ -77,7 +78,7 @@ func TestStripeInvoiceVersionsAndIntents(t *testing.T) {
 }
 
 func TestStripeInvoicePermanentErrors(t *testing.T) {
-	p := projection.NewStripeInvoices()
+	p := builtin.NewStripeInvoices()
 	cases := map[string]struct {
 		ev   projection.Event
 		code string
@@ -111,7 +112,7 @@ func TestStripeInvoiceEveryOrder(t *testing.T) {
 		{"paid-again", invoiceEvent("invoice.paid", 1100, "paid", 2)},
 	}
 	events[4].ev.EventID = "evt_other"
-	runs := runPermutations(t, projection.NewStripeInvoices(), "in_1", events, true)
+	runs := runPermutations(t, builtin.NewStripeInvoices(), "in_1", events, true)
 	for _, r := range runs {
 		if r.final.State["outcome"] != "paid" || r.final.Version != tier+1100*4+2 || !r.final.Terminal {
 			t.Fatalf("order %v: %+v", r.order, r.final)

@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // StripeOptions configure the Stripe projections.
@@ -48,7 +48,7 @@ type StripeOptions struct {
 // while Stripe retries the payment) and false for every other status. Each
 // applied state change emits one intent, entitlement.grant or
 // entitlement.revoke, carrying the whole target state and keyed by
-// OperationID(subscription, kind, version): a retry of the same event
+// projection.OperationID(subscription, kind, version): a retry of the same event
 // produces the same key, a newer state a new one. An event that changes no
 // state emits nothing.
 //
@@ -126,29 +126,29 @@ type stripeSubscription struct {
 var entitledStatuses = map[string]bool{"active": true, "trialing": true, "past_due": true}
 
 // Project computes the subscription state from one event.
-func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
+func (p *StripeSubscriptions) Project(ev projection.Event) (projection.Result, error) {
 	rank, ok := stripeSubRank[ev.Type]
 	if !ok {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("stripe subscription projection does not handle %q", ev.Type))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("stripe subscription projection does not handle %q", ev.Type))
 	}
 	var e stripeEvent
 	if err := json.Unmarshal(ev.Payload, &e); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("stripe event is not JSON: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("stripe event is not JSON: %v", err))
 	}
 	if e.Created <= 0 || e.Created > maxStripeCreated {
-		return Result{}, Permanent("malformed", fmt.Errorf("stripe event created %d is missing or out of range", e.Created))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("stripe event created %d is missing or out of range", e.Created))
 	}
 	var sub stripeSubscription
 	if err := json.Unmarshal(e.Data.Object, &sub); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("data.object is not a subscription: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("data.object is not a subscription: %v", err))
 	}
 	if sub.Object != "subscription" || !strings.HasPrefix(sub.ID, "sub_") || sub.Status == "" {
-		return Result{}, Permanent("malformed", fmt.Errorf("data.object is not a subscription (object %q, id %q)", sub.Object, sub.ID))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("data.object is not a subscription (object %q, id %q)", sub.Object, sub.ID))
 	}
 	customer := customerID(sub.Customer)
 	account := sub.Metadata[p.opts.AccountMetadataKey]
 	if account == "" {
-		return Result{}, Permanent("unknown_subject", fmt.Errorf("subscription %s has no metadata %q naming a local account", sub.ID, p.opts.AccountMetadataKey))
+		return projection.Result{}, projection.Permanent("unknown_subject", fmt.Errorf("subscription %s has no metadata %q naming a local account", sub.ID, p.opts.AccountMetadataKey))
 	}
 
 	deleted := ev.Type == "customer.subscription.deleted"
@@ -182,11 +182,11 @@ func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
 	if entitled {
 		kind = "entitlement.grant"
 	}
-	intent := ledger.Intent{
-		OperationID: OperationID(StripeSubscriptionProjection, sub.ID, kind, strconv.FormatInt(version, 10)),
+	intent := projection.Intent{
+		OperationID: projection.OperationID(StripeSubscriptionProjection, sub.ID, kind, strconv.FormatInt(version, 10)),
 		Kind:        kind,
 		// A state sync: only the subscription's current state is delivered.
-		Policy:  ledger.PolicyLatest,
+		Policy:  projection.PolicyLatest,
 		Subject: account,
 		Payload: map[string]any{
 			"account_id": account, "subscription_id": sub.ID, "entitled": entitled,
@@ -195,12 +195,12 @@ func (p *StripeSubscriptions) Project(ev Event) (Result, error) {
 			"price_ids": sortedCopy(prices), "until": periodEnd, "version": strconv.FormatInt(version, 10),
 		},
 	}
-	return Result{
-		Write: &ledger.ProjectionWrite{
+	return projection.Result{
+		Write: &projection.Write{
 			Name: StripeSubscriptionProjection, Subject: sub.ID, Version: version,
-			Fingerprint: Fingerprint(state), Terminal: deleted, State: state,
+			Fingerprint: projection.Fingerprint(state), Terminal: deleted, State: state,
 		},
-		Intents: []ledger.Intent{intent},
+		Intents: []projection.Intent{intent},
 	}, nil
 }
 

@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -19,11 +20,11 @@ func thinBody(id, typ, objType, objID, snapshot string) []byte {
 }
 
 func TestParseStripeThin(t *testing.T) {
-	th, ok, err := projection.ParseStripeThin(thinBody("evt_thin_1", "v1.customer.subscription.updated", "subscription", "sub_1", "evt_snap_1"))
+	th, ok, err := builtin.ParseStripeThin(thinBody("evt_thin_1", "v1.customer.subscription.updated", "subscription", "sub_1", "evt_snap_1"))
 	if !ok || err != nil {
 		t.Fatalf("ok %v err %v", ok, err)
 	}
-	want := projection.StripeThin{EventID: "evt_thin_1", Type: "v1.customer.subscription.updated", BaseType: "customer.subscription.updated",
+	want := builtin.StripeThin{EventID: "evt_thin_1", Type: "v1.customer.subscription.updated", BaseType: "customer.subscription.updated",
 		ObjectType: "subscription", ObjectID: "sub_1", SnapshotEvent: "evt_snap_1"}
 	want.Created = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 	if th != want || th.ExpectedObjectType() != "subscription" {
@@ -32,11 +33,11 @@ func TestParseStripeThin(t *testing.T) {
 	// A connected account's thin event names the context its object is
 	// fetched in.
 	inContext := []byte(`{"id":"evt_t","object":"v2.core.event","type":"v1.invoice.paid","context":"acct_1A/acct_1R","related_object":{"id":"in_1","type":"invoice"}}`)
-	if th, ok, err := projection.ParseStripeThin(inContext); !ok || err != nil || th.Context != "acct_1A/acct_1R" {
+	if th, ok, err := builtin.ParseStripeThin(inContext); !ok || err != nil || th.Context != "acct_1A/acct_1R" {
 		t.Fatalf("thin event in a context: %+v %v %v", th, ok, err)
 	}
 	// A snapshot event is not thin, whatever it contains.
-	if _, ok, err := projection.ParseStripeThin(event("customer.subscription.updated", "active", `"cus_1"`, `{"account_id":"a"}`, 1000).Payload); ok || err != nil {
+	if _, ok, err := builtin.ParseStripeThin(event("customer.subscription.updated", "active", `"cus_1"`, `{"account_id":"a"}`, 1000).Payload); ok || err != nil {
 		t.Fatalf("snapshot read as thin: %v %v", ok, err)
 	}
 	for name, body := range map[string][]byte{
@@ -45,7 +46,7 @@ func TestParseStripeThin(t *testing.T) {
 		"control chars":     []byte(`{"id":"evt_t","object":"v2.core.event","type":"v1.invoice.paid","related_object":{"id":"in_\u0001","type":"invoice"}}`),
 		"bad related":       []byte(`{"id":"evt_t","object":"v2.core.event","type":"v1.invoice.paid","related_object":"in_1"}`),
 	} {
-		_, ok, err := projection.ParseStripeThin(body)
+		_, ok, err := builtin.ParseStripeThin(body)
 		if code, perm := projection.AsPermanent(err); !ok || !perm || code != "malformed" {
 			t.Errorf("%s: ok %v err %v", name, ok, err)
 		}
@@ -73,11 +74,11 @@ func TestStripeFetchedTypeFollowsCurrentState(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.thinType+"/"+c.obj, func(t *testing.T) {
-			th, _, err := projection.ParseStripeThin(thinBody("evt_t", c.thinType, c.objType, "x", ""))
+			th, _, err := builtin.ParseStripeThin(thinBody("evt_t", c.thinType, c.objType, "x", ""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			typ, payload, err := projection.StripeFetched(th, []byte(c.obj), at)
+			typ, payload, err := builtin.StripeFetched(th, []byte(c.obj), at)
 			if err != nil || typ != c.want {
 				t.Fatalf("type %q err %v, want %q", typ, err, c.want)
 			}
@@ -101,13 +102,13 @@ func TestStripeFetchedTypeFollowsCurrentState(t *testing.T) {
 // A fetched object must be the one the event names: a Stripe answer for
 // another object (a proxy's mix-up, a wrong id mapping) is never projected.
 func TestStripeFetchedRefusesAnotherObject(t *testing.T) {
-	th, _, _ := projection.ParseStripeThin(thinBody("evt_t", "v1.customer.subscription.updated", "subscription", "sub_1", ""))
+	th, _, _ := builtin.ParseStripeThin(thinBody("evt_t", "v1.customer.subscription.updated", "subscription", "sub_1", ""))
 	for _, obj := range []string{
 		`{"id":"sub_2","object":"subscription","status":"active"}`,
 		`{"id":"sub_1","object":"invoice","status":"paid"}`,
 		`[1,2]`,
 	} {
-		if _, _, err := projection.StripeFetched(th, []byte(obj), time.Unix(1_800_000_000, 0)); err == nil {
+		if _, _, err := builtin.StripeFetched(th, []byte(obj), time.Unix(1_800_000_000, 0)); err == nil {
 			t.Errorf("%s accepted", obj)
 		}
 	}
@@ -117,14 +118,14 @@ func TestStripeFetchedRefusesAnotherObject(t *testing.T) {
 // subscription projection, it outranks every snapshot event created
 // before the fetch, and a deletion seen by a fetch is final.
 func TestStripeFetchedVersionRule(t *testing.T) {
-	p := projection.NewStripeSubscriptions(projection.StripeOptions{})
+	p := builtin.NewStripeSubscriptions(builtin.StripeOptions{})
 	sub := func(status string) []byte {
 		return fmt.Appendf(nil, `{"id":"sub_1","object":"subscription","customer":"cus_1","status":%q,"metadata":{"account_id":"acct_1"},"items":{"data":[]}}`, status)
 	}
 	project := func(thinType, status string, at int64) projection.Result {
 		t.Helper()
-		th, _, _ := projection.ParseStripeThin(thinBody("evt_t", thinType, "subscription", "sub_1", ""))
-		typ, payload, err := projection.StripeFetched(th, sub(status), time.Unix(at, 0))
+		th, _, _ := builtin.ParseStripeThin(thinBody("evt_t", thinType, "subscription", "sub_1", ""))
+		typ, payload, err := builtin.StripeFetched(th, sub(status), time.Unix(at, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestStripeFetchedVersionRule(t *testing.T) {
 		t.Fatalf("fetched %+v, snapshot version %d", fetched.Write, snapshot.Write.Version)
 	}
 	deleted := project("v1.customer.subscription.updated", "canceled", 2001)
-	if !deleted.Write.Terminal || deleted.Write.Version <= projection.DeletedVersionBase || deleted.Write.State["entitled"] != false ||
+	if !deleted.Write.Terminal || deleted.Write.Version <= builtin.DeletedVersionBase || deleted.Write.State["entitled"] != false ||
 		deleted.Intents[0].Kind != "entitlement.revoke" {
 		t.Fatalf("deleted %+v %+v", deleted.Write, deleted.Intents)
 	}

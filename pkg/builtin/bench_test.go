@@ -1,4 +1,4 @@
-package projection_test
+package builtin_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -18,7 +19,7 @@ import (
 // package's tests. SetBytes is the payload length, so MB/s is payload
 // throughput.
 //
-// Run: go test -run '^$' -bench Project -benchmem ./pkg/projection/
+// Run: go test -run '^$' -bench Project -benchmem ./pkg/builtin/
 
 func benchFixture(b *testing.B, path string) []byte {
 	b.Helper()
@@ -44,20 +45,20 @@ func BenchmarkProject(b *testing.B) {
 		want string // projection name the registry must resolve to
 		ev   projection.Event
 	}{
-		{projection.StripeSubscriptionProjection, projection.Event{Source: "stripe", Kind: "stripe", EventID: "evt_fixture",
+		{builtin.StripeSubscriptionProjection, projection.Event{Source: "stripe", Kind: "stripe", EventID: "evt_fixture",
 			Type: "customer.subscription.updated", Payload: benchFixture(b, "stripe/customer.subscription.updated.json")}},
-		{projection.StripeInvoiceProjection, invoiceEvent("invoice.paid", 1740830000, "paid", 1)},
-		{projection.StripePaymentIntentProjection, paymentIntentEvent("payment_intent.succeeded", 1740830000)},
-		{projection.SESMessageProjection, projection.Event{Source: "ses", Kind: "sns", EventID: "9b3e7c1d-2f4a-5b6c-8d9e-0a1b2c3d4e5f",
+		{builtin.StripeInvoiceProjection, invoiceEvent("invoice.paid", 1740830000, "paid", 1)},
+		{builtin.StripePaymentIntentProjection, paymentIntentEvent("payment_intent.succeeded", 1740830000)},
+		{builtin.SESMessageProjection, projection.Event{Source: "ses", Kind: "sns", EventID: "9b3e7c1d-2f4a-5b6c-8d9e-0a1b2c3d4e5f",
 			Type: "ses.bounce", Payload: benchFixture(b, "sns/ses-bounce.json")}},
-		{projection.ShopifyOrderProjection, projection.Event{Source: "shopify", Kind: "shopify", EventID: "98880550-7158-44d4-b7cd-2c97c8a091b5",
+		{builtin.ShopifyOrderProjection, projection.Event{Source: "shopify", Kind: "shopify", EventID: "98880550-7158-44d4-b7cd-2c97c8a091b5",
 			Type: "orders/updated", Payload: benchFixture(b, "shopify/orders-updated.json")}},
-		{projection.QuilttConnectionProjection, projection.Event{Source: "quiltt", Kind: "quiltt", EventID: "evt_1QfixtureQuilttSync01",
+		{builtin.QuilttConnectionProjection, projection.Event{Source: "quiltt", Kind: "quiltt", EventID: "evt_1QfixtureQuilttSync01",
 			Type: "connection.synced.successful", Payload: quiltt.Events[0], ReceivedAt: received}},
-		{projection.OrderProjection, projection.Event{Source: "orders", Kind: "standard-webhooks", EventID: "msg_test_FAKE_order",
+		{builtin.OrderProjection, projection.Event{Source: "orders", Kind: "standard-webhooks", EventID: "msg_test_FAKE_order",
 			Type: "order.updated", Payload: benchFixture(b, "standardwebhooks/order.updated.json")}},
 	}
-	reg := projection.Default(projection.StripeOptions{})
+	reg := builtin.Default(builtin.StripeOptions{})
 	for _, tc := range cases {
 		b.Run(tc.want, func(b *testing.B) {
 			p, ok := reg.Lookup(tc.ev.Kind, tc.ev.Type)

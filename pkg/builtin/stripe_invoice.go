@@ -1,4 +1,4 @@
-package projection
+package builtin
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // StripeInvoiceProjection is the invoice projection's name in the ledger.
@@ -37,10 +37,10 @@ func stripeTieredVersion(created, rank int64, terminal bool) int64 {
 func stripeObject(payload []byte) (stripeEvent, error) {
 	var e stripeEvent
 	if err := json.Unmarshal(payload, &e); err != nil {
-		return e, Permanent("malformed", fmt.Errorf("stripe event is not JSON: %v", err))
+		return e, projection.Permanent("malformed", fmt.Errorf("stripe event is not JSON: %v", err))
 	}
 	if e.Created <= 0 || e.Created >= stripeMaxCreated {
-		return e, Permanent("malformed", errors.New("stripe event has no plausible created time"))
+		return e, projection.Permanent("malformed", errors.New("stripe event has no plausible created time"))
 	}
 	return e, nil
 }
@@ -79,7 +79,7 @@ func stripeObject(payload []byte) (stripeEvent, error) {
 // # Intents
 //
 // An applied paid state emits one "invoice.fulfil" intent keyed
-// OperationID("stripe_invoice", invoice id, "paid"): one fulfilment per
+// projection.OperationID("stripe_invoice", invoice id, "paid"): one fulfilment per
 // invoice, however many events or deliveries report the payment.
 //
 // # Dispatch policy
@@ -88,7 +88,7 @@ func stripeObject(payload []byte) (stripeEvent, error) {
 // justifies fulfilment never stops being true.
 type StripeInvoices struct{}
 
-var _ Projection = (*StripeInvoices)(nil)
+var _ projection.Projection = (*StripeInvoices)(nil)
 
 // NewStripeInvoices returns the projection.
 func NewStripeInvoices() *StripeInvoices { return &StripeInvoices{} }
@@ -125,24 +125,24 @@ type stripeInvoice struct {
 }
 
 // Project computes the invoice state from one event.
-func (*StripeInvoices) Project(ev Event) (Result, error) {
+func (*StripeInvoices) Project(ev projection.Event) (projection.Result, error) {
 	rank, ok := stripeInvoiceRank[ev.Type]
 	if !ok {
-		return Result{}, Permanent("unsupported_type", fmt.Errorf("stripe invoice projection does not handle %q", ev.Type))
+		return projection.Result{}, projection.Permanent("unsupported_type", fmt.Errorf("stripe invoice projection does not handle %q", ev.Type))
 	}
 	e, err := stripeObject(ev.Payload)
 	if err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	var inv stripeInvoice
 	if err := json.Unmarshal(e.Data.Object, &inv); err != nil {
-		return Result{}, Permanent("malformed", fmt.Errorf("data.object is not an invoice: %v", err))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("data.object is not an invoice: %v", err))
 	}
 	if inv.Object != "invoice" || !strings.HasPrefix(inv.ID, "in_") {
-		return Result{}, Permanent("malformed", fmt.Errorf("data.object is not an invoice (object %q, id %q)", inv.Object, inv.ID))
+		return projection.Result{}, projection.Permanent("malformed", fmt.Errorf("data.object is not an invoice (object %q, id %q)", inv.Object, inv.ID))
 	}
 	if err := validSubject("invoice id", inv.ID); err != nil {
-		return Result{}, err
+		return projection.Result{}, err
 	}
 	outcome := strings.TrimPrefix(ev.Type, "invoice.")
 	terminal := outcome != "payment_failed"
@@ -159,13 +159,13 @@ func (*StripeInvoices) Project(ev Event) (Result, error) {
 		"amount_remaining": inv.AmountRemaining,
 		"attempt_count":    inv.AttemptCount,
 	}
-	res := Result{Write: &ledger.ProjectionWrite{
+	res := projection.Result{Write: &projection.Write{
 		Name: StripeInvoiceProjection, Subject: inv.ID, Version: version,
-		Fingerprint: Fingerprint(state), Terminal: terminal, State: state,
+		Fingerprint: projection.Fingerprint(state), Terminal: terminal, State: state,
 	}}
 	if outcome == "paid" {
-		res.Intents = []ledger.Intent{{
-			OperationID: OperationID(StripeInvoiceProjection, inv.ID, "paid"),
+		res.Intents = []projection.Intent{{
+			OperationID: projection.OperationID(StripeInvoiceProjection, inv.ID, "paid"),
 			Kind:        "invoice.fulfil",
 			Subject:     inv.ID,
 			Payload: map[string]any{

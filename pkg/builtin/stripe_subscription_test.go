@@ -1,9 +1,10 @@
-package projection_test
+package builtin_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -14,7 +15,7 @@ func event(typ, status, customer, meta string, created int64) projection.Event {
 }
 
 func TestStripeSubscriptionVersionsAndEntitlement(t *testing.T) {
-	p := projection.NewStripeSubscriptions(projection.StripeOptions{})
+	p := builtin.NewStripeSubscriptions(builtin.StripeOptions{})
 	acct := `{"account_id":"acct_1"}`
 	cases := []struct {
 		typ, status string
@@ -28,7 +29,7 @@ func TestStripeSubscriptionVersionsAndEntitlement(t *testing.T) {
 		{"customer.subscription.updated", "past_due", 1000*4 + 2, true, false, "entitlement.grant"},
 		{"customer.subscription.updated", "unpaid", 1000*4 + 2, false, false, "entitlement.revoke"},
 		{"customer.subscription.updated", "incomplete_expired", 1000*4 + 2, false, false, "entitlement.revoke"},
-		{"customer.subscription.deleted", "active", projection.DeletedVersionBase + 1000*4 + 3, false, true, "entitlement.revoke"},
+		{"customer.subscription.deleted", "active", builtin.DeletedVersionBase + 1000*4 + 3, false, true, "entitlement.revoke"},
 	}
 	for _, c := range cases {
 		t.Run(c.typ+"/"+c.status, func(t *testing.T) {
@@ -68,7 +69,7 @@ func TestStripeSubscriptionVersionsAndEntitlement(t *testing.T) {
 }
 
 func TestStripeSubscriptionPermanentErrors(t *testing.T) {
-	p := projection.NewStripeSubscriptions(projection.StripeOptions{AccountMetadataKey: "tenant"})
+	p := builtin.NewStripeSubscriptions(builtin.StripeOptions{AccountMetadataKey: "tenant"})
 	cases := map[string]struct {
 		ev   projection.Event
 		code string
@@ -92,7 +93,7 @@ func TestStripeSubscriptionPermanentErrors(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	r := projection.Default(projection.StripeOptions{})
+	r := builtin.Default(builtin.StripeOptions{})
 	if _, ok := r.Lookup("stripe", "customer.subscription.deleted"); !ok {
 		t.Fatal("deleted not registered")
 	}
@@ -104,5 +105,5 @@ func TestRegistry(t *testing.T) {
 			t.Fatal("double registration did not panic")
 		}
 	}()
-	r.Register("stripe", []string{"customer.subscription.created"}, projection.NewStripeSubscriptions(projection.StripeOptions{}))
+	r.Register("stripe", []string{"customer.subscription.created"}, builtin.NewStripeSubscriptions(builtin.StripeOptions{}))
 }
