@@ -49,13 +49,13 @@ $(DYNALITE): scripts/dynalite/package.json scripts/dynalite/package-lock.json
 	@touch $@
 
 test-dynalite: $(DYNALITE) ## the ledger's tests on dynalite (those without transactions), then the ledger and pipeline tests on minidyn with every transaction's parts validated by dynalite
-	$(GO) run ./scripts/dynalite -mode full -- $(GO) test -count=1 ./pkg/ledger/
-	$(GO) run ./scripts/dynalite -mode strict -- $(GO) test -count=1 -parallel 4 ./pkg/ledger/ ./pkg/harness/pipelinetest/
+	$(GO) run ./scripts/dynalite -mode full -- $(GO) test -count=1 ./internal/ledger/
+	$(GO) run ./scripts/dynalite -mode strict -- $(GO) test -count=1 -parallel 4 ./internal/ledger/ ./internal/harness/pipelinetest/
 
 FUZZTIME_TEST ?= 3s
 FUZZTIME ?= 60s
 fuzz: ## run every fuzz target (FUZZTIME each, default 60s); a failure leaves its input in testdata/fuzz
-	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg | xargs -n1 dirname | sort -u); do \
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg internal | xargs -n1 dirname | sort -u); do \
 	  for f in $$(grep -h '^func Fuzz' $$dir/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
 	    echo "fuzz $$f ($$dir, $(FUZZTIME))"; \
 	    if ! $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./$$dir > /tmp/fuzz-$$f.log 2>&1; then \

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/outbox"
 )
 
 func main() {

@@ -10,10 +10,10 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/processor"
+	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/pkg/builtin"
-	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
 func main() {

@@ -11,12 +11,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/intake"
+	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/queue"
+	"github.com/effectively-once/webhooks/internal/reconciler"
 	"github.com/effectively-once/webhooks/pkg/builtin"
-	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/intake"
-	"github.com/effectively-once/webhooks/pkg/outbox"
-	"github.com/effectively-once/webhooks/pkg/queue"
-	"github.com/effectively-once/webhooks/pkg/reconciler"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/effectively-once/webhooks/pkg/source"
+	"github.com/effectively-once/webhooks/internal/source"
 )
 
 // Bridge is the EventBridge intake function (functions/bridge): the target

@@ -13,8 +13,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/effectively-once/webhooks/infra/stack"
-	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/queue"
 )
 
 const (

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/outbox"
 )
 
 // ErrConfig wraps every error in the stack's context values.

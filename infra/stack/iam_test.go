@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/effectively-once/webhooks/infra/stack"
-	"github.com/effectively-once/webhooks/pkg/intake"
-	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/outbox"
-	"github.com/effectively-once/webhooks/pkg/processor"
-	"github.com/effectively-once/webhooks/pkg/reconciler"
+	"github.com/effectively-once/webhooks/internal/intake"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/processor"
+	"github.com/effectively-once/webhooks/internal/reconciler"
 )
 
-// Partition keys of each kind of ledger item, as pkg/ledger writes them.
+// Partition keys of each kind of ledger item, as internal/ledger writes them.
 const (
 	stripeEvent  = "EV#stripe#evt_1" // an event of source stripe; its payload chunks share this key
 	unknownEvent = "EV#elsewhere#evt_1"
@@ -139,7 +139,7 @@ func TestBridgeWritesOnlyTheEventsOfItsEventBridgeSources(t *testing.T) {
 }
 
 // What each ledger method writes: per IAM action, the partition key
-// prefixes (pkg/ledger). Every exported method of *ledger.Ledger is either
+// prefixes (internal/ledger). Every exported method of *ledger.Ledger is either
 // here or in ledgerReads, so a new method is classified before a function
 // can call it.
 var ledgerMethodWrites = map[string]map[string][]string{

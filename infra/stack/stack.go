@@ -4,7 +4,7 @@
 // queues, the secrets, the reconciler's schedule, alarms and a dashboard.
 //
 // Queue shapes, timeouts and table keys come from the runtime packages
-// (pkg/queue, pkg/ledger), the same values the local stack uses, so the
+// (internal/queue, internal/ledger), the same values the local stack uses, so the
 // deployed pipeline cannot drift from the one the tests run.
 package stack
 
@@ -29,11 +29,11 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/outbox"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/queue"
+	"github.com/effectively-once/webhooks/internal/source"
 	"github.com/effectively-once/webhooks/pkg/provider"
-	"github.com/effectively-once/webhooks/pkg/queue"
-	"github.com/effectively-once/webhooks/pkg/source"
 )
 
 // Function names, as in functions/<name> and build/<name>/bootstrap.
@@ -44,7 +44,7 @@ const (
 	Reconciler = "reconciler"
 )
 
-// Reconciler settings the stack gives it (the same as pkg/config.LoadReconciler's
+// Reconciler settings the stack gives it (the same as internal/config.LoadReconciler's
 // defaults, written out so the deployed values are visible in the template).
 const (
 	ReconcilerTimeout  = 2 * time.Minute
@@ -481,8 +481,8 @@ func (s *Stack) functions(sourcesDoc, effectsDoc *string) error {
 	return nil
 }
 
-// Actions the code performs (verified against pkg/ledger, pkg/queue,
-// pkg/outbox, pkg/source). TransactWriteItems has no IAM action of its own:
+// Actions the code performs (verified against internal/ledger, internal/queue,
+// internal/outbox, internal/source). TransactWriteItems has no IAM action of its own:
 // DynamoDB authorizes each Put/Update inside it as PutItem/UpdateItem, with
 // that item's own partition key (the ledger's transactions hold no
 // ConditionCheck or Delete).
@@ -501,7 +501,7 @@ const (
 	getSecret = "secretsmanager:GetSecretValue"
 )
 
-// The ledger's partition key prefixes (pkg/ledger: eventPK, projectionKey,
+// The ledger's partition key prefixes (internal/ledger: eventPK, projectionKey,
 // intentKey, cursorKey, ClaimBody). An event's payload chunks share its
 // partition key (sort key PL#…), so "events" covers them. Body markers
 // (BH#<source>#<hash>) record which event id a body of an unsigned-id
@@ -599,7 +599,7 @@ func (s *Stack) grants() {
 	di.grantWrites(table, ledgerWrites{ddbUpdate: {anyKey(pkIntents), anyKey(pkCursors)}})
 	ef.Queue.Grant(di.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes), jsii.String(sqsVisibility))
 
-	// reconciler (pkg/reconciler): every sweep (ListDue, ListDueIntents,
+	// reconciler (internal/reconciler): every sweep (ListDue, ListDueIntents,
 	// ListOpen, ListSyncDue) queries the due index only; GiveUp is an
 	// UpdateItem on the event, a missed event found at the source of truth
 	// (or a bridge dead letter) is Accepted (UpdateItem + PutItem chunks,

@@ -12,10 +12,10 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/effectively-once/webhooks/infra/stack"
-	"github.com/effectively-once/webhooks/pkg/config"
-	"github.com/effectively-once/webhooks/pkg/ledger"
-	"github.com/effectively-once/webhooks/pkg/outbox"
-	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/queue"
 )
 
 func TestCdkJSONContextIsTheDocumentedDevDefault(t *testing.T) {

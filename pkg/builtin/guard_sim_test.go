@@ -9,7 +9,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// A small model of the ledger's commit rules (pkg/ledger/commit.go), enough
+// A small model of the ledger's commit rules (internal/ledger/commit.go), enough
 // to replay a subject's events in any order without DynamoDB:
 //
 //   - no stored row: the write applies, with its intents;

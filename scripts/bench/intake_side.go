@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/effectively-once/webhooks/pkg/harness/capacity"
+	"github.com/effectively-once/webhooks/internal/harness/capacity"
 )
 
 // intakeSideSection compares the product's intake with a bare handler in
@@ -28,7 +28,7 @@ func intakeSideSection(ctx context.Context, w io.Writer, o options) error {
 		"Both run through the same Lambda JSON path (an API Gateway HTTP API 2.0 event through `lambda.NewHandler(h).Invoke`), on the same minidyn and goaws in this process, with new realistic Stripe events (unique ids) signed before timing; our logger is the function's JSON logger writing to a discard sink. "+
 		"%d repetitions; in each, per payload size, a block of %d deliveries to each contender, the order swapped every repetition, after a warm-up of 50 each. "+
 		"p50 and p99 pool every repetition's deliveries; the ratios are ours/bare within each repetition, as the median and the range over the repetitions. "+
-		"Times are `Invoke` alone and include the SDK and the emulators' loopback HTTP, which both sides pay. `pkg/harness/capacity/intake_side.go`; a CPU profile of either side alone: `go test -run '^$' -bench 'IntakeSide/ours' -cpuprofile /tmp/intake.prof ./pkg/harness/capacity/`.\n\n", reps, per)
+		"Times are `Invoke` alone and include the SDK and the emulators' loopback HTTP, which both sides pay. `internal/harness/capacity/intake_side.go`; a CPU profile of either side alone: `go test -run '^$' -bench 'IntakeSide/ours' -cpuprofile /tmp/intake.prof ./internal/harness/capacity/`.\n\n", reps, per)
 	capacity.WriteSideTable(w, rows)
 	worst := 0.0
 	for _, r := range rows {

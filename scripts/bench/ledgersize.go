@@ -11,16 +11,16 @@ import (
 
 // ledgerSizeSection measures intake and processing latency on the
 // in-process stack with 1,000, 10,000 and 100,000 events already in the
-// ledger (issue 19): BenchmarkLedgerSize in pkg/harness/pipelinetest, and
+// ledger (issue 19): BenchmarkLedgerSize in internal/harness/pipelinetest, and
 // BenchmarkAcceptWithLedgerOf (the ledger's Accept alone) in
-// pkg/harness/localaws.
+// internal/harness/localaws.
 func ledgerSizeSection(ctx context.Context, w io.Writer, o options) error {
 	benchtime := "400x"
 	if o.quick {
 		benchtime = "100x"
 	}
 	args := []string{"test", "-run", "^$", "-bench", "^(BenchmarkLedgerSize|BenchmarkAcceptWithLedgerOf|BenchmarkQueryWithLedgerOf)$", "-benchtime", benchtime, "-timeout", "30m",
-		"./pkg/harness/pipelinetest/", "./pkg/harness/localaws/"}
+		"./internal/harness/pipelinetest/", "./internal/harness/localaws/"}
 	out, err := command(ctx, "go", args...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, out) // the failing benchmark says why on stdout
@@ -88,10 +88,10 @@ func ledgerSizeSection(ctx context.Context, w io.Writer, o options) error {
 	}
 	fmt.Fprintf(w, "\n## The local emulators as the ledger grows (issue 19)\n\n"+
 		"`go %s` (load average before the run: %s). "+
-		"`BenchmarkLedgerSize` (`pkg/harness/pipelinetest/ledgersize_bench_test.go`) runs the real intake core and the real processor core against minidyn and goaws through `pkg/harness/localaws`, as the pipeline tests do, with 1,000, 10,000 and 100,000 events already in the ledger. "+
+		"`BenchmarkLedgerSize` (`internal/harness/pipelinetest/ledgersize_bench_test.go`) runs the real intake core and the real processor core against minidyn and goaws through `internal/harness/localaws`, as the pipeline tests do, with 1,000, 10,000 and 100,000 events already in the ledger. "+
 		"The prefill, outside the timer, looks like processed traffic: ten template events go through the real pipeline (eight, of four subscriptions, processed with their entitlement intents dispatched, SUCCEEDED or SUPERSEDED; one processed with its intent still PENDING; one accepted and not yet processed; with every subscription's projection row and subject cursor), and their items are copied under new ids with BatchWriteItem until the ledger holds the size's events: about four items per event (event, stored payload, intent, projection, cursor), the pending ones and the cursors on the due index. "+
 		"Each measured operation is one delivery, alternately of a new subscription and of a newer state of a prefilled one (past due, active again): intake through its Lambda JSON path (verify, Accept, SendMessage), then one event source mapping cycle of a processor worker (receive, claim, project, commit with its intent, announce, delete), timed apart; the figures are means over the operations, with p99. "+
-		"`BenchmarkAcceptWithLedgerOf` (`pkg/harness/localaws/bench_test.go`) is `ledger.Accept` alone on the emulator; `BenchmarkQueryWithLedgerOf` is the reconciler's kind of Query (one due shard, `due_at` up to now, a filter, Limit 100) where 50 items wait on the shard and the size's items sit on other shards of the index (done and sync shards), which is what grew in the soak below until a Query read only its partition (`pkg/harness/localaws/query.go`).\n\n", strings.Join(args, " "), loadAvg())
+		"`BenchmarkAcceptWithLedgerOf` (`internal/harness/localaws/bench_test.go`) is `ledger.Accept` alone on the emulator; `BenchmarkQueryWithLedgerOf` is the reconciler's kind of Query (one due shard, `due_at` up to now, a filter, Limit 100) where 50 items wait on the shard and the size's items sit on other shards of the index (done and sync shards), which is what grew in the soak below until a Query read only its partition (`internal/harness/localaws/query.go`).\n\n", strings.Join(args, " "), loadAvg())
 	fmt.Fprintln(w, "| events in the ledger | items | intake mean | intake p99 | ratio | processing mean | processing p99 | ratio | Accept alone | ratio | Query of one due shard | ratio |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range order {

@@ -26,8 +26,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/harness/capacity"
-	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
+	"github.com/effectively-once/webhooks/internal/harness/capacity"
+	"github.com/effectively-once/webhooks/internal/harness/loadgen"
 )
 
 func main() {
@@ -131,8 +131,8 @@ func header(w io.Writer, o options) {
 	if o.quick {
 		fmt.Fprintf(w, "| mode | **-quick** (short runs: numbers are indicative only) |\n")
 	}
-	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                                  # this whole file and docs/bench/*.png (-quick for a smoke run: make bench BENCH_ARGS=-quick)\nmake chaos N=1000 DESIGN=all                # the chaos comparison alone, 1000 schedules per design\ngo test -run 'TestRequestBudget|TestWriteUnitsPerEvent' -v ./pkg/harness/capacity   # requests and write units\ngo test -run '^$' -bench . -benchmem ./pkg/provider/ ./pkg/builtin/ ./pkg/ledger/\ngo run ./scripts/coldstart                  # cold starts\nDEV_FAST=1 make dev & make load LOAD_ARGS='-sweep 5,10,20,30,40 -duration 10s'   # load against a running stack\n```\n")
-	fmt.Fprintf(w, "\nWhat the emulators mean for the numbers: latencies include our code, the AWS SDK and the emulators on this machine's loopback, not AWS's network or DynamoDB's service time. Request counts and write units do not depend on the emulator: requests are counted by SDK middleware on the real handlers, and write units are computed from the items actually written with DynamoDB's published rules (package `pkg/harness/capacity`).\n")
+	fmt.Fprintf(w, "\n## Reproduce\n\n```sh\nmake bench                                  # this whole file and docs/bench/*.png (-quick for a smoke run: make bench BENCH_ARGS=-quick)\nmake chaos N=1000 DESIGN=all                # the chaos comparison alone, 1000 schedules per design\ngo test -run 'TestRequestBudget|TestWriteUnitsPerEvent' -v ./internal/harness/capacity   # requests and write units\ngo test -run '^$' -bench . -benchmem ./pkg/provider/ ./pkg/builtin/ ./internal/ledger/\ngo run ./scripts/coldstart                  # cold starts\nDEV_FAST=1 make dev & make load LOAD_ARGS='-sweep 5,10,20,30,40 -duration 10s'   # load against a running stack\n```\n")
+	fmt.Fprintf(w, "\nWhat the emulators mean for the numbers: latencies include our code, the AWS SDK and the emulators on this machine's loopback, not AWS's network or DynamoDB's service time. Request counts and write units do not depend on the emulator: requests are counted by SDK middleware on the real handlers, and write units are computed from the items actually written with DynamoDB's published rules (package `internal/harness/capacity`).\n")
 }
 
 func cpuModel() string {
@@ -178,7 +178,7 @@ func command(ctx context.Context, name string, args ...string) (string, error) {
 
 // goBench runs the Go benchmarks and turns their lines into a table.
 func goBench(ctx context.Context, w io.Writer, _ options) error {
-	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "./pkg/provider/", "./pkg/builtin/", "./pkg/ledger/"}
+	args := []string{"test", "-run", "^$", "-bench", ".", "-benchmem", "./pkg/provider/", "./pkg/builtin/", "./internal/ledger/"}
 	out, err := command(ctx, "go", args...)
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func policySection(ctx context.Context, w io.Writer, _ options) error {
 		return err
 	}
 	fmt.Fprintf(w, "\n## What following the truth costs, per dispatch policy\n\n"+
-		"One intent of each policy committed through the ledger on its own subject, dispatched against the fake downstream, then two more revisions of the subject: one that keeps the intent's reason, one that removes it after the intent was performed (`pkg/harness/capacity/policy.go`; test: `go test -run TestPolicyBudget -v ./pkg/harness/capacity`). "+
+		"One intent of each policy committed through the ledger on its own subject, dispatched against the fake downstream, then two more revisions of the subject: one that keeps the intent's reason, one that removes it after the intent was performed (`internal/harness/capacity/policy.go`; test: `go test -run TestPolicyBudget -v ./internal/harness/capacity`). "+
 		"Requests are counted by SDK middleware; write units by DynamoDB's rules from the items written. A cancelled transaction is counted as a request but not in the write units: AWS's documentation does not say how it bills one, so read the while_current rows' WU as a lower bound, by up to one transaction's worth (about 5 WU) per revision of a subject that watches intents.\n\n")
 	capacity.WritePolicyTable(w, rows)
 	fmt.Fprintf(w, "\nBudget (issue 12): a `once` intent costs nothing extra; `while_current` one consistent read per dispatch; `latest` that read and one write (the subject cursor). "+
@@ -246,7 +246,7 @@ func thinSection(ctx context.Context, w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Stripe thin events: what the fetch adds\n\nA Stripe subscription change sent %d times as a realistic 4 KB snapshot event and %d times as a thin event of Stripe's documented shape (object `v2.core.event`, about 450 bytes), each through the real intake and processor cores on minidyn and goaws; the processor fetches a thin event's subscription from a fake Stripe API (`pkg/harness/stripefake`) over loopback HTTP with stripe-go (`pkg/stripeapi`). Requests and write units are the last event's (all have the same shape); latency is the processor core's wall time per event. Test: `go test -run TestThinEventCost -v ./pkg/harness/capacity`.\n\n", n, n)
+	fmt.Fprintf(w, "\n## Stripe thin events: what the fetch adds\n\nA Stripe subscription change sent %d times as a realistic 4 KB snapshot event and %d times as a thin event of Stripe's documented shape (object `v2.core.event`, about 450 bytes), each through the real intake and processor cores on minidyn and goaws; the processor fetches a thin event's subscription from a fake Stripe API (`internal/harness/stripefake`) over loopback HTTP with stripe-go (`internal/stripeapi`). Requests and write units are the last event's (all have the same shape); latency is the processor core's wall time per event. Test: `go test -run TestThinEventCost -v ./internal/harness/capacity`.\n\n", n, n)
 	capacity.WriteThinTable(w, rows)
 	snap, thin := rows[0], rows[1]
 	fmt.Fprintf(w, "\nA thin event costs %d AWS requests at intake and %d in processing (a 4 KB snapshot event: %d and %d), %d write units (snapshot: %d), and %.0f Stripe API request, made by the processor after its claim, never by the intake. Processing p50 %s against %s. The latency above", thin.IntakeCalls.Total, thin.ProcessCalls.Total, snap.IntakeCalls.Total, snap.ProcessCalls.Total, thin.WriteUnits, snap.WriteUnits, thin.StripeRequests, thin.ProcessP50.Round(100*time.Microsecond), snap.ProcessP50.Round(100*time.Microsecond))

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/harness/devstack"
-	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
-	"github.com/effectively-once/webhooks/pkg/harness/recovery"
-	"github.com/effectively-once/webhooks/pkg/queue"
+	"github.com/effectively-once/webhooks/internal/harness/devstack"
+	"github.com/effectively-once/webhooks/internal/harness/loadgen"
+	"github.com/effectively-once/webhooks/internal/harness/recovery"
+	"github.com/effectively-once/webhooks/internal/queue"
 )
 
 // recoverySection measures how long the local stack takes to recover from
@@ -24,7 +24,7 @@ import (
 // set. It also runs the crash matrix test of the path that bounds it (a
 // processor dead between its commits and its announcement).
 func recoverySection(ctx context.Context, w io.Writer, o options) error {
-	args := []string{"test", "-count=1", "-run", "TestCrashMatrix_BeforeAnnouncement", "-v", "./pkg/harness/pipelinetest"}
+	args := []string{"test", "-count=1", "-run", "TestCrashMatrix_BeforeAnnouncement", "-v", "./internal/harness/pipelinetest"}
 	out, err := command(ctx, "go", args...)
 	if err != nil {
 		return err
@@ -109,8 +109,8 @@ func recoverySection(ctx context.Context, w io.Writer, o options) error {
 	var fastT devstack.Config
 	fastT.FastProfile()
 	fmt.Fprintf(w, "\n## Recovery after a crash: SIGKILL of real bootstraps under load\n\n"+
-		"The local stack started in process (`make dev`'s real bootstraps under aws-lambda-rie: 2 intake, 2 processor, 1 dispatcher; minidyn, goaws, the fake downstream), driven by `pkg/harness/loadgen` at 15 deliveries/s (20%% re-sends, half Stripe subscriptions, half orders), and during the send phase a SIGKILL to the runtime of a processor, a dispatcher or an intake instance in turn (`devstack.KillRuntimeInvoked`: once an invocation has run 0–40 ms, alternating with `KillRuntime` at the scheduled moment, busy or idle). "+
-		"An independent proxy in front of the HTTP API records when each event was first answered 2xx; after the run the ledger is read once (each event's `processed_at`, each intent's `finished_at`), so nothing polls the stack while it recovers (`pkg/harness/recovery`). "+
+		"The local stack started in process (`make dev`'s real bootstraps under aws-lambda-rie: 2 intake, 2 processor, 1 dispatcher; minidyn, goaws, the fake downstream), driven by `internal/harness/loadgen` at 15 deliveries/s (20%% re-sends, half Stripe subscriptions, half orders), and during the send phase a SIGKILL to the runtime of a processor, a dispatcher or an intake instance in turn (`devstack.KillRuntimeInvoked`: once an invocation has run 0–40 ms, alternating with `KillRuntime` at the scheduled moment, busy or idle). "+
+		"An independent proxy in front of the HTTP API records when each event was first answered 2xx; after the run the ledger is read once (each event's `processed_at`, each intent's `finished_at`), so nothing polls the stack while it recovers (`internal/harness/recovery`). "+
 		"**kill → all PROCESSED**: from the kill until every event answered 2xx before it is PROCESSED. **kill → all SUCCEEDED**: until every intent that existed before it, or that those events created, is settled (SUCCEEDED, or SUPERSEDED/OBSOLETE: a newer state made the call unnecessary). Lost, doubled and missing are loadgen's checks of the whole run against the fake downstream (one effective call per operation id). "+
 		"A kill interrupts an invocation or, idle, fails the emulator's next one (aws-lambda-rie reports the dead runtime then): either way an event source mapping deletes nothing and the batch comes back after its queue's visibility timeout; an intake request gets a 500 and the provider retries it. So a kill that interrupted nothing (idle, or its invocation answered before the signal landed) takes effect at its instance's next invocation, and its times count from the start of that invocation (`RuntimeKill.HitAt`).\n\n")
 	fmt.Fprintf(w, "| timings | function killed | kills (that interrupted an invocation) | kill → all PROCESSED, median / max | kill → all SUCCEEDED, median / max | own, max: PROCESSED / SUCCEEDED | bound | lost / doubled / missing (run) |\n|---|---|---:|---:|---:|---:|---|---:|\n")

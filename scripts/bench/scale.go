@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/effectively-once/webhooks/pkg/harness/capacity"
+	"github.com/effectively-once/webhooks/internal/harness/capacity"
 )
 
 // scaleText is the section's prose and its tables of AWS limits (issue 17):

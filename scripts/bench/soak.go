@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/effectively-once/webhooks/pkg/harness/devstack"
-	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
+	"github.com/effectively-once/webhooks/internal/harness/devstack"
+	"github.com/effectively-once/webhooks/internal/harness/loadgen"
 )
 
 // The soak's flags live here, beside the section that reads them.

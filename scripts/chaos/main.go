@@ -1,4 +1,4 @@
-// Command chaos runs model-based chaos schedules (pkg/harness/chaos) against our
+// Command chaos runs model-based chaos schedules (internal/harness/chaos) against our
 // design and the naive ones, prints progress and a summary table, and
 // exits 1 when our design violates any invariant.
 //
@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/harness/chaos"
+	"github.com/effectively-once/webhooks/internal/harness/chaos"
 )
 
 func main() {

@@ -24,9 +24,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/harness/demo"
-	"github.com/effectively-once/webhooks/pkg/harness/devstack"
-	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	"github.com/effectively-once/webhooks/internal/harness/demo"
+	"github.com/effectively-once/webhooks/internal/harness/devstack"
+	"github.com/effectively-once/webhooks/internal/harness/localaws"
 )
 
 func main() {

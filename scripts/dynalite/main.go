@@ -8,7 +8,7 @@
 // transaction is first validated on dynalite as a single write that cannot
 // succeed), and stops dynalite.
 //
-//	go run ./scripts/dynalite -mode full -- go test -count=1 ./pkg/ledger/
+//	go run ./scripts/dynalite -mode full -- go test -count=1 ./internal/ledger/
 package main
 
 import (

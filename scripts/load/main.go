@@ -25,9 +25,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/effectively-once/webhooks/pkg/harness/devstack"
-	"github.com/effectively-once/webhooks/pkg/harness/loadgen"
-	"github.com/effectively-once/webhooks/pkg/harness/localaws"
+	"github.com/effectively-once/webhooks/internal/harness/devstack"
+	"github.com/effectively-once/webhooks/internal/harness/loadgen"
+	"github.com/effectively-once/webhooks/internal/harness/localaws"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Command webhookctl is the operator's tool: list and inspect events and
 // intents, replay, hold and release events, resolve uncertain effects, and
 // print the dashboard and the dead-letter queues. It only wires; the
-// commands live in pkg/operator, and README.md beside this file documents
+// commands live in internal/operator, and README.md beside this file documents
 // them.
 package main
 
@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/effectively-once/webhooks/pkg/operator"
+	"github.com/effectively-once/webhooks/internal/operator"
 )
 
 func main() {

@@ -1,0 +1,333 @@
+package chaos
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
+	"github.com/effectively-once/webhooks/internal/ledger"
+)
+
+// The checker on hand-made final states: each case breaks one invariant,
+// and the checker must say which.
+func TestCheckFindsEachInvariant(t *testing.T) {
+	s := Schedule{Events: []Event{
+		{ID: "a", Subject: "O-1", Revision: 1, Status: "created"},
+		{ID: "b", Subject: "O-1", Revision: 2, Status: "cancelled"},
+	}}
+	accepted := []bool{true, true}
+	rf, nt := Ops("O-1", 2)
+	audit := func(actions ...string) []ledger.AuditEntry {
+		out := []ledger.AuditEntry{{Action: "accept", To: ledger.StatusReceived, Actor: "intake"}}
+		for _, a := range actions {
+			switch a {
+			case "claim":
+				out = append(out, ledger.AuditEntry{Action: a, From: ledger.StatusReceived, To: ledger.StatusProcessing, Actor: "w1"})
+			case "takeover":
+				out = append(out, ledger.AuditEntry{Action: a, From: ledger.StatusProcessing, To: ledger.StatusProcessing, Actor: "w2"})
+			case "complete-w1":
+				out = append(out, ledger.AuditEntry{Action: "complete", From: ledger.StatusProcessing, To: ledger.StatusProcessed, Actor: "w1"})
+			case "complete":
+				out = append(out, ledger.AuditEntry{Action: a, From: ledger.StatusProcessing, To: ledger.StatusProcessed, Actor: "w2"})
+			}
+		}
+		return out
+	}
+	good := func() observed {
+		return observed{
+			events: map[string]ledger.Event{
+				"a": {EventID: "a", Status: ledger.StatusProcessed, Result: &ledger.Result{Outcome: ledger.OutcomeApplied}, Audit: audit("claim", "complete-w1")},
+				"b": {EventID: "b", Status: ledger.StatusProcessed, Result: &ledger.Result{Outcome: ledger.OutcomeApplied}, Audit: audit("claim", "complete-w1")},
+			},
+			projections: map[string]ledger.Projection{"O-1": {Subject: "O-1", Version: 2, State: map[string]any{"status": "cancelled"}}},
+			effects:     map[string]int{rf: 1, nt: 1},
+		}
+	}
+	if v := check(s, accepted, good(), true); len(v) != 0 {
+		t.Fatalf("the right final state was judged wrong: %v", v)
+	}
+	cases := []struct {
+		name, want string
+		breakIt    func(o *observed)
+	}{
+		{"refund applied twice", I2, func(o *observed) { o.effects[rf] = 2 }},
+		{"notification lost", I2, func(o *observed) { delete(o.effects, nt) }},
+		{"older revision won", I3, func(o *observed) {
+			o.projections["O-1"] = ledger.Projection{Subject: "O-1", Version: 1, State: map[string]any{"status": "created"}}
+		}},
+		{"event left PROCESSING", I1, func(o *observed) {
+			ev := o.events["a"]
+			ev.Status = ledger.StatusProcessing
+			o.events["a"] = ev
+		}},
+		{"accepted event missing", I1, func(o *observed) { delete(o.events, "a") }},
+		{"audit without its accept", I6, func(o *observed) {
+			ev := o.events["a"]
+			ev.Audit = ev.Audit[1:]
+			o.events["a"] = ev
+		}},
+		{"completed by a fenced-out worker", I5, func(o *observed) {
+			ev := o.events["a"]
+			ev.Audit = audit("claim", "takeover", "complete-w1")
+			o.events["a"] = ev
+		}},
+		{"completed twice", I5, func(o *observed) {
+			ev := o.events["a"]
+			ev.Audit = append(audit("claim", "complete-w1"), ledger.AuditEntry{Action: "complete", From: ledger.StatusReceived, To: ledger.StatusProcessed, Actor: "w3"})
+			o.events["a"] = ev
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good()
+			tc.breakIt(&o)
+			wantViolation(t, tc.want, check(s, accepted, o, true))
+		})
+	}
+	if v := check(s, accepted, good(), false); len(v) == 0 || !strings.HasPrefix(v[0].Invariant, "I1") {
+		t.Fatalf("a run that did not settle: %v", v)
+	}
+}
+
+// wantViolation fails t unless v holds a violation of invariant want.
+func wantViolation(t *testing.T, want string, v []Violation) {
+	t.Helper()
+	for _, x := range v {
+		if x.Invariant == want {
+			return
+		}
+	}
+	t.Fatalf("want a %s violation, got %v", want, v)
+}
+
+// processed is a PROCESSED event with outcome and a clean audit.
+func processed(id string, outcome ledger.Outcome) ledger.Event {
+	return ledger.Event{EventID: id, Status: ledger.StatusProcessed, Result: &ledger.Result{Outcome: outcome}, Audit: []ledger.AuditEntry{
+		{Action: "accept", To: ledger.StatusReceived, Actor: "intake"},
+		{Action: "claim", From: ledger.StatusReceived, To: ledger.StatusProcessing, Actor: "w1"},
+		{Action: "complete", From: ledger.StatusProcessing, To: ledger.StatusProcessed, Actor: "w1"},
+	}}
+}
+
+// call is an effect call as the downstream recorded it: the version it
+// carried in the header and the body, at seq.
+func call(op, kind string, version int64, seq int64, applied bool) pt.Arrival {
+	v := strconv.FormatInt(version, 10)
+	return pt.Arrival{Method: "POST", Key: op, Kind: kind, Seq: seq, Version: v, BodyVersion: json.RawMessage(strconv.Quote(v)), Applied: applied, Status: 200}
+}
+
+// wantDetail fails t unless v holds a violation of invariant want whose
+// detail contains substr.
+func wantDetail(t *testing.T, want, substr string, v []Violation) {
+	t.Helper()
+	for _, x := range v {
+		if x.Invariant == want && strings.Contains(x.Detail, substr) {
+			return
+		}
+	}
+	t.Fatalf("want a %s violation saying %q, got %v", want, substr, v)
+}
+
+// I7 for while_current effects on hand-made runs: O-1 is cancelled at r2
+// and an operator confirms it at r3 (the override); O-2 is cancelled at
+// r1 and stays so. Each broken rule is found, and the runs the rules
+// allow pass.
+func TestCheckTruthWhileCurrent(t *testing.T) {
+	s := Schedule{Events: []Event{
+		{ID: "a", Subject: "O-1", Revision: 1, Status: "created"},
+		{ID: "b", Subject: "O-1", Revision: 2, Status: "cancelled"},
+		{ID: "c", Subject: "O-1", Revision: 3, Status: "confirmed"},
+		{ID: "d", Subject: "O-2", Revision: 1, Status: "cancelled"},
+	}}
+	accepted := []bool{true, true, true, true}
+	rf, nt := Ops("O-1", 2)
+	rf2, nt2 := Ops("O-2", 1)
+	comp, comp2 := ledger.CompensationID(nt), ledger.CompensationID(nt2)
+	intent := func(op, kind, subject string, st ledger.IntentStatus) ledger.IntentState {
+		return ledger.IntentState{OperationID: op, Kind: kind, Subject: subject, Status: st}
+	}
+	// The sequence: O-2 r1 (seq 1), O-1 r1 (2), r2 (3), O-2's calls (4,
+	// 5), the override r3 sampled at 10.
+	base := func() observed {
+		return observed{
+			outbox: true,
+			events: map[string]ledger.Event{"a": processed("a", ledger.OutcomeApplied), "b": processed("b", ledger.OutcomeApplied),
+				"c": processed("c", ledger.OutcomeApplied), "d": processed("d", ledger.OutcomeApplied)},
+			projections: map[string]ledger.Projection{
+				"O-1": {Subject: "O-1", Version: 3, State: map[string]any{"status": "confirmed"}},
+				"O-2": {Subject: "O-2", Version: 1, State: map[string]any{"status": "cancelled"}},
+			},
+			history: map[string][]sample{
+				"O-2": {{seq: 1, version: 1, status: "cancelled"}},
+				"O-1": {{seq: 2, version: 1, status: "created"}, {seq: 3, version: 2, status: "cancelled"}, {seq: 10, version: 3, status: "confirmed"}},
+			},
+			effects:  map[string]int{rf2: 1, nt2: 1},
+			arrivals: []pt.Arrival{call(rf2, "refund", 1, 4, true), call(nt2, "notify_cancellation", 1, 5, true)},
+			intents: []ledger.IntentState{
+				intent(rf2, "refund", "O-2", ledger.IntentStatusSucceeded), intent(nt2, "notify_cancellation", "O-2", ledger.IntentStatusSucceeded),
+			},
+		}
+	}
+	// The override while both effects were queued: OBSOLETE, no call.
+	queued := func() observed {
+		o := base()
+		o.intents = append(o.intents, intent(rf, "refund", "O-1", ledger.IntentStatusObsolete), intent(nt, "notify_cancellation", "O-1", ledger.IntentStatusObsolete))
+		return o
+	}
+	// The override after both were performed: the refund is an attention
+	// item (CONTRADICTED by r3), the notice is compensated.
+	performed := func() observed {
+		o := base()
+		in := intent(rf, "refund", "O-1", ledger.IntentStatusContradicted)
+		in.ContradictedBy = 3
+		n := intent(nt, "notify_cancellation", "O-1", ledger.IntentStatusSucceeded)
+		n.ContradictedBy, n.CompensatedBy = 3, comp
+		o.intents = append(o.intents, in, n, intent(comp, "notify_reinstatement", "O-1", ledger.IntentStatusSucceeded))
+		o.effects[rf], o.effects[nt], o.effects[comp] = 1, 1, 1
+		o.arrivals = append(o.arrivals, call(rf, "refund", 2, 6, true), call(nt, "notify_cancellation", 2, 7, true), call(comp, "notify_reinstatement", 3, 11, true))
+		return o
+	}
+	// The refund's dispatcher checked at seq 8 (before the override) and
+	// was held until 12: its call at 13 falls in the window no local
+	// transaction closes, and is recorded.
+	held := func() observed {
+		o := queued()
+		o.intents[2].Status, o.intents[2].ContradictedBy = ledger.IntentStatusContradicted, 3
+		o.effects[rf] = 1
+		o.arrivals = append(o.arrivals, call(rf, "refund", 2, 13, true))
+		o.windows = []window{{from: 8, to: 12}}
+		return o
+	}
+	for name, o := range map[string]observed{"queued": queued(), "performed": performed(), "in the window": held()} {
+		if v := check(s, accepted, o, true); len(v) != 0 {
+			t.Fatalf("%s: the right run was judged wrong: %v", name, v)
+		}
+	}
+	cases := []struct {
+		name, want, says string
+		base             func() observed
+		breakIt          func(o *observed)
+	}{
+		{"refund performed before the override and not recorded", I7, "records neither CONTRADICTED nor a compensation", performed, func(o *observed) {
+			o.intents[2].Status = ledger.IntentStatusSucceeded
+		}},
+		{"notice compensated but the compensation never effective", I7, "want exactly once", performed, func(o *observed) {
+			delete(o.effects, comp)
+			o.arrivals = o.arrivals[:len(o.arrivals)-1]
+		}},
+		{"refund performed after the override (the O-42 story), though recorded", I7, "should have ended OBSOLETE", held, func(o *observed) {
+			o.windows = nil
+		}},
+		{"refund performed after the override by a dispatcher held since after it", I7, "should have ended OBSOLETE", held, func(o *observed) {
+			o.windows = []window{{from: 11, to: 12}}
+		}},
+		{"CONTRADICTED but never performed", I7, "never effective", queued, func(o *observed) {
+			o.intents[2].Status, o.intents[2].ContradictedBy = ledger.IntentStatusContradicted, 3
+		}},
+		{"a compensation of a notice never sent", I7, "was never effective, yet its compensation", queued, func(o *observed) {
+			o.effects[comp] = 1
+			o.arrivals = append(o.arrivals, call(comp, "notify_reinstatement", 3, 11, true))
+			o.intents = append(o.intents, intent(comp, "notify_reinstatement", "O-1", ledger.IntentStatusSucceeded))
+		}},
+		{"a compensation though the order stayed cancelled", I7, "stayed cancelled", queued, func(o *observed) {
+			o.effects[comp2] = 1
+			o.arrivals = append(o.arrivals, call(comp2, "notify_reinstatement", 1, 11, true))
+			o.intents = append(o.intents, intent(comp2, "notify_reinstatement", "O-2", ledger.IntentStatusSucceeded))
+		}},
+		{"CONTRADICTED by a revision that took nothing back", I7, "which is no applied revision", performed, func(o *observed) {
+			o.intents[2].ContradictedBy = 2
+		}},
+		{"the held cancellation's refund lost", I2, "never effective", queued, func(o *observed) {
+			delete(o.effects, rf2)
+			o.arrivals = o.arrivals[1:]
+		}},
+		{"the call carries another version", I7, "X-Subject-Version", performed, func(o *observed) {
+			o.arrivals[2].Version = "3"
+		}},
+		{"the call's body carries the version as a number", I7, "subject_version 2", performed, func(o *observed) {
+			o.arrivals[2].BodyVersion = json.RawMessage("2")
+		}},
+		{"the arrivals disagree with the downstream's count", Harness, "arrivals record", queued, func(o *observed) {
+			o.arrivals[0].Applied = false
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.base()
+			tc.breakIt(&o)
+			wantDetail(t, tc.want, tc.says, check(s, accepted, o, true))
+		})
+	}
+}
+
+// I7 for latest effects on hand-made runs: a subscription granted at its
+// creation and revoked by a later update. Each broken rule is found.
+func TestCheckTruthLatest(t *testing.T) {
+	const sub = "sub_chaos_1"
+	s := Schedule{Events: []Event{
+		{ID: "evt_c", Source: SourceStripe, Subject: sub, Type: "created", Revision: 0, Status: "active"},
+		{ID: "evt_u", Source: SourceStripe, Subject: sub, Type: "updated", Revision: 2, Status: "unpaid"},
+	}}
+	accepted := []bool{true, true}
+	c, u := s.Events[0], s.Events[1]
+	grant, revoke := StripeOp(c), StripeOp(u)
+	good := func() observed {
+		return observed{
+			outbox:      true,
+			events:      map[string]ledger.Event{"evt_c": processed("evt_c", ledger.OutcomeApplied), "evt_u": processed("evt_u", ledger.OutcomeApplied)},
+			projections: map[string]ledger.Projection{sub: {Name: "stripe_subscription", Subject: sub, Version: StripeVersion(u), State: map[string]any{"status": "unpaid", "deleted": false}}},
+			effects:     map[string]int{grant: 1, revoke: 1},
+			arrivals:    []pt.Arrival{call(grant, "entitlement.grant", StripeVersion(c), 1, true), call(revoke, "entitlement.revoke", StripeVersion(u), 2, true)},
+			intents: []ledger.IntentState{
+				{OperationID: grant, Kind: "entitlement.grant", Subject: sub, Status: ledger.IntentStatusSucceeded},
+				{OperationID: revoke, Kind: "entitlement.revoke", Subject: sub, Status: ledger.IntentStatusSucceeded},
+			},
+		}
+	}
+	if v := check(s, accepted, good(), true); len(v) != 0 {
+		t.Fatalf("the right run was judged wrong: %v", v)
+	}
+	// The grant superseded before it was sent: the downstream never saw
+	// it and ends revoked, which is right.
+	superseded := good()
+	superseded.intents[0].Status = ledger.IntentStatusSuperseded
+	superseded.effects, superseded.arrivals = map[string]int{revoke: 1}, superseded.arrivals[1:]
+	if v := check(s, accepted, superseded, true); len(v) != 0 {
+		t.Fatalf("a superseded grant was judged wrong: %v", v)
+	}
+	cases := []struct {
+		name, says string
+		breakIt    func(o *observed)
+	}{
+		{"the grant retried after the revoke", "an older state after a newer one", func(o *observed) {
+			o.arrivals[0].Seq, o.arrivals[1].Seq = 3, 2
+		}},
+		{"the downstream ends entitled though the subscription is unpaid", "ends entitled=true", func(o *observed) {
+			o.arrivals[0].Seq, o.arrivals[1].Seq = 3, 2
+		}},
+		{"the revoke lost: the downstream stays entitled", "ends entitled=true", func(o *observed) {
+			delete(o.effects, revoke)
+			o.arrivals = o.arrivals[:1]
+			o.intents[1].Status = ledger.IntentStatusSuperseded
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good()
+			tc.breakIt(&o)
+			wantDetail(t, I7, tc.says, check(s, accepted, o, true))
+		})
+	}
+	// The newest intent owned by an operator: the downstream may differ.
+	o := good()
+	delete(o.effects, revoke)
+	o.arrivals = o.arrivals[:1]
+	o.intents[1].Status = ledger.IntentStatusQuarantined
+	for _, v := range check(s, accepted, o, true) {
+		if v.Invariant == I7 {
+			t.Fatalf("an operator-owned newest intent was judged: %v", v)
+		}
+	}
+}

@@ -1,0 +1,652 @@
+package devstack
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/internal/harness/localaws"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/queue"
+	"github.com/effectively-once/webhooks/internal/source"
+)
+
+// Functions the stack builds and runs, in start order. The list is
+// explicit rather than every directory of functions/, so a function still
+// being written does not stop the stack. The bridge runs only when a
+// source's delivery includes eventbridge (see running).
+var Functions = []string{"intake", "processor", "dispatcher", "reconciler", "bridge"}
+
+// reconcilerTimeout is the reconciler Lambda's timeout as deployed (infra);
+// its run budget (RECONCILE_BUDGET_SECONDS, default 90 s) stays below it.
+const reconcilerTimeout = 2 * time.Minute
+
+// Stack is a running local stack.
+type Stack struct {
+	cfg     Config
+	file    File
+	sources *source.Set
+	logs    *Logs
+	Queues  queue.URLs
+	// BridgeDLQ is the bridge's dead-letter queue, when the bridge runs:
+	// /_dev/eventbridge puts an event the bridge failed on here, as Lambda
+	// does after its asynchronous retries, and the reconciler redelivers it.
+	BridgeDLQ string
+	// EffectsQueues is the outbox queue pair the processor announces to
+	// and the dispatcher consumes.
+	EffectsQueues queue.URLs
+	DB            *dynamodb.Client
+	SQS           *sqs.Client
+	// Downstream is the fake downstream the dispatcher's effects call.
+	Downstream *Downstream
+	// Stripe is the fake Stripe API the processor fetches the objects of
+	// thin events from.
+	Stripe *StripeAPI
+
+	pools   map[string]chan *instance
+	all     []*instance
+	httpSrv *http.Server
+	httpURL string
+	dynURL  string
+	dynSrv  *http.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	crashMu sync.Mutex
+	crashes int // pending "kill the processor runtime mid-batch" requests
+	// The processor batches in flight, the kills requested crashes made
+	// and the batches they passed over, and the ledger they read (crash.go).
+	inflight    map[*processorBatch]bool
+	kills       []CrashKill
+	rearms      []CrashRearm
+	crashLedger *ledger.Ledger
+	// runtimeKills are the runtimes KillRuntime killed (kill.go).
+	runtimeKills []RuntimeKill
+}
+
+// Logs prefixes every line with its component's name.
+type Logs struct {
+	mu  sync.Mutex
+	out io.Writer
+}
+
+// NewLogs writes prefixed lines to out.
+func NewLogs(out io.Writer) *Logs { return &Logs{out: out} }
+
+// Printf writes one line for a component, its control characters escaped
+// (escapeControls): every line of the stack's log, Writer's included, goes
+// through here.
+func (l *Logs) Printf(component, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.out, "%-12s | %s\n", component, escapeControls(fmt.Sprintf(format, args...)))
+}
+
+// Writer returns an io.Writer that prefixes each line it is given.
+func (l *Logs) Writer(component string) io.WriteCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			l.Printf(component, "%s", sc.Text())
+		}
+	}()
+	return pw
+}
+
+// Build compiles the function bootstraps for this host and the Runtime
+// Interface Emulator (pinned as a tool in go.mod) into cfg.BuildDir, in two
+// go build runs (the go command builds the packages of one run in parallel).
+func Build(ctx context.Context, cfg Config, logs *Logs) error {
+	cfg.defaults()
+	tmp, err := os.MkdirTemp(cfg.BuildDir+"/..", ".host-build-")
+	if err != nil {
+		if err := os.MkdirAll(cfg.BuildDir, 0o755); err != nil {
+			return err
+		}
+		if tmp, err = os.MkdirTemp(cfg.BuildDir, ".tmp-"); err != nil {
+			return err
+		}
+	}
+	defer os.RemoveAll(tmp)
+	var pkgs []string
+	for _, fn := range Functions {
+		pkgs = append(pkgs, "./functions/"+fn)
+	}
+	runs := [][]string{
+		append([]string{"build", "-trimpath", "-tags", "lambda.norpc", "-o", tmp + "/"}, pkgs...),
+		{"build", "-trimpath", "-o", filepath.Join(tmp, "aws-lambda-rie"), "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"},
+	}
+	for _, args := range runs {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = cfg.Root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+	}
+	moves := map[string]string{"aws-lambda-rie": "aws-lambda-rie"}
+	for _, fn := range Functions {
+		moves[fn] = filepath.Join(fn, "bootstrap")
+	}
+	for from, to := range moves {
+		dst := filepath.Join(cfg.BuildDir, to)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(tmp, from), dst); err != nil {
+			return err
+		}
+		logs.Printf("build", "built %s", dst)
+	}
+	return nil
+}
+
+// Start brings the stack up: emulators, table and queues, function
+// instances, HTTP API, event source mapping and schedule. It returns once
+// every component answers. Cancel ctx or call Close to stop it.
+func Start(ctx context.Context, cfg Config, logs *Logs) (*Stack, error) {
+	cfg.defaults()
+	file, set, err := LoadFile(cfg.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Stack{cfg: cfg, file: file, sources: set, logs: logs, cancel: cancel, pools: map[string]chan *instance{}}
+	if err := s.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context) error {
+	cfg := s.cfg
+	// DynamoDB.
+	l, err := net.Listen("tcp", cfg.DynamoAddr)
+	if err != nil {
+		return fmt.Errorf("DynamoDB emulator on %s: %w (set DEV_DYNAMODB_ADDR)", cfg.DynamoAddr, err)
+	}
+	dynHandler := localaws.DynamoHandler()
+	if cfg.DynamoWrap != nil {
+		dynHandler = cfg.DynamoWrap(dynHandler)
+	}
+	s.dynSrv = &http.Server{Handler: dynHandler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.dynSrv.Serve(l) }()
+	dynURL := "http://" + l.Addr().String()
+	s.dynURL = dynURL
+	s.logs.Printf("dynamodb", "minidyn listening on %s", dynURL)
+
+	// SQS.
+	sq, err := localaws.StartSQS(cfg.SQSAddr)
+	if err != nil {
+		return fmt.Errorf("SQS emulator: %w (set DEV_SQS_ADDR)", err)
+	}
+	s.logs.Printf("sqs", "goaws listening on %s", sq.URL)
+
+	s.DB = localaws.DynamoAt(dynURL)
+	s.SQS = sq.Client()
+	if err := ledger.CreateTable(ctx, s.DB, cfg.Table); err != nil {
+		return err
+	}
+	s.logs.Printf("dynamodb", "created table %s (keys pk/sk, sparse GSI %q)", cfg.Table, ledger.DueIndex)
+	spec := queue.Events(cfg.Prefix)
+	spec.VisibilityTimeout, spec.MaxReceiveCount = cfg.Visibility, cfg.MaxReceiveCount
+	if s.Queues, err = queue.Create(ctx, s.SQS, spec); err != nil {
+		return err
+	}
+	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", spec.Name, spec.VisibilityTimeout, spec.MaxReceiveCount, spec.DLQName())
+	effects := queue.Effects(cfg.Prefix)
+	effects.VisibilityTimeout = cfg.EffectsVisibility
+	if s.EffectsQueues, err = queue.Create(ctx, s.SQS, effects); err != nil {
+		return err
+	}
+	s.logs.Printf("sqs", "created %s (visibility %s, maxReceiveCount %d) and %s", effects.Name, effects.VisibilityTimeout, effects.MaxReceiveCount, effects.DLQName())
+	if slices.Contains(s.running(), "bridge") {
+		out, err := s.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(cfg.Prefix + "bridge-dlq")})
+		if err != nil {
+			return fmt.Errorf("create queue %sbridge-dlq: %w", cfg.Prefix, err)
+		}
+		s.BridgeDLQ = aws.ToString(out.QueueUrl)
+		s.logs.Printf("sqs", "created %sbridge-dlq (the bridge's dead letters; the reconciler redelivers them)", cfg.Prefix)
+	}
+
+	// The fake downstream the effects call.
+	cfgs, err := s.file.effects()
+	if err != nil {
+		return fmt.Errorf("%w: effects_config: %w", ErrConfig, err)
+	}
+	if s.Downstream, err = NewDownstream(cfg.DownstreamAddr, cfgs, s.secretValue); err != nil {
+		return err
+	}
+	for _, e := range s.Downstream.State("").Effects {
+		status := ""
+		if e.StatusURL != "" {
+			status = ", status GET " + e.StatusURL + "?key="
+		}
+		s.logs.Printf("downstream", "%s: POST %s%s (idempotency window %s)", e.Kind, e.URL, status, e.Window)
+	}
+
+	// The fake Stripe API; the sources' api and truth URLs follow it.
+	if s.Stripe, err = NewStripeAPI(cfg.StripeAddr, s.file.Secrets[StripeKeyEnv], s.logs); err != nil {
+		return err
+	}
+	if s.file.Sources, err = s.Stripe.Sources(s.file.Sources); err != nil {
+		return fmt.Errorf("%w: sources_config: %w", ErrConfig, err)
+	}
+	if s.file.Secrets[StripeKeyEnv] == "" {
+		s.logs.Printf("stripe-api", "no %s in the local secrets: every request will be refused (401)", StripeKeyEnv)
+	}
+	s.logs.Printf("stripe-api", "fake Stripe API on http://%s (its key is the local secret %s); the HTTP API sets its objects: PUT /_dev/stripe/objects/{type}/{id}",
+		s.Stripe.Addr(), StripeKeyEnv)
+
+	// Functions under the Runtime Interface Emulator.
+	port := cfg.RIEPort
+	var auto []int
+	if cfg.AutoPorts {
+		total := 0
+		for _, fn := range s.running() {
+			total += 2 * cfg.Instances[fn]
+		}
+		if auto, err = FreePorts(total); err != nil {
+			return err
+		}
+	}
+	for _, fn := range s.running() {
+		n := cfg.Instances[fn]
+		s.pools[fn] = make(chan *instance, n)
+		for i := 1; i <= n; i++ {
+			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port + 1000}
+			port++
+			if cfg.AutoPorts {
+				in.port, in.apiPort, auto = auto[0], auto[1], auto[2:]
+			}
+			if err := s.startInstance(ctx, in, dynURL, sq.URL); err != nil {
+				return err
+			}
+			s.all = append(s.all, in)
+			s.pools[fn] <- in
+		}
+	}
+	for _, in := range s.all {
+		if err := WaitPort(ctx, in.addr(), nil, 15*time.Second); err != nil {
+			return fmt.Errorf("%s did not start: %w", in.name, err)
+		}
+	}
+
+	// HTTP API.
+	hl, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP API on %s: %w (set DEV_HTTP_ADDR)", cfg.HTTPAddr, err)
+	}
+	s.httpSrv = &http.Server{Handler: s.crashAPI(s.httpAPI()), ReadHeaderTimeout: 10 * time.Second}
+	s.httpURL = "http://" + hl.Addr().String()
+	go func() { _ = s.httpSrv.Serve(hl) }()
+	s.logs.Printf("http-api", "POST %s/webhooks/{source}", s.httpURL)
+
+	// Event source mappings: one poller per function instance, like Lambda
+	// scaling its pollers with concurrency.
+	for i := 0; i < cfg.Instances["processor"]; i++ {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.poll(ctx, fmt.Sprintf("esm-%d", i+1), mapping{queue: s.Queues.Queue, fn: "processor", crash: true})
+		}()
+	}
+	for i := 0; i < cfg.Instances["dispatcher"]; i++ {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.poll(ctx, fmt.Sprintf("esm-effects-%d", i+1), mapping{queue: s.EffectsQueues.Queue, fn: "dispatcher"})
+		}()
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.schedule(ctx) }()
+	s.logs.Printf("stack", "ready: table %s, queues %s and %s, fake downstream http://%s (GET %s/_dev/downstream)",
+		cfg.Table, s.Queues.Queue, s.EffectsQueues.Queue, s.Downstream.Addr(), s.httpURL)
+	return nil
+}
+
+// running lists the functions this stack starts: every one of Functions,
+// except the bridge when no source's delivery includes eventbridge.
+func (s *Stack) running() []string {
+	var out []string
+	for _, fn := range Functions {
+		if fn == "bridge" && len(s.sources.EventBridgeSources()) == 0 {
+			continue
+		}
+		out = append(out, fn)
+	}
+	return out
+}
+
+// HTTPURL is the base URL of the local HTTP API.
+func (s *Stack) HTTPURL() string { return s.httpURL }
+
+// DynamoURL is the DynamoDB emulator's endpoint.
+func (s *Stack) DynamoURL() string { return s.dynURL }
+
+// Table is the ledger table's name.
+func (s *Stack) Table() string { return s.cfg.Table }
+
+// FreePorts finds n distinct free loopback ports: all are held open until
+// every one is found, so no two instances get the same port.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Close stops every component and leaves no process behind.
+func (s *Stack) Close() {
+	s.cancel()
+	if s.httpSrv != nil {
+		_ = s.httpSrv.Close()
+	}
+	for _, in := range s.all {
+		in.stop()
+	}
+	s.wg.Wait()
+	if s.Downstream != nil {
+		s.Downstream.Close()
+	}
+	if s.Stripe != nil {
+		s.Stripe.Close()
+	}
+	if s.dynSrv != nil {
+		_ = s.dynSrv.Close()
+	}
+}
+
+// instance is one function instance: an aws-lambda-rie process running the
+// real bootstrap.
+type instance struct {
+	name, fn      string
+	port, apiPort int
+	cmd           *exec.Cmd
+	// stream is the instance's log stream name, shaped as Lambda names an
+	// execution environment's (logStreamName): its runtime derives its
+	// owner from it as in AWS, and keeps it across restarts after a kill,
+	// as a Lambda environment does.
+	stream string
+	// invokedSince is when the invocation in flight started (UnixNano), 0
+	// while idle (the pool hands an instance to one invocation at a time).
+	invokedSince atomic.Int64
+	// pendingKill is the RuntimeKill (1-based index; 0: none) whose effect
+	// the instance's invocations have not settled yet (kill.go).
+	pendingKill int
+}
+
+func (in *instance) addr() string { return "127.0.0.1:" + strconv.Itoa(in.port) }
+
+// secretValue resolves an env: reference to its visibly fake local value.
+func (s *Stack) secretValue(ref string) string {
+	if name, ok := strings.CutPrefix(ref, "env:"); ok {
+		return s.file.Secrets[name]
+	}
+	return ""
+}
+
+func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
+	timeout := s.cfg.FunctionTimeout
+	switch fn {
+	case "dispatcher":
+		timeout = s.cfg.DispatcherTimeout
+	case "reconciler":
+		timeout = reconcilerTimeout
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"AWS_REGION=" + localaws.Region, "AWS_DEFAULT_REGION=" + localaws.Region,
+		"AWS_ACCESS_KEY_ID=" + localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY=" + localaws.FakeSecretKey,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + dynURL, "AWS_ENDPOINT_URL_SQS=" + sqsURL,
+		"AWS_LAMBDA_FUNCTION_NAME=local-" + fn,
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(int(timeout.Seconds())),
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+		"TABLE_NAME=" + s.cfg.Table,
+		"EVENTS_QUEUE_URL=" + s.Queues.Queue,
+		"EFFECTS_QUEUE_URL=" + s.EffectsQueues.Queue,
+		"EVENTS_DLQ_URL=" + s.Queues.DLQ,
+		"EFFECTS_DLQ_URL=" + s.EffectsQueues.DLQ,
+		"BRIDGE_DLQ_URL=" + s.BridgeDLQ,
+		"SOURCES=" + string(s.file.Sources),
+		"ALLOW_ENV_SECRETS=true",
+		"MAX_ATTEMPTS=" + strconv.Itoa(s.cfg.MaxReceiveCount),
+		"LEASE_SECONDS=" + strconv.Itoa(int(s.cfg.Lease.Seconds())),
+		"QUEUE_VISIBILITY_SECONDS=" + strconv.Itoa(int(s.cfg.Visibility.Seconds())),
+		"LOG_LEVEL=info",
+		"RECONCILE_STUCK_SECONDS=" + strconv.Itoa(int(s.cfg.ReconcileStuck.Seconds())),
+	}
+	switch fn {
+	case "dispatcher":
+		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),
+			"DISPATCH_LEASE_SECONDS="+strconv.Itoa(int(s.cfg.DispatchLease.Seconds())))
+	case "reconciler":
+		// Its downstream drift check asks the effects' status routes.
+		env = append(env, "EFFECTS="+string(s.Downstream.Effects()))
+	}
+	for k, v := range s.file.Secrets {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (s *Stack) startInstance(ctx context.Context, in *instance, dynURL, sqsURL string) error {
+	bootstrap := filepath.Join(s.cfg.BuildDir, in.fn, "bootstrap")
+	rie := filepath.Join(s.cfg.BuildDir, "aws-lambda-rie")
+	for _, p := range []string{bootstrap, rie} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s missing: run `make dev` (it builds the host binaries first)", p)
+		}
+	}
+	cmd := exec.Command(rie,
+		"--runtime-interface-emulator-address", in.addr(),
+		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(in.apiPort),
+		"--log-level", "warn",
+		bootstrap)
+	if in.stream == "" {
+		in.stream = logStreamName(time.Now())
+	}
+	cmd.Env = append(s.functionEnv(in.fn, dynURL, sqsURL),
+		// RIE passes it to the runtime (its default is "$LATEST").
+		"AWS_LAMBDA_LOG_STREAM_NAME="+in.stream,
+		// The SDK adds "app/<function>" to its User-Agent, so a proxy in
+		// front of the emulators (DynamoWrap) can tell the functions apart.
+		"AWS_SDK_UA_APP_ID="+in.fn)
+	cmd.Dir = filepath.Dir(bootstrap)
+	out := s.logs.Writer(in.name)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, so stopping it also stops the bootstrap it runs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", in.name, err)
+	}
+	in.cmd = cmd
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := cmd.Wait()
+		if ctx.Err() == nil {
+			s.logs.Printf(in.name, "runtime interface emulator exited: %v", err)
+		}
+		_ = out.Close()
+	}()
+	s.logs.Printf(in.name, "aws-lambda-rie on %s running %s", in.addr(), bootstrap)
+	return nil
+}
+
+func (in *instance) stop() {
+	if in.cmd == nil || in.cmd.Process == nil {
+		return
+	}
+	pgid := -in.cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for i := 0; i < 20; i++ {
+			if syscall.Kill(pgid, 0) != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		close(done)
+	}()
+	<-done
+	_ = syscall.Kill(pgid, syscall.SIGKILL)
+}
+
+// killRuntime kills the bootstrap process the emulator runs (not the
+// emulator): the in-flight invocation fails and the next one re-inits the
+// runtime, as Lambda does after a crash.
+func (in *instance) killRuntime() bool {
+	if in.cmd == nil || in.cmd.Process == nil {
+		return false
+	}
+	killed := false
+	for _, pid := range childrenOf(in.cmd.Process.Pid) {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed = true
+		}
+	}
+	return killed
+}
+
+// childrenOf lists the direct children of pid (Linux /proc).
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Field 4 is the parent pid; the command (field 2) may hold spaces
+		// but ends with the last ')'.
+		rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
+		f := strings.Fields(rest)
+		// Field 3 is the state: a killed runtime stays a zombie (Z) until
+		// its emulator reaps it, and is no runtime any more.
+		if len(f) > 1 && f[0] != "Z" && f[0] != "X" {
+			if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+				out = append(out, child)
+			}
+		}
+	}
+	return out
+}
+
+// ErrInvoke is a failed invocation (a function error or a crashed runtime).
+var ErrInvoke = errors.New("invocation failed")
+
+// Invoke runs one invocation of fn on a free instance and returns its
+// response payload.
+func (s *Stack) Invoke(ctx context.Context, fn string, payload []byte, during func(*instance)) (_ []byte, err error) {
+	pool, ok := s.pools[fn]
+	if !ok {
+		return nil, fmt.Errorf("no function %q", fn)
+	}
+	var in *instance
+	select {
+	case in = <-pool:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { pool <- in }()
+	start := time.Now()
+	in.invokedSince.Store(start.UnixNano())
+	defer in.invokedSince.Store(0)
+	defer func() { s.invoked(in, start, err) }()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+in.addr()+"/2015-03-31/functions/function/invocations", bytes.NewReader(payload))
+	if during != nil {
+		go during(in)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvoke, in.name, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", ErrInvoke, in.name, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var fnErr struct {
+		ErrorType    string `json:"errorType"`
+		ErrorMessage string `json:"errorMessage"`
+	}
+	if json.Unmarshal(body, &fnErr) == nil && fnErr.ErrorType != "" {
+		return nil, fmt.Errorf("%w: %s: %s: %s", ErrInvoke, in.name, fnErr.ErrorType, fnErr.ErrorMessage)
+	}
+	return body, nil
+}
+
+// WaitPort waits until addr accepts TCP connections, the timeout passes,
+// ctx ends, or exited (optional: the listening process died) is closed.
+func WaitPort(ctx context.Context, addr string, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return errors.New("the process exited before " + addr + " accepted connections")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// logStreamName is a log stream name as Lambda gives an execution
+// environment: the date, the version in brackets and 32 hex digits.
+func logStreamName(now time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return now.UTC().Format("2006/01/02") + "/[$LATEST]" + hex.EncodeToString(b[:])
+}

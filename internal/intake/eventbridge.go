@@ -1,0 +1,271 @@
+package intake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/metrics"
+	"github.com/effectively-once/webhooks/internal/queue"
+	"github.com/effectively-once/webhooks/pkg/provider"
+)
+
+// Errors of the EventBridge path.
+var (
+	// ErrUnknownEventSource: no source's delivery includes eventbridge with
+	// this event_source. The stack's rules match configured event sources
+	// only, so this is a misconfiguration (SOURCES changed without a
+	// deploy, or a hand-made rule), never provider input to drop.
+	ErrUnknownEventSource = errors.New("intake: no source receives events from this event source")
+	// ErrNotEventBridgeKind: a source's kind has no EventBridge identity
+	// (source.Parse refuses such a configuration; kept for safety).
+	ErrNotEventBridgeKind = errors.New("intake: source kind has no EventBridge identity")
+)
+
+// Ledger attributes the EventBridge path adds to an event.
+const (
+	// attrVia is "eventbridge" on the attributes an EventBridge delivery
+	// brings (https deliveries add none). The ledger keeps the attributes
+	// of the first delivery that carried any, so it names the path that
+	// created the row, except after a Stripe snapshot webhook (which has no
+	// attributes) when the bus's are the first.
+	attrVia        = "via"
+	viaEventBridge = "eventbridge"
+	// attrEventBridgeID is the EventBridge event's own id.
+	attrEventBridgeID = "eventbridge_id"
+)
+
+// HandleEventBridge accepts one event from an Amazon EventBridge partner
+// event source (Stripe event destinations, Shopify): the second intake
+// path, beside Handle's signed HTTPS webhooks. It takes aws-lambda-go's
+// events.EventBridgeEvent (the same type as events.CloudWatchEvent, whose
+// Detail stays raw bytes), so the detail reaches the ledger exactly as
+// EventBridge delivered it.
+//
+// Trust. No signature exists on this path. Only the partner can put
+// events on its partner event source, the stack's rule matches exactly the
+// configured event_source, and the event is accepted only for the one
+// source whose delivery includes eventbridge with that event_source
+// (source.Set.ByEventSource), whose own provider kind reads the identity.
+//
+// The envelopes. Stripe (an event destination of type amazon_eventbridge):
+// source "aws.partner/stripe.com/ed_<destination>", detail-type the event's
+// type, resources the event source's ARN, detail the Stripe event object
+// itself, snapshot ({"id":"evt_…","object":"event","data":{"object":…}})
+// or thin ({"object":"v2.core.event","related_object":…}). Sources:
+// Stripe's "Send events to Amazon EventBridge" (docs.stripe.com/
+// event-destinations/eventbridge: the destination is created in Workbench,
+// Stripe creates the partner event source in the chosen account and
+// region, and it must be associated with an event bus within 7 days) and
+// the EventBridge fixtures of Stripe's own SDK tests (a stripe Go client's
+// ConstructEventFromCloudProvider test: detail-type "customer.created",
+// detail the evt_ object; a thin "v2.core.event_destination.ping"), which
+// match public consumers' recorded events. Shopify: see
+// provider.ShopifyEventBridgeIdentity.
+//
+// Identity and payload. Stripe: provider.StripeIdentity over the detail,
+// which is the Stripe event object (snapshot or thin); the detail bytes are
+// stored, so the processor reads them exactly as a webhook body. Shopify:
+// provider.ShopifyEventBridgeIdentity; detail.payload is stored. Both are
+// the identities the HTTPS path reads, under the same source name, so one
+// fact delivered both ways is one ledger row. The event's EventBridge id is
+// kept as the attribute eventbridge_id (and is the delivery id when the
+// provider names none); the attribute via is "eventbridge". A duplicate
+// through the other path has other bytes (EventBridge re-serializes the
+// JSON): the first payload is kept, as for any duplicate, and the log says
+// so at info level rather than warning of a changed payload.
+//
+// Answers. The accept-and-enqueue step is Handle's (Handler.accept): a new
+// event is written and its pointer sent; a duplicate of a processed event
+// enqueues nothing; a waiting duplicate is re-enqueued. It returns nil once
+// every identity is durably accepted (and enqueued when it waits), and an
+// error otherwise, so Lambda's asynchronous retries and then the
+// function's dead-letter queue keep the event (nothing is acknowledged
+// before the ledger has it; DESIGN.md I1):
+//
+//   - ledger or queue failure: an error (retryable; a row already written
+//     stays RECEIVED and the reconciler re-enqueues it).
+//   - unknown event source: an error wrapping ErrUnknownEventSource. It
+//     cannot be fixed by a retry, but dropping it would lose a fact the
+//     partner did deliver: after the retries it waits in the bridge DLQ
+//     (alarmed), and the reconciler's bridge sweep accepts it once the
+//     configuration names the source (SweepEventBridgeDLQ).
+//   - body over the source's max_body_bytes, or no usable identity: kept
+//     QUARANTINED under ledger.ContentID of the detail, like the HTTPS
+//     path's unidentified deliveries; nil.
+//   - an event of a Stripe connected account the source does not accept
+//     (its account or context; source.Source.Connect): kept QUARANTINED
+//     under its own id (connect_account_not_allowed), by the same step as
+//     on the HTTPS path; nil.
+//
+// It never panics on input and emits one metrics record with function
+// "intake-eventbridge": Received, Accepted, Duplicates, ConnectRefused,
+// Rejected (unknown event source) and IntakeLatencyMs.
+func (h *Handler) HandleEventBridge(ctx context.Context, ev events.EventBridgeEvent) error {
+	start := h.now()
+	var t tally
+	name, outcome, err := h.handleEventBridge(ctx, ev, &t)
+	rejected := 0
+	if errors.Is(err, ErrUnknownEventSource) {
+		rejected = 1
+	}
+	h.Metrics.Emit(map[string]any{"function": "intake-eventbridge", "source": name, "event_source": ev.Source, "outcome": outcome,
+		"request_id": requestID(ctx), "eventbridge_id": ev.ID},
+		metrics.N("Received", 1), metrics.N("Accepted", t.accepted), metrics.N("Duplicates", t.duplicates),
+		metrics.N("ConnectRefused", t.connect), metrics.N("Rejected", rejected), metrics.Latency("IntakeLatencyMs", h.now().Sub(start)))
+	return err
+}
+
+// handleEventBridge is HandleEventBridge without the metrics record; the
+// bridge DLQ sweep runs it too. It returns the source's name and an
+// outcome word for the record.
+func (h *Handler) handleEventBridge(ctx context.Context, ev events.EventBridgeEvent, t *tally) (name, outcome string, err error) {
+	log := h.log().With("event_source", ev.Source, "eventbridge_id", ev.ID, "detail_type", ev.DetailType, "request_id", requestID(ctx))
+	src, ok := h.Sources.ByEventSource(ev.Source)
+	if !ok {
+		log.Error("event from an event source no source receives; left to the bridge DLQ until SOURCES names it", "outcome", "unknown_event_source")
+		return "", "unknown_event_source", fmt.Errorf("%w: %q (event %s)", ErrUnknownEventSource, ev.Source, ev.ID)
+	}
+	log = log.With("source", src.Name)
+	detail := []byte(ev.Detail)
+
+	var verified provider.Verified
+	switch {
+	case len(detail) > src.BodyLimit():
+		verified = provider.Verified{Unidentified: fmt.Sprintf("detail of %d bytes is over the source's limit of %d", len(detail), src.BodyLimit())}
+	case src.Kind == "stripe":
+		verified = provider.StripeIdentity(detail)
+	case src.Kind == "shopify":
+		verified = provider.ShopifyEventBridgeIdentity(detail)
+	default:
+		log.Error("source has no EventBridge identity", "kind", src.Kind)
+		return src.Name, "misconfigured", fmt.Errorf("%w: source %s is %s", ErrNotEventBridgeKind, src.Name, src.Kind)
+	}
+
+	attrs := map[string]string{attrVia: viaEventBridge, attrEventBridgeID: ev.ID}
+	if verified.Unidentified == "" {
+		var bad map[string]string
+		verified.Unidentified, bad = unusableID(verified)
+		maps.Copy(attrs, bad)
+	}
+	if verified.Unidentified != "" {
+		code := "no_identity"
+		if len(detail) > src.BodyLimit() {
+			code = "too_large"
+		}
+		id := ledger.ContentID(detail)
+		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", DeliveryID: ev.ID,
+			Payload: detail, Quarantine: code, Attributes: attrs})
+		if err != nil {
+			log.Error("ledger write failed", "event_id", id, "err", err)
+			return src.Name, "failed", fmt.Errorf("quarantine event %s of %s: %w", ev.ID, src.Name, err)
+		}
+		log.Warn("event without usable identity kept quarantined", "event_id", id, "reason", verified.Unidentified, "duplicate", res.Duplicate, "outcome", "quarantined")
+		return src.Name, "quarantined", nil
+	}
+
+	outcome = "accepted"
+	for _, ident := range verified.Events {
+		ident.Attributes = maps.Clone(ident.Attributes)
+		if ident.Attributes == nil {
+			ident.Attributes = map[string]string{}
+		}
+		ident.Attributes[attrVia] = viaEventBridge
+		if ev.ID != "" {
+			ident.Attributes[attrEventBridgeID] = ev.ID
+		}
+		if ident.DeliveryID == "" {
+			ident.DeliveryID = ev.ID
+		}
+		res, err := h.accept(ctx, log, src, ident, detail, t)
+		if err != nil {
+			if !errors.Is(err, errEnqueue) {
+				log.Error("ledger write failed", "event_id", ident.EventID, "err", err)
+			}
+			return src.Name, "failed", fmt.Errorf("accept %s/%s (event %s): %w", src.Name, ident.EventID, ev.ID, err)
+		}
+		if res.Duplicate {
+			outcome = "duplicate"
+		}
+	}
+	return src.Name, outcome, nil
+}
+
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
+}
+
+// BridgeDLQReport counts what one sweep of the bridge dead-letter queue did.
+type BridgeDLQReport struct {
+	Seen int `json:"seen"`
+	// Accepted: delivered to the ledger (new, or a duplicate of a row that
+	// exists) and deleted from the DLQ.
+	Accepted int `json:"accepted"`
+	// UnknownSource: kept; no source receives its event source yet.
+	UnknownSource int `json:"unknown_source"`
+	// Unreadable: kept; not an EventBridge event.
+	Unreadable int `json:"unreadable"`
+}
+
+// SweepEventBridgeDLQ redelivers the bridge's dead letters. The bridge DLQ
+// holds raw EventBridge events: the rule's target DLQ gets an event
+// EventBridge could not deliver to the function, and the function's
+// asynchronous-invocation DLQ gets an event whose invocations all failed.
+// Each message goes through the same path as a live event
+// (handleEventBridge: identity, Accept, enqueue), which is idempotent by
+// event id, and is deleted only once accepted. A message whose event
+// source no source receives, or that is not an event at all, is kept (the
+// DLQ's alarm stays on) for the next sweep or an operator. A ledger or
+// queue failure ends the sweep with the error; the message stays. A Lambda
+// on-failure destination record ({"requestPayload": event, …}) is read too.
+func (h *Handler) SweepEventBridgeDLQ(ctx context.Context, c queue.DLQClient, dlqURL string, maxMessages int) (BridgeDLQReport, error) {
+	var rep BridgeDLQReport
+	seen, err := queue.SweepDLQ(ctx, c, dlqURL, maxMessages, func(ctx context.Context, body string) (bool, error) {
+		ev, ok := dlqEvent(body)
+		if !ok {
+			rep.Unreadable++
+			h.log().Warn("bridge DLQ message is not an EventBridge event; kept", "bytes", len(body))
+			return false, nil
+		}
+		var t tally
+		_, _, err := h.handleEventBridge(ctx, ev, &t)
+		switch {
+		case err == nil:
+			rep.Accepted++
+			return true, nil
+		case errors.Is(err, ErrUnknownEventSource), errors.Is(err, ErrNotEventBridgeKind):
+			rep.UnknownSource++
+			return false, nil
+		}
+		return false, fmt.Errorf("bridge DLQ: %w", err)
+	})
+	rep.Seen = seen
+	return rep, err
+}
+
+// dlqEvent reads a bridge dead letter: an EventBridge event, or a Lambda
+// destination record around one.
+func dlqEvent(body string) (events.EventBridgeEvent, bool) {
+	var rec struct {
+		RequestPayload json.RawMessage `json:"requestPayload"`
+	}
+	raw := []byte(body)
+	if json.Unmarshal(raw, &rec) == nil && len(rec.RequestPayload) > 0 && !bytes.Equal(rec.RequestPayload, []byte("null")) {
+		raw = rec.RequestPayload
+	}
+	var ev events.EventBridgeEvent
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.Source == "" || len(ev.Detail) == 0 {
+		return events.EventBridgeEvent{}, false
+	}
+	return ev, true
+}

@@ -1,0 +1,534 @@
+// Package processor provides the event processor: for each pointer message
+// it claims the event with a fenced lease, runs the projection, and commits
+// state, version guard and outbox intents in one transaction. It decides, in
+// one place (Processor.handle), whether a failure is permanent (quarantine and
+// acknowledge) or transient (RETRY_WAIT and a batch item failure), and when
+// the attempts are exhausted (DEAD, and the message goes on to the DLQ).
+//
+// A Stripe thin event (object v2.core.event) carries no object: the
+// processor fetches the object it names from the Stripe API (the source's
+// api key; see package stripeapi) and projects that current state through
+// the same projections as snapshot events (builtin.StripeFetched has
+// the version rule). The fetch runs here, after the claim, never in the
+// intake; its failures are classified in resolveThin.
+//
+// The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
+// event with partial batch responses, so one bad message never fails the
+// batch.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/metrics"
+	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/queue"
+	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/stripeapi"
+	"github.com/effectively-once/webhooks/pkg/builtin"
+	"github.com/effectively-once/webhooks/pkg/projection"
+)
+
+// Message is one received pointer message.
+type Message struct {
+	ID   string
+	Body string
+	// ReceiveCount is SQS's ApproximateReceiveCount (0 when unknown). It is
+	// used only to reach DEAD sooner, never as the only count: emulators and
+	// redrives reset it.
+	ReceiveCount int
+}
+
+// Ledger is what the processor needs from the ledger.
+type Ledger interface {
+	Claim(ctx context.Context, source, eventID string, o ledger.ClaimOptions) (ledger.Claim, error)
+	Payload(ctx context.Context, ev ledger.Event) ([]byte, error)
+	Commit(ctx context.Context, c ledger.Claim, w *ledger.ProjectionWrite, intents []ledger.Intent) (ledger.Committed, error)
+	RetryLater(ctx context.Context, c ledger.Claim, code, msg string, next time.Time) error
+	Dead(ctx context.Context, c ledger.Claim, code, msg string) error
+	Quarantine(ctx context.Context, c ledger.Claim, code, msg string) error
+	// GetIntentState is read only on the recovery path (a pointer that
+	// finds its event PROCESSED): see Processor.recover.
+	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
+}
+
+var _ Ledger = (*ledger.Ledger)(nil)
+
+// Options configure a Processor.
+type Options struct {
+	Owner string // lease owner name (for example the Lambda log stream); required
+	// Lease must exceed the function timeout. Default 2 × queue.ProcessorTimeout.
+	Lease time.Duration
+	// MaxAttempts equals the queue's maxReceiveCount. Default 5.
+	MaxAttempts int
+	// RetryBase and RetryCap bound the full-jitter backoff recorded in
+	// next_attempt_at. The cap must not exceed the queue's visibility
+	// timeout, so a message that reappears finds its retry due.
+	RetryBase, RetryCap time.Duration
+	Now                 func() time.Time
+	Rand                func() float64 // in [0,1); default math/rand/v2
+	Log                 *slog.Logger
+	// Metrics receives one EMF record per processed message (nil: none).
+	Metrics *metrics.Emitter
+	// StripeAPI fetches the objects Stripe thin events name, per source
+	// name. A thin event of a source without one is quarantined
+	// (stripe_api_not_configured): configure the source's api and replay.
+	StripeAPI map[string]StripeFetcher
+	// Effects announces the intents a commit wrote. When nil, or when the
+	// send fails, the intents stay PENDING and the reconciler announces
+	// them; the event is complete either way. A pointer that arrives for a
+	// PROCESSED event announces those of its intents still PENDING (see
+	// Processor.recover), so a crash between a batch's commits and its
+	// announcement is recovered within the events queue's visibility
+	// timeout, not the reconciler's threshold.
+	Effects outbox.Announcer
+}
+
+// StripeFetcher retrieves one Stripe API object in a Stripe context ("":
+// the key's own account; see package stripeapi).
+type StripeFetcher interface {
+	RetrieveIn(ctx context.Context, stripeContext, objType, id string) (stripeapi.Object, error)
+}
+
+var _ StripeFetcher = (*stripeapi.Client)(nil)
+
+// Processor is the processing core.
+type Processor struct {
+	ledger  Ledger
+	sources *source.Set
+	reg     *projection.Registry
+	o       Options
+}
+
+// New returns a Processor.
+func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*Processor, error) {
+	if l == nil || sources == nil || reg == nil {
+		return nil, errors.New("processor: ledger, sources and registry are required")
+	}
+	if o.Owner == "" {
+		return nil, errors.New("processor: owner is required")
+	}
+	if o.Lease <= 0 {
+		o.Lease = 2 * queue.ProcessorTimeout
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = 5 * time.Second
+	}
+	if o.RetryCap <= 0 {
+		o.RetryCap = 6 * queue.ProcessorTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Processor{ledger: l, sources: sources, reg: reg, o: o}, nil
+}
+
+// Process handles a batch and returns the ids of the messages to retry.
+// Messages are handled one by one; a failure of one never affects another.
+// The intents the batch's commits wrote, and the PENDING intents of the
+// PROCESSED events its pointers found (recovered), are announced together
+// at the end (SendMessageBatch, ten per request), not one request per event.
+func (p *Processor) Process(ctx context.Context, msgs []Message) []string {
+	var failed []string
+	var ann announcements
+	for _, m := range msgs {
+		if !p.handle(ctx, m, &ann) {
+			failed = append(failed, m.ID)
+		}
+	}
+	p.announce(ctx, ann)
+	return failed
+}
+
+// announcements are the intents a batch announces: written by its commits,
+// and recovered (still PENDING, of events a pointer found PROCESSED).
+type announcements struct {
+	written, recovered []string
+}
+
+// has reports whether op is already to be announced.
+func (a *announcements) has(op string) bool {
+	return slices.Contains(a.written, op) || slices.Contains(a.recovered, op)
+}
+
+// handle returns true to acknowledge (delete) the message; the operation
+// ids a commit wrote, or recovered, are added to ann.
+func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (ack bool) {
+	start := p.o.Now()
+	log := p.o.Log.With("message_id", m.ID)
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("request_id", lc.AwsRequestID)
+	}
+	defer func() {
+		// Never let one message take the batch down.
+		if r := recover(); r != nil {
+			log.Error("panic while processing; message will be retried", "panic", fmt.Sprint(r))
+			ack = false
+		}
+	}()
+	ptr, err := queue.ParsePointer(m.Body)
+	if err != nil {
+		// Not a message this system wrote: retrying cannot help, and the
+		// ledger (not the queue) is the record of accepted work.
+		log.Error("dropping malformed message", "err", err)
+		return true
+	}
+	log = log.With("source", ptr.Source, "event_id", ptr.EventID)
+
+	// The message and its pointer id decide what a DEAD event does with
+	// it: only a dead letter back from the DLQ (a console redrive) reopens
+	// it; its own message still on the way there is left to go on; any
+	// other pointer is acknowledged and changes nothing.
+	c, err := p.ledger.Claim(ctx, ptr.Source, ptr.EventID, ledger.ClaimOptions{Owner: p.o.Owner, Lease: p.o.Lease, Message: m.ID, Letter: ptr.ID})
+	if err != nil {
+		var nc *ledger.NotClaimableError
+		switch {
+		case errors.As(err, &nc) && nc.InFlightToDLQ:
+			log.Info("DEAD; its own message goes on to the dead-letter queue (not acknowledged)", "ledger_status", nc.Event.Status)
+			return false
+		case errors.As(err, &nc) && nc.Event.Status == ledger.StatusDead:
+			log.Warn("DEAD; a pointer that did not come back from the dead-letter queue does not reopen it: acknowledged (a redrive of its dead letter or webhookctl replay does)",
+				"ledger_status", nc.Event.Status, "reason", ptr.Reason, "pointer_id", ptr.ID)
+			return true
+		case errors.As(err, &nc) && nc.Event.Status.Terminal():
+			log.Info("already finished; acknowledging", "ledger_status", nc.Event.Status)
+			if nc.Event.Status == ledger.StatusProcessed {
+				p.recover(ctx, nc.Event, ann, log)
+			}
+			return true
+		case errors.As(err, &nc):
+			log.Info("not claimable now; will retry", "why", nc.Why)
+			return false
+		case errors.Is(err, ledger.ErrNotFound):
+			log.Error("pointer to an event the ledger does not hold; dropping", "err", err)
+			return true
+		default:
+			log.Warn("claim failed; will retry", "err", err)
+			return false
+		}
+	}
+	log = log.With("type", c.Event.EventType, "attempt", c.Event.Attempts, "lease_owner", c.Owner)
+	if c.Redrive {
+		log.Info("redriven from the dead-letter queue", "pointer_id", ptr.ID)
+	}
+	outcome, ack := p.apply(ctx, c, m, &ann.written, log)
+	took := p.o.Now().Sub(start)
+	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
+	p.emit(c.Event, outcome, took)
+	return ack
+}
+
+// apply runs the projection and commit for a claimed event.
+func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, log *slog.Logger) (string, bool) {
+	ev := c.Event
+	src, ok := p.sources.Lookup(ev.Source)
+	if !ok {
+		return p.quarantine(ctx, c, "unknown_source", "source "+ev.Source+" is not configured", log)
+	}
+	payload, err := p.ledger.Payload(ctx, ev)
+	if err != nil {
+		return p.transient(ctx, c, m, "payload_unavailable", err, log)
+	}
+	eventType, note := ev.EventType, ""
+	if src.Kind == "stripe" {
+		thin, isThin, err := builtin.ParseStripeThin(payload)
+		if isThin {
+			if err != nil {
+				code, _ := projection.AsPermanent(err)
+				return p.quarantine(ctx, c, code, err.Error(), log)
+			}
+			var stop *stopped
+			eventType, payload, note, stop = p.resolveThin(ctx, c, m, src, thin, log)
+			if stop != nil {
+				return stop.outcome, stop.ack
+			}
+		}
+	}
+	var res projection.Result
+	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
+		res, err = proj.Project(projection.Event{
+			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
+			Payload: payload, ReceivedAt: ev.ReceivedAt,
+		})
+		if err != nil {
+			if code, perm := projection.AsPermanent(err); perm {
+				return p.quarantine(ctx, c, code, err.Error(), log)
+			}
+			return p.transient(ctx, c, m, "projection_failed", err, log)
+		}
+	}
+	// The state and intents belong to the source's scope (I8): another
+	// source's secret can never write them.
+	res = projection.Scoped(src.Scope(), res)
+	if res.Write != nil && note != "" {
+		res.Write.Note = note
+	}
+	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
+	switch {
+	case err == nil && done.Conflict:
+		log.Warn("same version, contradictory state: quarantined", "subject", done.Result.Subject, "version", done.Result.Version)
+		return "quarantined", true
+	case err == nil:
+		*written = append(*written, done.Intents...)
+		if len(done.Contradicted) > 0 {
+			// Never silent (I7): the intents say what became of each.
+			log.Warn("newer revision contradicts watched effects", "subject", done.Result.Subject, "version", done.Result.Version, "operations", done.Contradicted)
+		}
+		return string(done.Result.Outcome), true
+	case errors.Is(err, ledger.ErrLeaseLost):
+		// Another worker owns the event now; it will finish it. Retry the
+		// message so it is acknowledged once the event is done.
+		log.Warn("lease lost before commit; not completing", "err", err)
+		return "lease_lost", false
+	case errors.As(err, new(*ledger.UnstorableError)):
+		// A value DynamoDB cannot store (a number out of its range, an
+		// item over 400 KB, too deep a nesting): no retry can help.
+		return p.quarantine(ctx, c, ledger.CodeUnstorable, err.Error(), log)
+	case errors.Is(err, ledger.ErrInvalid):
+		return p.quarantine(ctx, c, "invalid_projection", err.Error(), log)
+	default:
+		return p.transient(ctx, c, m, "commit_failed", err, log)
+	}
+}
+
+// emit records one processed message: Processed (it reached an outcome),
+// Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead and
+// ProcessLatencyMs.
+func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
+	is := func(names ...string) int {
+		for _, n := range names {
+			if outcome == n {
+				return 1
+			}
+		}
+		return 0
+	}
+	p.o.Metrics.Emit(map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome},
+		metrics.N("Processed", is(string(ledger.OutcomeApplied), string(ledger.OutcomeNoop), string(ledger.OutcomeStale), string(ledger.OutcomeIgnored))),
+		metrics.N("Applied", is(string(ledger.OutcomeApplied))),
+		metrics.N("Noop", is(string(ledger.OutcomeNoop))),
+		metrics.N("Stale", is(string(ledger.OutcomeStale))),
+		metrics.N("Ignored", is(string(ledger.OutcomeIgnored))),
+		metrics.N("Retries", is("retry")),
+		metrics.N("Quarantined", is("quarantined")),
+		metrics.N("Dead", is("dead")),
+		metrics.Latency("ProcessLatencyMs", took))
+}
+
+// recover is the recovery path of a crash between a batch's commits and
+// its announcement: the event is PROCESSED, but the processor died before
+// announcing its intents, and the redelivered pointer finds the event
+// finished. Each intent the event's stored result names
+// (Result.Operations) is read once, and those still PENDING are
+// announced with the batch (an announcement is idempotent: the
+// dispatcher's claim decides). The happy path never comes here; a pointer
+// that finds a PROCESSED event costs at most one GetItem per operation.
+// A read that fails is logged and skipped: the reconciler's sweep remains
+// the backstop.
+func (p *Processor) recover(ctx context.Context, ev ledger.Event, ann *announcements, log *slog.Logger) {
+	if p.o.Effects == nil {
+		return
+	}
+	pending := 0
+	for _, op := range ev.Result.Operations {
+		if ann.has(op.ID) {
+			continue
+		}
+		in, err := p.ledger.GetIntentState(ctx, op.ID)
+		if err != nil {
+			log.Warn("could not read an intent of a processed event; the reconciler will announce it if it waits", "operation_id", op.ID, "err", err)
+			continue
+		}
+		if in.Status == ledger.IntentStatusPending {
+			ann.recovered = append(ann.recovered, op.ID)
+			pending++
+		}
+	}
+	if pending > 0 {
+		log.Info("processed event with intents still PENDING (a crash before their announcement?); announcing them", "pending", pending, "operations", len(ev.Result.Operations))
+	}
+}
+
+// announce tells the dispatcher about new intents. It is after the commits
+// on purpose: an intent must exist before a dispatcher looks for it. A crash
+// between the two leaves the intents PENDING, which the event's redelivered
+// pointer recovers (see recover); an SQS failure (the pointers are
+// acknowledged) leaves them to the reconciler's sweep (the same gap as
+// intake's put→send).
+func (p *Processor) announce(ctx context.Context, ann announcements) {
+	log := p.o.Log
+	n := len(ann.written) + len(ann.recovered)
+	if n == 0 {
+		return
+	}
+	if p.o.Effects == nil {
+		log.Warn("no effects queue configured; intents wait for the reconciler", "intents", n)
+		return
+	}
+	ps := make([]queue.IntentPointer, 0, n)
+	for _, op := range ann.written {
+		ps = append(ps, queue.IntentPointer{OperationID: op, Reason: "commit"})
+	}
+	for _, op := range ann.recovered {
+		ps = append(ps, queue.IntentPointer{OperationID: op, Reason: "recover"})
+	}
+	if unsent, err := p.o.Effects.SendIntents(ctx, ps); err != nil {
+		log.Warn("could not announce intents; the reconciler will", "unsent", unsent, "err", err)
+	}
+}
+
+// quarantine records a permanent failure. The ledger keeps code and msg
+// apart (and its audit reason is "code: msg"), so a message that already
+// starts with its code (a projection.PermanentError's text does) loses that
+// prefix here, once for every caller.
+func (p *Processor) quarantine(ctx context.Context, c ledger.Claim, code, msg string, log *slog.Logger) (string, bool) {
+	msg = strings.TrimPrefix(msg, code+": ")
+	if err := p.ledger.Quarantine(ctx, c, code, msg); err != nil {
+		log.Error("could not record quarantine; will retry", "code", code, "err", err)
+		return "quarantine_failed", false
+	}
+	log.Warn("quarantined", "code", code, "reason", msg)
+	return "quarantined", true
+}
+
+// transient records a retryable failure: RETRY_WAIT, or DEAD once the
+// attempts (the ledger's own count, or SQS's receive count if higher) reach
+// MaxAttempts. Either way the message is not acknowledged: a RETRY_WAIT
+// message comes back after its visibility timeout, a DEAD one goes on to the
+// DLQ.
+func (p *Processor) transient(ctx context.Context, c ledger.Claim, m Message, code string, cause error, log *slog.Logger) (string, bool) {
+	return p.transientAfter(ctx, c, m, code, cause, 0, log)
+}
+
+// transientAfter is transient with a lower bound on the wait (a server's
+// Retry-After).
+func (p *Processor) transientAfter(ctx context.Context, c ledger.Claim, m Message, code string, cause error, atLeast time.Duration, log *slog.Logger) (string, bool) {
+	attempts := max(c.Event.Attempts, m.ReceiveCount)
+	if attempts >= p.o.MaxAttempts {
+		if err := p.ledger.Dead(ctx, c, code, cause.Error()); err != nil {
+			log.Error("could not record DEAD", "err", err)
+		} else {
+			log.Error("attempts exhausted: DEAD", "code", code, "attempts", attempts, "err", cause)
+		}
+		return "dead", false
+	}
+	next := p.o.Now().Add(max(p.backoff(c.Event.Attempts), min(atLeast, p.o.RetryCap)))
+	if err := p.ledger.RetryLater(ctx, c, code, cause.Error(), next); err != nil {
+		log.Error("could not record RETRY_WAIT", "err", err)
+	} else {
+		log.Warn("transient failure: RETRY_WAIT", "code", code, "next_attempt_at", next, "err", cause)
+	}
+	return "retry", false
+}
+
+// backoff is full jitter: uniform in [0, min(cap, base·2^(attempt-1))].
+func (p *Processor) backoff(attempt int) time.Duration {
+	d := p.o.RetryBase
+	for i := 1; i < attempt && d < p.o.RetryCap; i++ {
+		d *= 2
+	}
+	d = min(d, p.o.RetryCap)
+	return time.Duration(p.o.Rand() * float64(d))
+}
+
+// stopped is how a step that ended the event's processing early answers
+// (the outcome for the metrics, and whether to acknowledge the message).
+type stopped struct {
+	outcome string
+	ack     bool
+}
+
+// resolveThin fetches the object a Stripe thin event names and returns the
+// snapshot event the projections read in its place (see
+// builtin.StripeFetched for the version rule). Nothing is fetched for
+// a type no projection reads. API failures are classified here: 429, 5xx,
+// timeouts and auth failures are transient (RETRY_WAIT, honouring
+// Retry-After); a missing object, an unsupported object type or a
+// malformed answer are permanent (QUARANTINED with a code).
+func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, src source.Source, thin builtin.StripeThin, log *slog.Logger) (string, []byte, string, *stopped) {
+	stop := func(outcome string, ack bool) (string, []byte, string, *stopped) {
+		return "", nil, "", &stopped{outcome, ack}
+	}
+	log = log.With("thin_event_id", thin.EventID, "related_object", thin.ObjectType+"/"+thin.ObjectID)
+	if thin.Context != "" {
+		log = log.With("stripe_context", thin.Context)
+	}
+	if _, ok := p.reg.Lookup(src.Kind, thin.BaseType); !ok {
+		// Ignored like its snapshot twin would be: no request to Stripe.
+		return thin.Type, nil, "", nil
+	}
+	if want := thin.ExpectedObjectType(); want != thin.ObjectType {
+		return stop(p.quarantine(ctx, c, "unsupported_object", fmt.Sprintf("thin event %s names a %s; %s events concern a %s", thin.EventID, thin.ObjectType, thin.BaseType, want), log))
+	}
+	api := p.o.StripeAPI[src.Name]
+	if api == nil {
+		return stop(p.quarantine(ctx, c, "stripe_api_not_configured", "source "+src.Name+" has no Stripe API key (api.secret) to fetch the object a thin event names; configure it and replay", log))
+	}
+	// A connected account's object lives in its account: it is read in
+	// the context the event names (the intake accepted the event only if
+	// the source accepts that account).
+	obj, err := api.RetrieveIn(ctx, thin.Context, thin.ObjectType, thin.ObjectID)
+	switch {
+	case err == nil:
+	case errors.Is(err, stripeapi.ErrNotFound):
+		return stop(p.quarantine(ctx, c, "stripe_object_not_found", err.Error(), log))
+	case errors.Is(err, stripeapi.ErrUnsupported), errors.Is(err, stripeapi.ErrInvalid):
+		return stop(p.quarantine(ctx, c, "stripe_object_invalid", err.Error(), log))
+	case errors.Is(err, stripeapi.ErrAuth):
+		return stop(p.transient(ctx, c, m, "stripe_api_auth", err, log))
+	default:
+		wait, _ := stripeapi.RetryAfter(err)
+		return stop(p.transientAfter(ctx, c, m, "stripe_api_unavailable", err, wait, log))
+	}
+	eventType, payload, err := builtin.StripeFetched(thin, obj.JSON, obj.ObservedAt)
+	if err != nil {
+		code, _ := projection.AsPermanent(err)
+		return stop(p.quarantine(ctx, c, code, err.Error(), log))
+	}
+	note := "fetched from Stripe at " + obj.ObservedAt.UTC().Format(time.RFC3339)
+	log.Info("thin event resolved", "fetched_type", eventType, "observed_at", obj.ObservedAt)
+	if eventType == "" {
+		// The object is in a state no projection models: nothing to change.
+		return thin.Type, nil, note, nil
+	}
+	return eventType, payload, note, nil
+}
+
+// StripeClients builds one Stripe API client per stripe source that
+// configures an api (its restricted key is read through key, which
+// caches), for Options.StripeAPI.
+func StripeClients(set *source.Set, key func(ctx context.Context, ref string) (string, error)) map[string]StripeFetcher {
+	out := map[string]StripeFetcher{}
+	for _, name := range set.Names() {
+		src, _ := set.Lookup(name)
+		if src.Kind != "stripe" || src.API == nil {
+			continue
+		}
+		ref := src.API.Secret
+		out[name] = &stripeapi.Client{
+			Key:     func(ctx context.Context) (string, error) { return key(ctx, ref) },
+			Backend: stripeapi.NewBackend(src.API.URL, nil),
+			Timeout: src.API.Timeout(),
+		}
+	}
+	return out
+}
