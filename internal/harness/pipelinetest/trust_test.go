@@ -184,7 +184,7 @@ func partnerHarness(t *testing.T, sources string) *pt.Harness {
 	reg := builtin.Default(builtin.StripeOptions{})
 	orders := builtin.NewOrders(builtin.OrderOptions{})
 	reg.Register("hmac", orders.EventTypes(), orders)
-	return pt.NewOrders(t, pt.Options{SourcesDoc: sources, Registry: reg, Secrets: map[string]string{"PARTNER_SECRET": partnerSecret}}, pt.OutboxOptions{})
+	return pt.NewOrders(t, pt.Options{SourcesDoc: sources, Registry: reg, Secrets: map[string]string{"PARTNER_SECRET": partnerSecret}}, pt.OutboxOptions{Scopes: map[string][]string{"refund": {"partner"}, "notify_cancellation": {"partner"}}})
 }
 
 // partnerSigned returns the headers of a signed partner delivery: the
