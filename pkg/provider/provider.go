@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -108,9 +111,55 @@ const DefaultTolerance = 300 * time.Second
 // ErrOptions: a source's options do not fit its provider kind.
 var ErrOptions = errors.New("provider: invalid source options")
 
+// Constructor builds a kind's verifier from a source's options, validating
+// them once, at cold start (and at synth, where the stack checks SOURCES).
+type Constructor func(opts map[string]string) (Verifier, error)
+
+// ErrKindTaken: Register was asked for a kind that already has a verifier.
+var ErrKindTaken = errors.New("provider: kind already registered")
+
+var kindRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Register adds a provider kind a team verifies itself (a sender we do not
+// ship a scheme for). The kind is then valid in SOURCES like a built-in
+// one. A built-in kind cannot be replaced, and a kind registered twice
+// with another constructor is refused; registering the same constructor
+// again (a second cold start in one process, a test) is a no-op only if it
+// is the same function value, so call Register from one place (app.Rules).
+// Register is safe for concurrent use.
+func Register(kind string, c Constructor) error {
+	if !kindRE.MatchString(kind) {
+		return fmt.Errorf("%w %q: a kind matches %s", ErrOptions, kind, kindRE)
+	}
+	if c == nil {
+		return fmt.Errorf("%w %q: nil constructor", ErrOptions, kind)
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if _, builtin := builtinKinds[kind]; builtin {
+		return fmt.Errorf("%w: %q is built in", ErrKindTaken, kind)
+	}
+	if old, ok := constructors[kind]; ok && reflect.ValueOf(old).Pointer() != reflect.ValueOf(c).Pointer() {
+		return fmt.Errorf("%w: %q", ErrKindTaken, kind)
+	}
+	constructors[kind] = c
+	return nil
+}
+
+var registry sync.RWMutex
+
+// builtinKinds are the kinds this package ships; Register cannot replace them.
+var builtinKinds = func() map[string]bool {
+	m := map[string]bool{}
+	for k := range constructors {
+		m[k] = true
+	}
+	return m
+}()
+
 // constructors builds a verifier from a source's options. Each kind
 // validates its options here, once, at cold start.
-var constructors = map[string]func(opts map[string]string) (Verifier, error){
+var constructors = map[string]Constructor{
 	"stripe":            newStripe,
 	"standard-webhooks": newStandardWebhooks,
 	"shopify":           newShopify,
@@ -123,7 +172,9 @@ var constructors = map[string]func(opts map[string]string) (Verifier, error){
 // New returns the verifier for a provider kind, configured by the source's
 // options. Errors wrap ErrUnknownKind or ErrOptions and say what is wrong.
 func New(kind string, opts map[string]string) (Verifier, error) {
+	registry.RLock()
 	c, ok := constructors[kind]
+	registry.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %v)", ErrUnknownKind, kind, Kinds())
 	}
@@ -135,6 +186,8 @@ func For(kind string) (Verifier, error) { return New(kind, nil) }
 
 // Kinds lists the provider kinds this build verifies.
 func Kinds() []string {
+	registry.RLock()
+	defer registry.RUnlock()
 	out := make([]string, 0, len(constructors))
 	for k := range constructors {
 		out = append(out, k)

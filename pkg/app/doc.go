@@ -1,0 +1,21 @@
+// Package app is the composition root of the pipeline's Lambda functions:
+// a team's function main is one line over it, and every function of a
+// deployment gets the same Rules.
+//
+//	// functions/processor/main.go of a team's own module
+//	package main
+//
+//	import (
+//		"github.com/effectively-once/webhooks/pkg/app"
+//		"example.com/shop/rules"
+//	)
+//
+//	func main() { app.Main(app.Processor, rules.Rules()) }
+//
+// Configuration (table, queues, sources, effects, leases) comes from the
+// environment the CDK construct sets; clients are built once at cold start
+// and injected; a missing or wrong variable stops the function at start
+// with a message naming it. Rules carry what only the team knows: its
+// projections (with any of ours, package builtin) and verifiers for
+// provider kinds we do not ship.
+package app
