@@ -31,7 +31,7 @@ const QuilttConnectionProjection = "quiltt_connection"
 //
 // # Ordering rule
 //
-// version = the element's "at" (Quiltt's "timestamp of when the projection.Event
+// version = the element's "at" (Quiltt's "timestamp of when the Event
 // occurred", ISO 8601) in Unix milliseconds: Quiltt batches several events
 // per delivery and retries deliveries, so arrival order says nothing; the
 // event's own time does. An element without "at" falls back to the time

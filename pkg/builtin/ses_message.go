@@ -34,8 +34,8 @@ const SESSuppressionNamespace = "ses_suppression"
 //	delayed (DeliveryDelay)      2  SES is still retrying; precedes any outcome
 //	delivered (Delivery)         3
 //	rejected (Reject)            4  final, excludes delivery: SES refused to send (virus)
-//	soft_bounced (Bounce, not projection.Permanent) 5
-//	hard_bounced (Bounce, projection.Permanent)     6
+//	soft_bounced (Bounce, not Permanent) 5
+//	hard_bounced (Bounce, Permanent)     6
 //	complained (Complaint)       7  only ever after a delivery; the strongest signal
 //
 // So a status is never downgraded: a late Send or Delivery after a Bounce
@@ -51,7 +51,7 @@ const SESSuppressionNamespace = "ses_suppression"
 //
 // # Intents
 //
-// A hard bounce (bounceType "projection.Permanent") or a complaint emits one
+// A hard bounce (bounceType "Permanent") or a complaint emits one
 // "suppression.add" intent per recipient named in the event, keyed
 // projection.OperationID("ses_suppression", lower-cased address, "add"): stable across
 // retries, redeliveries and messages (an address that bounced on ten
@@ -130,7 +130,7 @@ func (*SESMessages) Project(ev projection.Event) (projection.Result, error) {
 	hard := false
 	if typ == "ses.bounce" {
 		handled = true
-		hard = ses.BounceType == "projection.Permanent"
+		hard = ses.BounceType == "Permanent"
 		status = sesStatus{"soft_bounced", 5}
 		if hard {
 			status = sesStatus{"hard_bounced", 6}
