@@ -72,3 +72,14 @@ func ExampleOperationID() {
 	// 28786b721640be60c433441e6fece813
 	// true
 }
+
+// Fingerprint hashes a state canonically: the same business state gives
+// the same fingerprint whatever the order of its keys. It is stored with
+// every projection item, so its output is pinned here too.
+func ExampleFingerprint() {
+	a := projection.Fingerprint(map[string]any{"status": "paid", "total": 1250})
+	b := projection.Fingerprint(map[string]any{"total": 1250, "status": "paid"})
+	fmt.Println(a, a == b)
+	// Output:
+	// 1d25f3be50714228faff3ab6a7a08571 true
+}
