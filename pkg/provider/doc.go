@@ -1,5 +1,5 @@
 // Package provider provides webhook signature verification and identity
-// extraction per provider scheme (DESIGN.md §8). Verification always runs on
+// extraction per provider scheme. Verification always runs on
 // the raw request bytes, before any parsing, compares in constant time, and
 // accepts any of several active secrets so rotations overlap.
 //
@@ -52,4 +52,22 @@
 //
 // New builds a verifier from a source's options and validates them once, at
 // cold start.
+//
+// # A kind of your own
+//
+// A team whose sender uses a scheme we do not ship implements Verifier and
+// registers a Constructor for its kind through app.Rules.Providers (which
+// calls Register before the configuration is read), so sources of that
+// kind are valid in SOURCES:
+//
+//	rules := app.Rules{
+//		Registry:  reg,
+//		Providers: map[string]provider.Constructor{"acme": newAcmeVerifier},
+//	}
+//
+// A Verifier must verify the raw bytes before it reads them, refuse an
+// empty secret, compare in constant time, and return ErrNotSigned,
+// ErrBadSignature or ErrStale for a delivery that must touch nothing (the
+// intake answers 401). Set Identity.UnsignedID when the signature does not
+// cover the event id.
 package provider
