@@ -393,6 +393,16 @@ func pollWait(ctx context.Context, c DLQClient) (int32, error) {
 // error from decide or SQS, or a deadline too close for a long poll, ends
 // the sweep.
 func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, decide func(ctx context.Context, body string) (del bool, err error)) (seen int, err error) {
+	return SweepDLQMessages(ctx, c, dlqURL, maxMessages, nil, func(ctx context.Context, m sqstypes.Message) (bool, error) {
+		return decide(ctx, aws.ToString(m.Body))
+	})
+}
+
+// SweepDLQMessages is SweepDLQ for a decide that needs more than the body:
+// each receive asks SQS for the system attributes named in attrs (for
+// example SenderId, which SQS returns only when asked), and decide gets
+// the whole message.
+func SweepDLQMessages(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, attrs []sqstypes.MessageSystemAttributeName, decide func(ctx context.Context, m sqstypes.Message) (del bool, err error)) (seen int, err error) {
 	for seen < maxMessages {
 		wait, err := pollWait(ctx, c)
 		if err != nil {
@@ -400,7 +410,7 @@ func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, 
 		}
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: int32(min(10, maxMessages-seen)), VisibilityTimeout: 30,
-			WaitTimeSeconds: wait,
+			WaitTimeSeconds: wait, MessageSystemAttributeNames: attrs,
 		})
 		if err != nil {
 			return seen, fmt.Errorf("receive from DLQ %s: %w", dlqURL, err)
@@ -410,7 +420,7 @@ func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, 
 		}
 		for _, m := range out.Messages {
 			seen++
-			del, err := decide(ctx, aws.ToString(m.Body))
+			del, err := decide(ctx, m)
 			if err != nil {
 				return seen, err
 			}
