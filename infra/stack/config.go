@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/effectively-once/webhooks/pkg/ledger"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/effectively-once/webhooks/pkg/ledger"
+	"github.com/effectively-once/webhooks/pkg/queue"
 )
 
 // ErrConfig wraps every error in the stack's context values.
@@ -61,6 +63,13 @@ type Config struct {
 	// it in two (first DueShards, keeping DueShardsRead at the old count
 	// until the retired shards are empty).
 	DueShards, DueShardsRead int
+	// BridgeDLQSenders are SenderIds, beyond the bridge function's role,
+	// whose letters in the bridge DLQ the reconciler redelivers
+	// (bridgeDlqSenders, comma-separated; see queue.ParseSenders). None by
+	// default: SQS's SenderId for EventBridge's own deliveries to the DLQ
+	// is not documented, so such a letter is refused and recorded until an
+	// operator who has checked one adds the SenderId it names.
+	BridgeDLQSenders queue.Senders
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
 }
@@ -140,6 +149,7 @@ const (
 	KeyIntakeReserved     = "intakeReservedConcurrency"
 	KeyDueShards          = "dueShards"
 	KeyDueShardsRead      = "dueShardsRead"
+	KeyBridgeDLQSenders   = "bridgeDlqSenders"
 )
 
 var (
@@ -190,6 +200,11 @@ func FromContext(get func(key string) any) (Config, error) {
 	}
 	if c.DeletionProtection, err = boolValue(get(KeyDeletionProtection), true); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDeletionProtection, err)
+	}
+	if v := get(KeyBridgeDLQSenders); v != nil && strings.TrimSpace(fmt.Sprint(v)) != "" {
+		if c.BridgeDLQSenders, err = queue.ParseSenders(fmt.Sprint(v)); err != nil {
+			return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyBridgeDLQSenders, err)
+		}
 	}
 	ints := []struct {
 		key    string
