@@ -68,7 +68,7 @@ func (c Config) eventBridgeSources() []SourceConfig {
 // bridge creates the EventBridge intake when some source has eventbridge
 // delivery: the bridge DLQ, the function (asynchronous retries, then the
 // DLQ), and per source a rule on its partner event bus whose pattern is
-// exactly its partner event source, targeting the
+// exactly its partner event source and this account, targeting the
 // function (EventBridge retries, then the DLQ). Only those two paths may
 // write the DLQ (its policy), and the reconciler, which sweeps it,
 // redelivers only what the function's role wrote (BRIDGE_DLQ_SENDERS).
@@ -137,8 +137,13 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 			RuleName:    jsii.String(s.Config.Prefix() + "bridge-" + src.Name),
 			Description: jsii.String("Every event of " + src.Kind + " partner event source " + src.EventSource + " to the bridge (source " + src.Name + ")"),
 			// Exactly the partner event source: nothing broader, whatever
-			// else is ever put on this bus.
-			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource)},
+			// else is ever put on this bus. And, in depth, only events of
+			// this account: EventBridge sets account, not the sender
+			// (PutEvents and PutPartnerEvents have no such field); a
+			// partner's events here carry the id of the account its partner
+			// event source was made for, this one, so an event another
+			// account manages to put on this bus matches nothing.
+			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource), Account: &[]*string{s.Stack.Account()}},
 			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn.Fn, &awseventstargets.LambdaFunctionProps{
 				DeadLetterQueue: dlq,
 				RetryAttempts:   jsii.Number(BridgeTargetRetries),

@@ -95,7 +95,7 @@ func TestBridgeExistsOnlyWhenASourceDeliversThroughEventBridge(t *testing.T) {
 	}
 }
 
-func TestEachEventBridgeSourceHasOneRuleOnItsPartnerBusMatchingExactlyItsEventSource(t *testing.T) {
+func TestEachEventBridgeSourceHasOneRuleOnItsPartnerBusMatchingExactlyItsEventSourceInThisAccount(t *testing.T) {
 	// GIVEN the bridge stack
 	s := bridgeStack(t)
 	bridgeID, _ := s.function(t, stack.Bridge)
@@ -108,9 +108,10 @@ func TestEachEventBridgeSourceHasOneRuleOnItsPartnerBusMatchingExactlyItsEventSo
 			continue // the reconciler's schedule, on the default bus
 		}
 		rules[bus] = id
-		// THEN the pattern is the partner event source and nothing else
+		// THEN the pattern is the partner event source in this account and
+		// nothing else
 		pattern, _ := json.Marshal(p["EventPattern"])
-		if string(pattern) != `{"source":["`+bus+`"]}` || p["State"] != "ENABLED" {
+		if string(pattern) != `{"account":[{"Ref":"AWS::AccountId"}],"source":["`+bus+`"]}` || p["State"] != "ENABLED" {
 			t.Errorf("rule on %s: pattern %s, state %v", bus, pattern, p["State"])
 		}
 		// AND its one target is the bridge, with EventBridge's retries and
