@@ -70,6 +70,13 @@ type Config struct {
 	// is not documented, so such a letter is refused and recorded until an
 	// operator who has checked one adds the SenderId it names.
 	BridgeDLQSenders queue.Senders
+	// LedgerDataEvents creates a CloudTrail trail that records every write
+	// to the ledger table (its DynamoDB data events) into an encrypted,
+	// versioned, TLS-only bucket with log file validation: the server-side
+	// evidence of who wrote what, audit entries included. Off by default
+	// (data events cost; an account often records them in an organization
+	// trail already; infra/README.md).
+	LedgerDataEvents bool
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
 }
@@ -150,6 +157,7 @@ const (
 	KeyDueShards          = "dueShards"
 	KeyDueShardsRead      = "dueShardsRead"
 	KeyBridgeDLQSenders   = "bridgeDlqSenders"
+	KeyLedgerDataEvents   = "ledgerDataEvents"
 )
 
 var (
@@ -200,6 +208,9 @@ func FromContext(get func(key string) any) (Config, error) {
 	}
 	if c.DeletionProtection, err = boolValue(get(KeyDeletionProtection), true); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDeletionProtection, err)
+	}
+	if c.LedgerDataEvents, err = boolValue(get(KeyLedgerDataEvents), false); err != nil {
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyLedgerDataEvents, err)
 	}
 	if v := get(KeyBridgeDLQSenders); v != nil && strings.TrimSpace(fmt.Sprint(v)) != "" {
 		if c.BridgeDLQSenders, err = queue.ParseSenders(fmt.Sprint(v)); err != nil {
