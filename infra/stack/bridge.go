@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
@@ -67,8 +68,10 @@ func (c Config) eventBridgeSources() []SourceConfig {
 // bridge creates the EventBridge intake when some source has eventbridge
 // delivery: the bridge DLQ, the function (asynchronous retries, then the
 // DLQ), and per source a rule on its partner event bus whose pattern is
-// exactly its partner event source, targeting the function (EventBridge
-// retries, then the DLQ). The reconciler sweeps the DLQ.
+// exactly its partner event source and this account, targeting the
+// function (EventBridge retries, then the DLQ). Only those two paths may
+// write the DLQ (its policy), and the reconciler, which sweeps it,
+// redelivers only what the function's role wrote (BRIDGE_DLQ_SENDERS).
 //
 // The partner event bus is not created here: it appears, with the event
 // source's name, when the user associates the partner event source in the
@@ -122,6 +125,7 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 	s.Events.Queue.Grant(fn.Role, jsii.String(sqsSend))
 
 	res := &BridgeResources{Function: fn, DLQ: dlq, Rules: map[string]awsevents.Rule{}}
+	var ruleArns []*string
 	for _, src := range srcs {
 		id := pascal(src.Name)
 		bus := awsevents.EventBus_FromEventBusName(s.Stack, jsii.String("PartnerBus"+id), jsii.String(src.EventSource))
@@ -133,23 +137,61 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 			RuleName:    jsii.String(s.Config.Prefix() + "bridge-" + src.Name),
 			Description: jsii.String("Every event of " + src.Kind + " partner event source " + src.EventSource + " to the bridge (source " + src.Name + ")"),
 			// Exactly the partner event source: nothing broader, whatever
-			// else is ever put on this bus.
-			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource)},
+			// else is ever put on this bus. And, in depth, only events of
+			// this account: EventBridge sets account, not the sender
+			// (PutEvents and PutPartnerEvents have no such field); a
+			// partner's events here carry the id of the account its partner
+			// event source was made for, this one, so an event another
+			// account manages to put on this bus matches nothing.
+			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource), Account: &[]*string{s.Stack.Account()}},
 			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn.Fn, &awseventstargets.LambdaFunctionProps{
 				DeadLetterQueue: dlq,
 				RetryAttempts:   jsii.Number(BridgeTargetRetries),
 				MaxEventAge:     awscdk.Duration_Seconds(jsii.Number(BridgeTargetMaxAge.Seconds())),
 			})},
 		})
+		ruleArns = append(ruleArns, res.Rules[src.Name].RuleArn())
 	}
 	s.Bridge = res
 	s.Functions[Bridge] = fn
+
+	// Who may write the DLQ. Its messages are redelivered as partner
+	// events, with no signature to check, so only the bridge's failure
+	// paths may send: Lambda puts an event whose asynchronous invocations
+	// all failed there with the function's role (aws:PrincipalArn is the
+	// role's ARN for any of its sessions), and EventBridge puts an event
+	// it could not deliver there as events.amazonaws.com on behalf of a
+	// bridge rule (aws:SourceArn, which only a service acting for a
+	// resource sets; the Allow statements CDK added per rule). Anyone
+	// else, whatever their own IAM policy grants, is denied: an explicit
+	// Deny in the queue policy wins. The two keys are ANDed and a negated
+	// operator is true when its key is absent, so a request is denied
+	// unless it is the bridge's role or carries a bridge rule's ARN.
+	dlq.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("OnlyTheBridgeFailurePathsSend"),
+		Effect:     awsiam.Effect_DENY,
+		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
+		Actions:    jsii.Strings(sqsSend),
+		Resources:  &[]*string{dlq.QueueArn()},
+		Conditions: &map[string]any{"ArnNotEquals": map[string]any{
+			"aws:PrincipalArn": fn.Role.RoleArn(),
+			"aws:SourceArn":    ruleArns,
+		}},
+	}))
 
 	// The reconciler redelivers the DLQ's events through the bridge's
 	// accept path (its own ledger and events-queue grants cover that): it
 	// receives and deletes here, and reads the depth.
 	re := s.Functions[Reconciler]
 	re.Fn.AddEnvironment(jsii.String("BRIDGE_DLQ_URL"), dlq.QueueUrl(), nil)
+	// And it redelivers only what the bridge's role wrote, as SQS names the
+	// sender of each message (SenderId "<role id>:<session>"): the role's
+	// unique id, plus any sender the context adds (bridgeDlqSenders).
+	senders := []*string{fn.Role.RoleId()}
+	for _, id := range s.Config.BridgeDLQSenders {
+		senders = append(senders, jsii.String(id))
+	}
+	re.Fn.AddEnvironment(jsii.String("BRIDGE_DLQ_SENDERS"), awscdk.Fn_Join(jsii.String(","), &senders), nil)
 	dlq.Grant(re.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes))
 	return nil
 }

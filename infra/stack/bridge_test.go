@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,7 +95,7 @@ func TestBridgeExistsOnlyWhenASourceDeliversThroughEventBridge(t *testing.T) {
 	}
 }
 
-func TestEachEventBridgeSourceHasOneRuleOnItsPartnerBusMatchingExactlyItsEventSource(t *testing.T) {
+func TestEachEventBridgeSourceHasOneRuleOnItsPartnerBusMatchingExactlyItsEventSourceInThisAccount(t *testing.T) {
 	// GIVEN the bridge stack
 	s := bridgeStack(t)
 	bridgeID, _ := s.function(t, stack.Bridge)
@@ -107,9 +108,10 @@ func TestEachEventBridgeSourceHasOneRuleOnItsPartnerBusMatchingExactlyItsEventSo
 			continue // the reconciler's schedule, on the default bus
 		}
 		rules[bus] = id
-		// THEN the pattern is the partner event source and nothing else
+		// THEN the pattern is the partner event source in this account and
+		// nothing else
 		pattern, _ := json.Marshal(p["EventPattern"])
-		if string(pattern) != `{"source":["`+bus+`"]}` || p["State"] != "ENABLED" {
+		if string(pattern) != `{"account":[{"Ref":"AWS::AccountId"}],"source":["`+bus+`"]}` || p["State"] != "ENABLED" {
 			t.Errorf("rule on %s: pattern %s, state %v", bus, pattern, p["State"])
 		}
 		// AND its one target is the bridge, with EventBridge's retries and
@@ -277,8 +279,8 @@ func TestBridgeHoldsOnlyItsAllowlistAndTheReconcilerSweepsItsDLQ(t *testing.T) {
 		}
 	}
 	rc, err := config.LoadReconciler(getenv(s.env(t, stack.Reconciler)))
-	if err != nil || !strings.HasSuffix(rc.BridgeDLQURL, "/webhooks-dev-bridge-dlq") {
-		t.Errorf("reconciler: %q %v", rc.BridgeDLQURL, err)
+	if err != nil || !strings.HasSuffix(rc.BridgeDLQURL, "/webhooks-dev-bridge-dlq") || rc.BridgeDLQSenders.String() != roleID {
+		t.Errorf("reconciler: %q %v %v", rc.BridgeDLQURL, rc.BridgeDLQSenders, err)
 	}
 	if _, err := config.LoadIntake(getenv(s.env(t, stack.Intake))); err != nil {
 		t.Errorf("intake: %v", err)
@@ -286,6 +288,106 @@ func TestBridgeHoldsOnlyItsAllowlistAndTheReconcilerSweepsItsDLQ(t *testing.T) {
 	// AND without an eventbridge source the reconciler has no bridge DLQ
 	if v, ok := defaultStack(t).env(t, stack.Reconciler)["BRIDGE_DLQ_URL"]; ok {
 		t.Errorf("default reconciler has BRIDGE_DLQ_URL %q", v)
+	}
+}
+
+// The bridge DLQ's letters are redelivered as partner events, which carry
+// no signature; any principal of the account whose own IAM policy allowed
+// sqs:SendMessage on it could write one. Its policy now denies
+// SendMessage to every principal but the bridge function's role (Lambda
+// writes a failed asynchronous event with it) and EventBridge acting for
+// the bridge rules (aws:SourceArn), and keeps refusing plain HTTP.
+func TestTheBridgeDLQDeniesSendMessageToAllButTheBridgeRoleAndItsRules(t *testing.T) {
+	// GIVEN the bridge stack
+	s := bridgeStack(t)
+	dlqID := s.queueID(t, "webhooks-dev-bridge-dlq")
+	roleID := s.roleOf(t, stack.Bridge)
+	var rules []any
+	for _, name := range []string{"stripe", "shop"} {
+		for id, r := range s.ofType("AWS::Events::Rule") {
+			if props(r)["Name"] == "webhooks-dev-bridge-"+name {
+				rules = append(rules, map[string]any{"Fn::GetAtt": []any{id, "Arn"}})
+			}
+		}
+	}
+	if len(rules) != 2 {
+		t.Fatalf("bridge rules %v", rules)
+	}
+	// THEN the DLQ's policy holds that Deny, for any principal, unless the
+	// request is the bridge's role or carries a bridge rule's ARN
+	noPanic(t, "the bridge DLQ denies every other sender", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), &map[string]any{
+			"Queues": []any{map[string]any{"Ref": dlqID}},
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{
+				"Statement": assertions.Match_ArrayWith(&[]any{map[string]any{
+					"Sid":       "OnlyTheBridgeFailurePathsSend",
+					"Effect":    "Deny",
+					"Principal": map[string]any{"AWS": "*"},
+					"Action":    "sqs:SendMessage",
+					"Resource":  map[string]any{"Fn::GetAtt": []any{dlqID, "Arn"}},
+					"Condition": map[string]any{"ArnNotEquals": map[string]any{
+						"aws:PrincipalArn": map[string]any{"Fn::GetAtt": []any{roleID, "Arn"}},
+						"aws:SourceArn":    rules,
+					}},
+				}}),
+			}),
+		})
+	})
+	// AND it still refuses plain HTTP
+	noPanic(t, "the bridge DLQ refuses plain HTTP", func() {
+		s.template.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), &map[string]any{
+			"Queues": []any{map[string]any{"Ref": dlqID}},
+			"PolicyDocument": assertions.Match_ObjectLike(&map[string]any{
+				"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"Effect": "Deny", "Action": "sqs:*", "Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
+				})}),
+			}),
+		})
+	})
+	// AND the reconciler redelivers only what that role wrote: SQS names
+	// a role session's sender "<role's unique id>:<session>"
+	_, re := s.function(t, stack.Reconciler)
+	senders := re["Environment"].(map[string]any)["Variables"].(map[string]any)["BRIDGE_DLQ_SENDERS"]
+	if b, _ := json.Marshal(senders); string(b) != `{"Fn::GetAtt":["`+roleID+`","RoleId"]}` {
+		t.Errorf("reconciler BRIDGE_DLQ_SENDERS %s", b)
+	}
+}
+
+// An operator may allow more senders (for example the SenderId SQS names
+// for EventBridge's own deliveries, once seen on a refused letter): they
+// follow the bridge's role; a value that names no IAM unique id fails synth.
+func TestBridgeDLQSendersFromContextFollowTheBridgeRole(t *testing.T) {
+	dir := filepath.Join(assetDir, stack.Bridge)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("fake bridge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// GIVEN the bridge stack with two more allowed senders
+	s := synth(t, "bridge-senders", map[string]any{
+		"sources":                 `[{"name":"stripe","kind":"stripe","delivery":"eventbridge","eventSource":"` + bridgeStripeSource + `"}]`,
+		stack.KeyBridgeDLQSenders: "AIDAEXAMPLEEVENTBRIDGE, AROAEXAMPLEOPERATOR:someone",
+	})
+	roleID := s.roleOf(t, stack.Bridge)
+	// THEN the reconciler allows the role and them
+	if got := s.env(t, stack.Reconciler)["BRIDGE_DLQ_SENDERS"]; got != roleID+",AIDAEXAMPLEEVENTBRIDGE,AROAEXAMPLEOPERATOR:someone" {
+		t.Errorf("BRIDGE_DLQ_SENDERS %q", got)
+	}
+	// AND a sender that is no unique id fails synth, naming the key
+	for _, bad := range []string{"arn:aws:iam::123456789012:role/x", "*", " , "} {
+		_, err := stack.FromContext(func(k string) any {
+			switch k {
+			case stack.KeySources:
+				return `[{"name":"stripe","kind":"stripe"}]`
+			case stack.KeyBridgeDLQSenders:
+				return bad
+			}
+			return nil
+		})
+		if !errors.Is(err, stack.ErrConfig) || !strings.Contains(err.Error(), stack.KeyBridgeDLQSenders) {
+			t.Errorf("%q: err %v", bad, err)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/queue"
 )
 
 // ErrConfig wraps every error in the stack's context values.
@@ -63,6 +64,20 @@ type Config struct {
 	// it in two (first DueShards, keeping DueShardsRead at the old count
 	// until the retired shards are empty).
 	DueShards, DueShardsRead int
+	// BridgeDLQSenders are SenderIds, beyond the bridge function's role,
+	// whose letters in the bridge DLQ the reconciler redelivers
+	// (bridgeDlqSenders, comma-separated; see queue.ParseSenders). None by
+	// default: SQS's SenderId for EventBridge's own deliveries to the DLQ
+	// is not documented, so such a letter is refused and recorded until an
+	// operator who has checked one adds the SenderId it names.
+	BridgeDLQSenders queue.Senders
+	// LedgerDataEvents creates a CloudTrail trail that records every write
+	// to the ledger table (its DynamoDB data events) into an encrypted,
+	// versioned, TLS-only bucket with log file validation: the server-side
+	// evidence of who wrote what, audit entries included. Off by default
+	// (data events cost; an account often records them in an organization
+	// trail already; infra/README.md).
+	LedgerDataEvents bool
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
 }
@@ -146,6 +161,8 @@ const (
 	KeyIntakeReserved     = "intakeReservedConcurrency"
 	KeyDueShards          = "dueShards"
 	KeyDueShardsRead      = "dueShardsRead"
+	KeyBridgeDLQSenders   = "bridgeDlqSenders"
+	KeyLedgerDataEvents   = "ledgerDataEvents"
 )
 
 var (
@@ -196,6 +213,14 @@ func FromContext(get func(key string) any) (Config, error) {
 	}
 	if c.DeletionProtection, err = boolValue(get(KeyDeletionProtection), true); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDeletionProtection, err)
+	}
+	if c.LedgerDataEvents, err = boolValue(get(KeyLedgerDataEvents), false); err != nil {
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyLedgerDataEvents, err)
+	}
+	if v := get(KeyBridgeDLQSenders); v != nil && strings.TrimSpace(fmt.Sprint(v)) != "" {
+		if c.BridgeDLQSenders, err = queue.ParseSenders(fmt.Sprint(v)); err != nil {
+			return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyBridgeDLQSenders, err)
+		}
 	}
 	ints := []struct {
 		key    string

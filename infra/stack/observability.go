@@ -17,7 +17,7 @@ var (
 	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted", "EffectsScopeRefused", "DispatchLatencyMs"}
 	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
 		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth",
-		"BridgeRedelivered", "BridgeDLQDepth", "ReconcileRunMs", "CompensationsDue", "DownstreamDrift"}
+		"BridgeRedelivered", "BridgeDLQRefused", "BridgeDLQDepth", "ReconcileRunMs", "CompensationsDue", "DownstreamDrift"}
 )
 
 // Alarm thresholds.
@@ -84,6 +84,9 @@ func (s *Stack) alarms() *string {
 		add("BridgeDlqNotEmpty", "Messages in the "+s.Config.Prefix()+"bridge-dlq queue: partner events the bridge did not accept. "+
 			"The reconciler redelivers them every run; one that stays names an event source SOURCES lacks (infra/README.md).",
 			s.Bridge.DLQ.MetricApproximateNumberOfMessagesVisible(max5), 1)
+		add("BridgeDlqRefused", "The reconciler refused bridge DLQ letters that the bridge's role did not write: each is QUARANTINED under "+
+			"source bridge-dlq/refused with its sender and the reason, and was not processed. Someone other than the bridge wrote the DLQ (infra/README.md).",
+			s.metric("BridgeDLQRefused", "Sum"), 1)
 	}
 	for _, name := range s.functionNames() {
 		fn := s.Functions[name].Fn
@@ -194,7 +197,7 @@ func (s *Stack) dashboard() *string {
 				sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsScopeRefused", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted"), 8),
 		},
 		{
-			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked", "BridgeRedelivered"), 12),
+			graph("Reconciler: repairs", sum("Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked", "BridgeRedelivered", "BridgeDLQRefused"), 12),
 			graph("Dead-letter depth (reconciler's view)", maxOf("EventsDLQDepth", "EffectsDLQDepth", "BridgeDLQDepth"), 12),
 		},
 		{text("## Run metrics")},

@@ -86,6 +86,9 @@ type Stack struct {
 	// Bridge is the EventBridge intake (nil unless a source's delivery
 	// includes eventbridge; see bridge.go).
 	Bridge *BridgeResources
+	// LedgerTrail records the ledger table's writes (nil unless the
+	// context's ledgerDataEvents is true; see trail.go).
+	LedgerTrail *LedgerTrailResources
 }
 
 // QueuePair is a queue and its dead-letter queue.
@@ -138,6 +141,7 @@ func New(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (*Sta
 	s.mappings()
 	s.schedule()
 	s.httpAPI()
+	s.ledgerTrail()
 	topic := s.alarms()
 	dash := s.dashboard()
 	s.outputs(topic, dash)
@@ -794,6 +798,10 @@ func (s *Stack) outputs(topicArn *string, dashboardName *string) {
 	out("EffectsDlqUrl", "Effects dead-letter queue (redrive from the console)", s.Effects.DLQ.QueueUrl())
 	if s.Bridge != nil {
 		out("BridgeDlqUrl", "EventBridge bridge dead-letter queue (the reconciler redelivers its events)", s.Bridge.DLQ.QueueUrl())
+	}
+	if s.LedgerTrail != nil {
+		out("LedgerTrailArn", "CloudTrail trail that records every write to the ledger table", s.LedgerTrail.Trail.TrailArn())
+		out("LedgerTrailBucketName", "Bucket of the ledger trail's log files", s.LedgerTrail.Bucket.BucketName())
 	}
 	out("AlarmTopicArn", "SNS topic every alarm notifies", topicArn)
 	out("DashboardUrl", "CloudWatch dashboard", jsii.String("https://"+*awscdk.Aws_REGION()+

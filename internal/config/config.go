@@ -18,7 +18,7 @@
 //	ALLOW_ENV_SECRETS   "true" lets sources use env: secret references (local stack only)
 //	LOG_LEVEL           debug, info (default), warn, error
 //	METRICS_NAMESPACE   CloudWatch namespace of the EMF metrics (default EffectivelyOnce)
-//	EVENTS_DLQ_URL, EFFECTS_DLQ_URL, BRIDGE_DLQ_URL, RECONCILE_*  the reconciler's (see LoadReconciler)
+//	EVENTS_DLQ_URL, EFFECTS_DLQ_URL, BRIDGE_DLQ_URL, BRIDGE_DLQ_SENDERS, RECONCILE_*  the reconciler's (see LoadReconciler)
 //	(the bridge function reads the intake's variables; see LoadBridge)
 package config
 
@@ -34,6 +34,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/metrics"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
 )
 
@@ -253,11 +254,17 @@ type Reconciler struct {
 	// (BRIDGE_DLQ_URL, optional: set when some source has eventbridge
 	// delivery); the reconciler redelivers its events.
 	BridgeDLQURL string
+	// BridgeDLQSenders (BRIDGE_DLQ_SENDERS, required with BRIDGE_DLQ_URL)
+	// are the SenderIds whose letters the reconciler redelivers: the bridge
+	// function's role id (and any other principal an operator adds); see
+	// queue.ParseSenders. A letter anyone else wrote is refused.
+	BridgeDLQSenders queue.Senders
 }
 
 // LoadReconciler reads the reconciler's variables: the common ones, the
 // four queue URLs (EVENTS_QUEUE_URL, EVENTS_DLQ_URL, EFFECTS_QUEUE_URL,
-// EFFECTS_DLQ_URL; all required), BRIDGE_DLQ_URL (optional), RECONCILE_STUCK_SECONDS (default 300),
+// EFFECTS_DLQ_URL; all required), BRIDGE_DLQ_URL (optional) and with it
+// BRIDGE_DLQ_SENDERS (required then), RECONCILE_STUCK_SECONDS (default 300),
 // RECONCILE_MAX_ITEMS (default 500) and RECONCILE_BUDGET_SECONDS (default
 // 90; below the function timeout).
 func LoadReconciler(getenv func(string) string) (Reconciler, error) {
@@ -275,6 +282,14 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		}
 	}
 	r.BridgeDLQURL = getenv("BRIDGE_DLQ_URL")
+	if senders := getenv("BRIDGE_DLQ_SENDERS"); r.BridgeDLQURL != "" || senders != "" {
+		if r.BridgeDLQURL == "" {
+			return Reconciler{}, fmt.Errorf("%w: BRIDGE_DLQ_SENDERS is set without BRIDGE_DLQ_URL", ErrConfig)
+		}
+		if r.BridgeDLQSenders, err = queue.ParseSenders(senders); err != nil {
+			return Reconciler{}, fmt.Errorf("%w: BRIDGE_DLQ_SENDERS (who may write the bridge DLQ, required with BRIDGE_DLQ_URL): %v", ErrConfig, err)
+		}
+	}
 	for _, name := range c.Sources.Names() {
 		src, _ := c.Sources.Lookup(name)
 		if src.Truth != nil && src.Truth.Secret != "" {

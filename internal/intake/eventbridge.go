@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/metrics"
@@ -215,13 +217,44 @@ type BridgeDLQReport struct {
 	UnknownSource int `json:"unknown_source"`
 	// Unreadable: kept; not an EventBridge event.
 	Unreadable int `json:"unreadable"`
+	// Refused: written by a sender DLQSenders does not name; recorded
+	// QUARANTINED under RefusedDLQSource, never redelivered, and deleted.
+	Refused int `json:"refused"`
 }
+
+// What the bridge DLQ sweep records of a dead letter it refuses.
+const (
+	// RefusedDLQSource is the ledger source a refused letter is recorded
+	// under. It is no source's name (names have no '/'), so a refused
+	// letter never takes the event id of a real event, and the processor
+	// never applies one: released, it finds no such source and quarantines
+	// it again.
+	RefusedDLQSource = "bridge-dlq/refused"
+	// CodeDLQSenderRefused is its error code.
+	CodeDLQSenderRefused = "dlq_sender_refused"
+	// refusedEventType is its event type.
+	refusedEventType = "refused_dead_letter"
+)
 
 // SweepEventBridgeDLQ redelivers the bridge's dead letters. The bridge DLQ
 // holds raw EventBridge events: the rule's target DLQ gets an event
 // EventBridge could not deliver to the function, and the function's
 // asynchronous-invocation DLQ gets an event whose invocations all failed.
-// Each message goes through the same path as a live event
+//
+// A letter is trusted only for who wrote it. The partner path has no
+// signature, so a letter is redelivered only when SQS names its sender
+// (the SenderId system attribute, which the sweep asks for) as one of
+// h.DLQSenders: the bridge function's role, whose session Lambda uses to
+// put a failed event there. Any other letter, or one SQS names no sender
+// for, is refused: recorded in the ledger QUARANTINED under
+// RefusedDLQSource (event id the content id of its sender and body, error
+// code CodeDLQSenderRefused, the letter as payload, its sender, the reason
+// and what it claims in its attributes), where an operator lists it, and
+// deleted only once recorded. Nothing of it is accepted under the partner
+// source, so it is never processed. With no DLQSenders, every letter is
+// refused.
+//
+// An allowed letter goes through the same path as a live event
 // (handleEventBridge: identity, Accept, enqueue), which is idempotent by
 // event id, and is deleted only once accepted. A message whose event
 // source no source receives, or that is not an event at all, is kept (the
@@ -230,7 +263,19 @@ type BridgeDLQReport struct {
 // on-failure destination record ({"requestPayload": event, …}) is read too.
 func (h *Handler) SweepEventBridgeDLQ(ctx context.Context, c queue.DLQClient, dlqURL string, maxMessages int) (BridgeDLQReport, error) {
 	var rep BridgeDLQReport
-	seen, err := queue.SweepDLQ(ctx, c, dlqURL, maxMessages, func(ctx context.Context, body string) (bool, error) {
+	// SenderId: who wrote it. RULE_ARN and ERROR_CODE: what EventBridge
+	// adds to a letter it writes, kept on a refusal's record (as what the
+	// letter says: its sender may set them too).
+	ask := queue.Ask{System: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSenderId}, Message: []string{"RULE_ARN", "ERROR_CODE"}}
+	seen, err := queue.SweepDLQMessages(ctx, c, dlqURL, maxMessages, ask, func(ctx context.Context, m sqstypes.Message) (bool, error) {
+		body := aws.ToString(m.Body)
+		if sender := m.Attributes[string(sqstypes.MessageSystemAttributeNameSenderId)]; !h.DLQSenders.Allows(sender) {
+			if err := h.refuseDeadLetter(ctx, m, sender); err != nil {
+				return false, fmt.Errorf("bridge DLQ: %w", err)
+			}
+			rep.Refused++
+			return true, nil
+		}
 		ev, ok := dlqEvent(body)
 		if !ok {
 			rep.Unreadable++
@@ -251,6 +296,36 @@ func (h *Handler) SweepEventBridgeDLQ(ctx context.Context, c queue.DLQClient, dl
 	})
 	rep.Seen = seen
 	return rep, err
+}
+
+// refuseDeadLetter records a letter from a sender DLQSenders does not name.
+func (h *Handler) refuseDeadLetter(ctx context.Context, m sqstypes.Message, sender string) error {
+	body := aws.ToString(m.Body)
+	who := sender
+	if who == "" {
+		who = "(SQS named none)"
+	}
+	reason := "sender " + who + " may not write the bridge DLQ (allowed: " + h.DLQSenders.String() + ")"
+	attrs := map[string]string{attrVia: "bridge-dlq", "sender_id": who, "reason": reason, "sqs_message_id": aws.ToString(m.MessageId)}
+	if ev, ok := dlqEvent(body); ok {
+		attrs["event_source"], attrs[attrEventBridgeID], attrs["detail_type"] = ev.Source, ev.ID, ev.DetailType
+	}
+	for name, key := range map[string]string{"RULE_ARN": "letter_rule_arn", "ERROR_CODE": "letter_error_code"} {
+		if v, ok := m.MessageAttributes[name]; ok && v.StringValue != nil {
+			attrs[key] = *v.StringValue
+		}
+	}
+	id := ledger.ContentID([]byte(who + "\n" + body))
+	log := h.log().With("sender_id", who, "sqs_message_id", aws.ToString(m.MessageId), "event_id", id, "claimed_event_source", attrs["event_source"])
+	res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: RefusedDLQSource, EventID: id, EventType: refusedEventType,
+		DeliveryID: aws.ToString(m.MessageId), Payload: []byte(body), Quarantine: CodeDLQSenderRefused, Attributes: attrs})
+	if err != nil {
+		log.Error("recording a refused bridge DLQ letter failed; it stays in the DLQ", "err", err)
+		return fmt.Errorf("record refused letter %s: %w", aws.ToString(m.MessageId), err)
+	}
+	log.Error("bridge DLQ letter from a sender that is not the bridge: recorded QUARANTINED, not redelivered", "reason", reason,
+		"duplicate", res.Duplicate, "outcome", "refused")
+	return nil
 }
 
 // dlqEvent reads a bridge dead letter: an EventBridge event, or a Lambda

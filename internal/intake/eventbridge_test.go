@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/effectively-once/webhooks/internal/harness/awstrace"
 	"github.com/effectively-once/webhooks/internal/harness/localaws"
@@ -300,8 +302,9 @@ func TestSweepEventBridgeDLQRedeliversOnlyWhatCanBeAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := aws.ToString(dlq.QueueUrl)
+	// (Lambda writes the bridge DLQ with the bridge function's role)
 	send := func(body string) {
-		if _, err := h.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
+		if _, err := h.BridgeSQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -343,7 +346,8 @@ func TestSweepEventBridgeDLQRedeliversOnlyWhatCanBeAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixed := &intake.Handler{Sources: later, Ledger: h.Intake.Ledger, Queue: h.Intake.Queue, Now: h.Intake.Now, Log: slog.New(slog.DiscardHandler)}
+	fixed := &intake.Handler{Sources: later, Ledger: h.Intake.Ledger, Queue: h.Intake.Queue, Now: h.Intake.Now, Log: slog.New(slog.DiscardHandler),
+		DLQSenders: h.Intake.DLQSenders}
 	dlq2, err := h.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(localaws.UniqueName("bridge-dlq"))})
 	if err != nil {
 		t.Fatal(err)
@@ -401,4 +405,84 @@ func mustSources(t *testing.T) *source.Set {
 		t.Fatal(err)
 	}
 	return set
+}
+
+// stubDLQ hands out its letters on the first receive, then none, and
+// notes what each receive asked for and which letters were deleted.
+type stubDLQ struct {
+	letters []sqstypes.Message
+	asked   [][]sqstypes.MessageSystemAttributeName
+	deleted []string
+}
+
+func (d *stubDLQ) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	d.asked = append(d.asked, in.MessageSystemAttributeNames)
+	out := &sqs.ReceiveMessageOutput{Messages: d.letters}
+	d.letters = nil
+	return out, nil
+}
+
+func (d *stubDLQ) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	d.deleted = append(d.deleted, aws.ToString(in.ReceiptHandle))
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+// failingLedger refuses every write.
+type failingLedger struct{}
+
+func (failingLedger) Accept(context.Context, ledger.Delivery) (ledger.Accepted, error) {
+	return ledger.Accepted{}, errors.New("ledger unavailable")
+}
+
+func (failingLedger) ClaimBody(context.Context, string, string, string) (string, error) {
+	return "", errors.New("ledger unavailable")
+}
+
+// The sweep fails closed: it asks SQS for each letter's sender, and a
+// letter SQS names no sender for, or any letter when no sender is allowed,
+// is refused and recorded, never redelivered; a letter whose refusal
+// cannot be recorded stays in the DLQ and ends the sweep with the error.
+func TestBridgeDLQSweepRefusesALetterWithoutAnAllowedSender(t *testing.T) {
+	ctx := context.Background()
+	h := pt.New(t, pt.Options{SourcesDoc: ebSources})
+	stripeEv := string(fixture(t, "eventbridge/stripe-customer.subscription.updated.json"))
+	letters := func() []sqstypes.Message {
+		return []sqstypes.Message{
+			{MessageId: aws.String("m-none"), ReceiptHandle: aws.String("rh-none"), Body: aws.String(stripeEv)},
+			{MessageId: aws.String("m-bridge"), ReceiptHandle: aws.String("rh-bridge"), Body: aws.String(stripeEv),
+				Attributes: map[string]string{"SenderId": pt.BridgeRole.SenderID()}},
+		}
+	}
+	// GIVEN a handler that allows no sender, and a letter SQS names no sender for
+	nobody := &intake.Handler{Sources: h.Sources, Ledger: h.Intake.Ledger, Queue: h.Intake.Queue, Now: h.Intake.Now, Log: slog.New(slog.DiscardHandler)}
+	d := &stubDLQ{letters: letters()}
+	// WHEN it sweeps
+	rep, err := nobody.SweepEventBridgeDLQ(ctx, d, "bridge-dlq", 10)
+	// THEN it asked for SenderId, refused both letters, recorded and deleted them
+	if err != nil || rep.Refused != 2 || rep.Accepted != 0 || len(d.deleted) != 2 {
+		t.Fatalf("report %+v, deleted %v, %v", rep, d.deleted, err)
+	}
+	if len(d.asked) == 0 || !slices.Equal(d.asked[0], []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSenderId}) {
+		t.Fatalf("receives asked for %v", d.asked)
+	}
+	if _, err := h.Ledger.Get(ctx, "stripe", "evt_1QfixtureEBSubUpd01"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("a refused letter was accepted: %v", err)
+	}
+	open, err := h.Ledger.ListOpen(ctx, "event", 10, ledger.StatusQuarantined)
+	if err != nil || len(open) != 2 {
+		t.Fatalf("quarantined %+v %v", open, err)
+	}
+	for _, o := range open {
+		ev := h.EventOf(o.Source, o.EventID)
+		if ev.Source != intake.RefusedDLQSource || ev.ErrorCode != intake.CodeDLQSenderRefused || !strings.Contains(ev.Attributes["reason"], ev.Attributes["sender_id"]) {
+			t.Errorf("record %+v", ev)
+		}
+	}
+	// GIVEN a refusal the ledger cannot record
+	broken := &intake.Handler{Sources: h.Sources, Ledger: failingLedger{}, Queue: h.Intake.Queue, Log: slog.New(slog.DiscardHandler), DLQSenders: h.Intake.DLQSenders}
+	d = &stubDLQ{letters: letters()[:1]}
+	// THEN the letter stays and the sweep says why
+	if rep, err := broken.SweepEventBridgeDLQ(ctx, d, "bridge-dlq", 10); err == nil || len(d.deleted) != 0 || rep.Refused != 0 {
+		t.Fatalf("report %+v, deleted %v, %v", rep, d.deleted, err)
+	}
 }

@@ -74,6 +74,9 @@ type Handler struct {
 	Log     *slog.Logger     // default slog.Default()
 	// Metrics receives one EMF record per request (nil: none).
 	Metrics *metrics.Emitter
+	// DLQSenders are who may write the bridge DLQ (SweepEventBridgeDLQ):
+	// the bridge function's role. Only the sweep reads it.
+	DLQSenders queue.Senders
 
 	verifiers sync.Map // source name → provider.Verifier, built once per source
 }

@@ -393,6 +393,24 @@ func pollWait(ctx context.Context, c DLQClient) (int32, error) {
 // error from decide or SQS, or a deadline too close for a long poll, ends
 // the sweep.
 func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, decide func(ctx context.Context, body string) (del bool, err error)) (seen int, err error) {
+	return SweepDLQMessages(ctx, c, dlqURL, maxMessages, Ask{}, func(ctx context.Context, m sqstypes.Message) (bool, error) {
+		return decide(ctx, aws.ToString(m.Body))
+	})
+}
+
+// Ask names the attributes a sweep's receives ask SQS for; SQS returns
+// only those a receive names.
+type Ask struct {
+	// System are system attributes (SenderId, for one).
+	System []sqstypes.MessageSystemAttributeName
+	// Message are message attributes, the sender's own.
+	Message []string
+}
+
+// SweepDLQMessages is SweepDLQ for a decide that needs more than the body:
+// each receive asks SQS for the attributes ask names, and decide gets the
+// whole message.
+func SweepDLQMessages(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, ask Ask, decide func(ctx context.Context, m sqstypes.Message) (del bool, err error)) (seen int, err error) {
 	for seen < maxMessages {
 		wait, err := pollWait(ctx, c)
 		if err != nil {
@@ -400,7 +418,7 @@ func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, 
 		}
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: int32(min(10, maxMessages-seen)), VisibilityTimeout: 30,
-			WaitTimeSeconds: wait,
+			WaitTimeSeconds: wait, MessageSystemAttributeNames: ask.System, MessageAttributeNames: ask.Message,
 		})
 		if err != nil {
 			return seen, fmt.Errorf("receive from DLQ %s: %w", dlqURL, err)
@@ -410,7 +428,7 @@ func SweepDLQ(ctx context.Context, c DLQClient, dlqURL string, maxMessages int, 
 		}
 		for _, m := range out.Messages {
 			seen++
-			del, err := decide(ctx, aws.ToString(m.Body))
+			del, err := decide(ctx, m)
 			if err != nil {
 				return seen, err
 			}

@@ -20,8 +20,11 @@
 //     deleted, those of unfinished ones kept (step 2 re-announces them).
 //     Sweep the EventBridge bridge's DLQ when there is one
 //     (intake.Handler.SweepEventBridgeDLQ): its messages are partner events
-//     the bridge never accepted; each is fed through the bridge's own
-//     accept path (idempotent by event id) and deleted only once accepted.
+//     the bridge never accepted; each that SQS says the bridge's role wrote
+//     is fed through the bridge's own accept path (idempotent by event id)
+//     and deleted only once accepted; any other is recorded QUARANTINED,
+//     with its sender and the reason, never fed, and deleted once recorded
+//     (BridgeDLQRefused counts them).
 //     Every sweep long-polls (Options.DLQWait, 1 s by default) and ends at
 //     MaxItems or at the first empty answer to a long poll: SQS may answer
 //     a short poll empty while messages wait.

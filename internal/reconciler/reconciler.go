@@ -54,7 +54,8 @@ type Queues struct {
 }
 
 // BridgeSweeper redelivers the EventBridge bridge's dead letters through
-// the bridge's own accept path (intake.Handler).
+// the bridge's own accept path (intake.Handler), those its allowed
+// senders wrote only (intake.Handler.DLQSenders).
 type BridgeSweeper interface {
 	SweepEventBridgeDLQ(ctx context.Context, c queue.DLQClient, dlqURL string, maxMessages int) (intake.BridgeDLQReport, error)
 }
@@ -227,7 +228,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	}
 	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
-		"bridge_redelivered", rep.BridgeDLQ.Accepted, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired,
+		"bridge_redelivered", rep.BridgeDLQ.Accepted, "bridge_dlq_refused", rep.BridgeDLQ.Refused, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired,
 		"downstream_drift", rep.Downstream.Drifting, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
 }
@@ -429,6 +430,7 @@ func (r *Reconciler) emit(o Options, rep Report) {
 		metrics.N("EventsDLQDepth", rep.EventsDLQDepth),
 		metrics.N("EffectsDLQDepth", rep.EffectsDLQDepth),
 		metrics.N("BridgeRedelivered", rep.BridgeDLQ.Accepted),
+		metrics.N("BridgeDLQRefused", rep.BridgeDLQ.Refused),
 		metrics.N("BridgeDLQDepth", rep.BridgeDLQDepth),
 		metrics.Latency("ReconcileRunMs", rep.Took),
 	)

@@ -209,8 +209,9 @@ func reconcilerFn(ctx context.Context, getenv func(string) string, reg *projecti
 	}
 	if cfg.BridgeDLQURL != "" {
 		// The bridge's dead letters go through the bridge's own accept path.
+		// Only the letters its allowed senders (the bridge's role) wrote.
 		r.Bridge = &intake.Handler{Sources: cfg.Sources, Ledger: rt.Ledger, Log: rt.Log,
-			Queue: queue.Sender{Client: client, URL: cfg.EventsQueueURL}}
+			Queue: queue.Sender{Client: client, URL: cfg.EventsQueueURL}, DLQSenders: cfg.BridgeDLQSenders}
 	}
 	// A failed step fails the invocation, so the function's Errors alarm
 	// fires; every step is idempotent, so a retried invocation is harmless.

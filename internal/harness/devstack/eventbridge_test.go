@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,8 +17,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/internal/harness/devstack"
+	"github.com/effectively-once/webhooks/internal/harness/localaws"
+	"github.com/effectively-once/webhooks/internal/intake"
 	"github.com/effectively-once/webhooks/internal/ledger"
 )
 
@@ -58,7 +63,10 @@ func TestEventBridgeEventWrapsTheBodyAsAPartnerWould(t *testing.T) {
 // configuration (stripe and shopify over https+eventbridge) and sends one
 // Stripe fact through /_dev/eventbridge and as a signed webhook: the real
 // bridge bootstrap under aws-lambda-rie accepts it, and the pipeline
-// processes it once.
+// processes it once. Then the reconciler sweeps the bridge DLQ: the letter
+// the bridge's role wrote (as Lambda does) is redelivered, the one another
+// principal wrote is refused and recorded, so the SenderId the local stack
+// sees matches what it tells the reconciler to allow.
 func TestLocalStackRunsTheBridge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end stack test skipped in -short mode")
@@ -135,6 +143,62 @@ func TestLocalStackRunsTheBridge(t *testing.T) {
 			t.Fatalf("not processed: %+v %v / %+v %v\n%s", ev, err, sev, serr, logs.String())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// GIVEN the bridge DLQ holds an event the bridge failed on, written as
+	// Lambda writes it (with the bridge's role), and a made-up one written
+	// by another principal (the stack's own key)
+	letter := func(id string) string {
+		d := strings.ReplaceAll(string(detail), "evt_1QfixtureEBSubUpd01", id)
+		ev, err := devstack.EventBridgeEvent("stripe", fixture("stripe-customer.subscription.updated.json").Source, []byte(d), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(ev)
+		return string(b)
+	}
+	if err := stack.DeadLetter(ctx, letter("evt_local_FAKE_dlq_0001")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(stack.BridgeDLQ), MessageBody: aws.String(letter("evt_local_FAKE_forged_0001"))}); err != nil {
+		t.Fatal(err)
+	}
+	// WHEN the reconciler runs
+	if _, err := stack.Invoke(ctx, "reconciler", []byte(`{"version":"0","id":"test","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`), nil); err != nil {
+		t.Fatalf("reconciler: %v\n%s", err, logs.String())
+	}
+	// THEN the bridge's letter is redelivered, and the other one is on
+	// record, refused, naming its sender, and never accepted
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		_, gerr := l.Get(ctx, "stripe", "evt_local_FAKE_dlq_0001")
+		var refused []ledger.Event
+		open, err := l.ListOpen(ctx, "event", 100, ledger.StatusQuarantined)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range open {
+			if o.Source == intake.RefusedDLQSource {
+				ev, err := l.Get(ctx, o.Source, o.EventID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				refused = append(refused, ev)
+			}
+		}
+		if gerr == nil && len(refused) == 1 {
+			if refused[0].Attributes["sender_id"] != localaws.FakeAccessKey || refused[0].Attributes["eventbridge_id"] == "" {
+				t.Fatalf("refusal %+v", refused[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bridge DLQ not swept: %v, %d refused\n%s", gerr, len(refused), logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := l.Get(ctx, "stripe", "evt_local_FAKE_forged_0001"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the forged letter was accepted: %v", err)
 	}
 }
 

@@ -15,8 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/internal/harness/localaws"
 )
@@ -140,7 +138,7 @@ func (s *Stack) eventBridge(w http.ResponseWriter, r *http.Request) {
 	}
 	payload, _ := json.Marshal(ev)
 	if _, err := s.Invoke(r.Context(), "bridge", payload, nil); err != nil {
-		if _, serr := s.SQS.SendMessage(r.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(s.BridgeDLQ), MessageBody: aws.String(string(payload))}); serr != nil {
+		if serr := s.DeadLetter(r.Context(), string(payload)); serr != nil {
 			s.logs.Printf("http-api", "eventbridge %s → bridge failed (%v) and the DLQ too (%v)", name, err, serr)
 			writeJSON(w, http.StatusInternalServerError, `{"message":"bridge and bridge DLQ failed"}`)
 			return

@@ -52,8 +52,13 @@ type Stack struct {
 	Queues  queue.URLs
 	// BridgeDLQ is the bridge's dead-letter queue, when the bridge runs:
 	// /_dev/eventbridge puts an event the bridge failed on here, as Lambda
-	// does after its asynchronous retries, and the reconciler redelivers it.
+	// does after its asynchronous retries (DeadLetter), and the reconciler
+	// redelivers it.
 	BridgeDLQ string
+	// bridgeSQS signs as the bridge's role: Lambda writes the bridge DLQ
+	// with the function's role, and the reconciler redelivers only what
+	// that role wrote (BRIDGE_DLQ_SENDERS).
+	bridgeSQS *sqs.Client
 	// EffectsQueues is the outbox queue pair the processor announces to
 	// and the dispatcher consumes.
 	EffectsQueues queue.URLs
@@ -232,6 +237,7 @@ func (s *Stack) start(ctx context.Context) error {
 			return fmt.Errorf("create queue %sbridge-dlq: %w", cfg.Prefix, err)
 		}
 		s.BridgeDLQ = aws.ToString(out.QueueUrl)
+		s.bridgeSQS = sq.ClientAs(FunctionRole("bridge"))
 		s.logs.Printf("sqs", "created %sbridge-dlq (the bridge's dead letters; the reconciler redelivers them)", cfg.Prefix)
 	}
 
@@ -344,6 +350,20 @@ func (s *Stack) running() []string {
 	return out
 }
 
+// FunctionRole is the role a function of the local stack runs with (its
+// session is named after the function, local-<fn>, as Lambda names it).
+func FunctionRole(fn string) localaws.Role { return localaws.FunctionRole(fn, "local-"+fn) }
+
+// DeadLetter puts body in the bridge DLQ as Lambda does with an event whose
+// asynchronous invocations all failed: signed as the bridge's role.
+func (s *Stack) DeadLetter(ctx context.Context, body string) error {
+	if s.bridgeSQS == nil {
+		return errors.New("the bridge does not run: no source's delivery includes eventbridge")
+	}
+	_, err := s.bridgeSQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(s.BridgeDLQ), MessageBody: aws.String(body)})
+	return err
+}
+
 // HTTPURL is the base URL of the local HTTP API.
 func (s *Stack) HTTPURL() string { return s.httpURL }
 
@@ -435,7 +455,6 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"AWS_REGION=" + localaws.Region, "AWS_DEFAULT_REGION=" + localaws.Region,
-		"AWS_ACCESS_KEY_ID=" + localaws.FakeAccessKey, "AWS_SECRET_ACCESS_KEY=" + localaws.FakeSecretKey,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + dynURL, "AWS_ENDPOINT_URL_SQS=" + sqsURL,
 		"AWS_LAMBDA_FUNCTION_NAME=local-" + fn,
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=" + strconv.Itoa(int(timeout.Seconds())),
@@ -454,6 +473,9 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 		"LOG_LEVEL=info",
 		"RECONCILE_STUCK_SECONDS=" + strconv.Itoa(int(s.cfg.ReconcileStuck.Seconds())),
 	}
+	// Each function signs with its own role's session, as on AWS, so the
+	// local SQS names its messages' sender as SQS does.
+	env = append(env, FunctionRole(fn).Env()...)
 	switch fn {
 	case "dispatcher":
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),
@@ -461,6 +483,10 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 	case "reconciler":
 		// Its downstream drift check asks the effects' status routes.
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()))
+		if s.BridgeDLQ != "" {
+			// It redelivers the bridge DLQ's letters the bridge's role wrote.
+			env = append(env, "BRIDGE_DLQ_SENDERS="+FunctionRole("bridge").ID)
+		}
 	}
 	for k, v := range s.file.Secrets {
 		env = append(env, k+"="+v)

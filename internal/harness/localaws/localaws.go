@@ -30,7 +30,15 @@
 //     redrive to a DLQ after maxReceiveCount. Known gaps: it always reports
 //     ApproximateReceiveCount 1 in some paths; it does not enforce the
 //     12-hour visibility limit counted from the receive; long polling is
-//     approximate.
+//     approximate. It answers every message with SenderId = its account
+//     id, asked or not; the SQS server here records each message's sender
+//     from the request's credentials instead and returns it only when a
+//     receive asks, as SQS does (sender.go). The difference that remains:
+//     SQS names an IAM user by the user's unique id (AIDA…), here a user
+//     is named by its access key id; a role session (Role: a role id and
+//     a session name in the session token) is named as SQS names one,
+//     "<role id>:<session>". Nothing checks a signature or a permission:
+//     whoever signs with a role's credentials is that role here.
 package localaws
 
 import (
@@ -195,7 +203,7 @@ func StartSQS(addr string) (*SQS, error) {
 		models.CurrentEnvironment.Port = port
 		models.CurrentEnvironment.Region = ""
 		models.CurrentEnvironment.AccountID = "000000000000"
-		go func() { _ = http.Serve(l, serializeCreateQueue(router.New())) }()
+		go func() { _ = http.Serve(l, newSenderIDs().wrap(serializeCreateQueue(router.New()))) }()
 		go gosqs.PeriodicTasks(visibilityTicks, make(chan bool))
 		sqsSrv = &SQS{URL: "http://" + l.Addr().String()}
 	})

@@ -81,6 +81,9 @@ type Harness struct {
 	IntakeRec *awstrace.Recorder
 	Intake    *intake.Handler
 	Sources   *source.Set
+	// BridgeSQS signs as the bridge function's role (BridgeRole): what
+	// Lambda writes the bridge DLQ with. Intake's DLQSenders allow it.
+	BridgeSQS *sqs.Client
 
 	// Outbox is the effects stage, once EnableOutbox has added it; workers
 	// started after that announce their intents on its queue.
@@ -176,9 +179,15 @@ func New(t testing.TB, o Options) *Harness {
 		Queue:  queue.Sender{Client: sq.Client(h.IntakeRec.APIOption), URL: h.Queues.Queue},
 		Now:    h.Clock.Now,
 		Log:    quietLog(),
+		// The bridge DLQ sweep redelivers what the bridge's role wrote.
+		DLQSenders: queue.Senders{BridgeRole.ID},
 	}
+	h.BridgeSQS = sq.ClientAs(BridgeRole)
 	return h
 }
+
+// BridgeRole is the bridge function's role in the harness.
+var BridgeRole = localaws.FunctionRole("bridge", "pipelinetest-bridge")
 
 // StrictEnv names the dynalite that validates every transaction's parts
 // (localaws.StrictTransactions), when set.
