@@ -109,8 +109,9 @@ type Intent struct {
 	Payload map[string]any
 	// Attempts counts the dispatcher's claims in the current round.
 	Attempts int
-	// ErrorCode and Detail say why it failed, waits or was quarantined
-	// (empty when it succeeded at once).
+	// ErrorCode and Detail are what the last attempt learned: the
+	// downstream's answer ("ok_200" and its body for a success), or why
+	// the intent failed, waits or was quarantined.
 	ErrorCode string
 	Detail    string
 	// ContradictedBy is the version of the revision that removed a
