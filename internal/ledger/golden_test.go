@@ -432,3 +432,42 @@ func checkGoldenV1(t *testing.T, r goldenReader) {
 		t.Fatalf("another scope's O-42: %v", err)
 	}
 }
+
+// The examples of docs/state.md are items of the v1 fixture, as they
+// are: the page shows what the ledger writes, not what it once wrote.
+func TestDocumentedItemsAreGoldenItems(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "state.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := loadGolden(t, goldenFixtures[0].name, goldenFixtures[0].sha256)
+	blocks := strings.Split(string(doc), "```json\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("docs/state.md has no JSON example")
+	}
+	for _, b := range blocks {
+		raw, _, _ := strings.Cut(b, "```")
+		it, err := localaws.ParseItemJSON(json.RawMessage(raw))
+		if err != nil {
+			t.Fatalf("example %.60q: %v", raw, err)
+		}
+		want, ok := golden.Items[itemKey(it)]
+		if !ok {
+			t.Fatalf("example %s is not an item of the v1 fixture", itemKey(it))
+		}
+		got, _ := localaws.ItemJSON(it)
+		exp, _ := localaws.ItemJSON(want)
+		if g, e := mustJSON(t, got), mustJSON(t, exp); g != e {
+			t.Errorf("example %s differs from the v1 fixture's item:\n%s\nwant\n%s", itemKey(it), g, e)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

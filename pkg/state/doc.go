@@ -25,8 +25,8 @@
 // # Scopes
 //
 // The business state a source writes belongs to its scope (the source's
-// "scope" in SOURCES, else its name): the same subject id in two scopes is
-// two subjects. Every read names the scope; "" is an unscoped source's.
+// "domain" in SOURCES, else its name): the same subject id in two scopes
+// is two subjects. Every read names the scope; "" is an unscoped source's.
 //
 // # Which intents a subject lists
 //

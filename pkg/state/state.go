@@ -107,7 +107,7 @@ type Intent struct {
 	Version int64
 	// Payload is what the effect receives. Numbers are json.Number.
 	Payload map[string]any
-	// Attempts counts the dispatcher's claims in the current round.
+	// Attempts counts how many times a dispatcher claimed it.
 	Attempts int
 	// ErrorCode and Detail are what the last attempt learned: the
 	// downstream's answer ("ok_200" and its body for a success), or why
