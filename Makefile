@@ -4,7 +4,7 @@ GO    ?= go
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help dev demo build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
+.PHONY: help dev dev-shop demo build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -14,6 +14,10 @@ help: ## list targets
 dev: ## run the whole pipeline locally (foreground; Ctrl-C stops it): HTTP API on 127.0.0.1:3000
 	@$(GO) build -o build/host/dev ./scripts/dev
 	@exec build/host/dev
+
+dev-shop: ## `make dev` for the example shop (examples/shop): its own function mains and dev.json
+	@$(GO) build -o build/host/dev ./scripts/dev
+	@DEV_MODULE=examples/shop exec build/host/dev
 
 demo: ## send the demo story to the local stack (starts one if none runs) and print the business outcome
 	$(GO) run ./scripts/demo
@@ -35,8 +39,9 @@ build/%/bootstrap: FORCE
 	@mkdir -p $(dir $@)
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -o $@ ./functions/$*
 
-test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), the ledger's contract tests on dynalite, each fuzz target briefly, the stack's
+test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), the example shop's, the ledger's contract tests on dynalite, each fuzz target briefly, the stack's
 	$(GO) test -count=1 -parallel 8 ./...
+	cd examples/shop && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory test-dynalite
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 	@$(MAKE) --no-print-directory test-infra
@@ -72,10 +77,11 @@ test-race: ## the tests under the race detector
 test-short: ## the fast subset (skips the crash matrix)
 	$(GO) test -short ./...
 
-lint: ## gofmt check, go vet, staticcheck (pinned in go.mod); gofmt and go vet for infra/
-	@out=$$(gofmt -l $$(git ls-files '*.go') $$(find infra -name node_modules -prune -o -name '*.go' -print)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+lint: ## gofmt check, go vet, staticcheck (pinned in go.mod); gofmt and go vet for infra/; all three for examples/shop
+	@out=$$(gofmt -l $$(git ls-files '*.go') $$(find infra examples -name node_modules -prune -o -name '*.go' -print)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	sc=$$($(GO) tool -n staticcheck) && cd examples/shop && $(GO) vet ./... && $$sc ./...
 	cd infra && $(INFRA_ENV) $(GO) vet ./...
 
 tidy-check: ## fail if go.mod/go.sum are not tidy

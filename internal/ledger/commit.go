@@ -568,13 +568,5 @@ func (l *Ledger) finish(ctx context.Context, c Claim, res Result, reason string)
 
 // GetProjection reads a projection (strongly consistent).
 func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Projection, error) {
-	it, err := l.getItem(ctx, projectionKey(name, subject), "projection "+name+"/"+subject)
-	if err != nil {
-		return Projection{}, err
-	}
-	p, err := decodeProjection(it)
-	if err != nil {
-		return Projection{}, fmt.Errorf("projection %s/%s: %w", name, subject, err)
-	}
-	return p, nil
+	return l.Reader().Projection(ctx, name, subject)
 }

@@ -286,10 +286,5 @@ func (l *Ledger) MarkSynced(ctx context.Context, c SubjectCursor, next time.Time
 
 // GetCursor reads a subject cursor (strongly consistent).
 func (l *Ledger) GetCursor(ctx context.Context, projection, subject, family string) (SubjectCursor, error) {
-	it, err := l.getItem(ctx, cursorKey(projection, subject, family), "cursor "+projection+"/"+subject+"/"+family)
-	if err != nil {
-		return SubjectCursor{}, err
-	}
-	c, _, err := decodeCursor(it)
-	return c, err
+	return l.Reader().Cursor(ctx, projection, subject, family)
 }

@@ -63,6 +63,37 @@
 // (identical, hash-keyed) chunks before enqueueing. A processor that finds a
 // chunk missing treats it as transient.
 //
+// # Compatibility
+//
+// An upgrade never loses or misreads what an older version wrote: the
+// table outlives every deployment, and a new version reads items an older
+// one wrote (events still retained, projections forever, intents waiting
+// on the attention shards). The rule: attributes are only added. An
+// attribute keeps its name, its DynamoDB type and its meaning; a new one
+// may be absent from older items, and the reader supplies what it meant
+// before it existed (an intent without "scope" takes its projection's; an
+// audit entry stored as a map decodes like one stored as text).
+//
+// How it is checked (golden_test.go): testdata/golden holds one fixture
+// per schema version, the items a real pipeline run on the manual clock
+// wrote (events, payload chunks, projections, intents, a subject cursor),
+// as DynamoDB JSON. TestGoldenItemsReadByThisVersion loads every fixture
+// into a fresh table (minidyn; dynalite under make test-dynalite) and
+// reads it through this version's paths (Get, Payload, GetProjection,
+// GetIntentState, GetCursor, the due index's queries, package state),
+// asserting the decoded values. TestThisVersionWritesEveryGoldenAttribute
+// runs the newest fixture's scenario again and requires every attribute it
+// holds, with its type. A golden fixture is never edited (its SHA-256 is
+// pinned in the test); a schema change adds a new one, written by
+// `go test ./internal/ledger -run TestWriteGoldenFixture -update` under a
+// new name, with its own checks. Formats older than the first fixture are
+// checked by tests that build those items by hand: TestAuditEntryEncodings
+// (audit entries as maps), TestAnIntentWrittenWithoutScopeIsReadWithTheProjectionsScope
+// (intents without scope and source) and
+// TestEveryDeadOrQuarantinedRowIsOnTheAttentionShards (dead and
+// quarantined rows left on their work shards). docs/state.md documents
+// the attributes a reader outside this package may rely on.
+//
 // # Where this differs from DESIGN.md §6, and why
 //
 // DESIGN.md asks for acceptance by a conditional PutItem whose failure returns

@@ -466,11 +466,7 @@ func (l *Ledger) RecordIntentAs(ctx context.Context, c IntentClaim, out IntentOu
 // GetIntentState reads an intent with its dispatch bookkeeping and audit
 // trail (strongly consistent).
 func (l *Ledger) GetIntentState(ctx context.Context, op string) (IntentState, error) {
-	it, err := l.getItem(ctx, intentKey(op), "intent "+op)
-	if err != nil {
-		return IntentState{}, err
-	}
-	return decodeIntent(it)
+	return l.Reader().Intent(ctx, op)
 }
 
 // IntentDueRef names an unfinished intent found through the due index.

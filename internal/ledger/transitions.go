@@ -287,24 +287,16 @@ func conditionFailed(err error) (*Event, bool) {
 
 // Get reads one event (strongly consistent), with its audit trail.
 func (l *Ledger) Get(ctx context.Context, source, eventID string) (Event, error) {
-	it, err := l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID)
-	if err != nil {
-		return Event{}, err
-	}
-	return decodeEvent(it)
+	return l.Reader().Event(ctx, source, eventID)
 }
+
+// Reader is the ledger's read path over its own client (see Reader).
+func (l *Ledger) Reader() Reader { return NewReader(l.db, l.opts.Table) }
 
 // getItem is a strongly consistent read of one item; a missing item is
 // ErrNotFound. what names the item in errors.
 func (l *Ledger) getItem(ctx context.Context, key map[string]types.AttributeValue, what string) (map[string]types.AttributeValue, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.opts.Table), Key: key, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", what, translate(err))
-	}
-	if len(out.Item) == 0 {
-		return nil, fmt.Errorf("get %s: %w", what, ErrNotFound)
-	}
-	return out.Item, nil
+	return l.Reader().getItem(ctx, key, what)
 }
 
 // DueRef names an unfinished item found through the due index.

@@ -10,10 +10,22 @@
 // runs the binary rather than `go run` it: `go run` exits 1 whenever it was
 // interrupted, whatever its program did. Ports and timings: see package
 // devstack (DEV_* variables) and README.md.
+//
+// A team runs its own functions and configuration the same way, from its
+// own module (which requires this one): -module (DEV_MODULE) names the
+// module whose functions/<fn>/ mains are built, and its dev.json (or
+// -config, DEV_CONFIG) holds its sources, effects and visibly fake
+// secrets. Run from a team's module directory, the module is that one:
+//
+//	go get -tool github.com/effectively-once/webhooks/scripts/dev
+//	go tool dev
+//
+// or, in this repository, make dev DEV_MODULE=examples/shop.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -35,6 +47,12 @@ func run() error {
 	cfg, err := devstack.FromEnv(os.Getenv)
 	if err != nil {
 		return err
+	}
+	flag.StringVar(&cfg.Module, "module", cfg.Module, "the Go module whose functions/<fn>/ mains to run (DEV_MODULE); default: the working directory's module when it is a team's, else this repository's own")
+	flag.StringVar(&cfg.ConfigFile, "config", cfg.ConfigFile, "the sources, effects and fake secrets (DEV_CONFIG); default: the module's dev.json, or scripts/devstack.json for this repository")
+	flag.Parse()
+	if cfg.Module == "" && devstack.TeamModule(".") {
+		cfg.Module = "."
 	}
 	if os.Getenv("DEV_FAST") == "1" {
 		cfg.FastProfile()

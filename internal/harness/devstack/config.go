@@ -79,6 +79,29 @@ type File struct {
 	Secrets map[string]string `json:"secrets"`
 }
 
+// TeamModule reports whether dir holds the go.mod of a module other than
+// this repository's: a team's, which requires this one.
+func TeamModule(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '"') {
+			if i := strings.Index(rest, "//"); i >= 0 {
+				rest = rest[:i]
+			}
+			path := strings.Trim(strings.TrimSpace(rest), `"`+"`")
+			return path != "" && path != ThisModule
+		}
+	}
+	return false
+}
+
+// TeamConfigFile is a team module's local configuration file, in the
+// File format, at the module's root (DEV_CONFIG names another).
+const TeamConfigFile = "dev.json"
+
 // DefaultDownstreamAddr is where the fake downstream listens unless
 // DEV_DOWNSTREAM_ADDR or AutoPorts says otherwise.
 const DefaultDownstreamAddr = "127.0.0.1:3002"
@@ -123,9 +146,19 @@ func LoadFile(path string) (File, *source.Set, error) {
 
 // Config is the stack's shape. Zero values take the documented defaults.
 type Config struct {
-	Root       string // repository root; default "."
-	ConfigFile string // default <Root>/scripts/devstack.json
-	BuildDir   string // host binaries; default <Root>/build/host
+	Root string // this repository's root; default "."
+	// Module is the Go module whose function mains the stack builds and
+	// runs: its functions/<fn>/ directories (intake, processor,
+	// dispatcher, reconciler; bridge when a source's delivery includes
+	// eventbridge), each one line over package app with the module's
+	// rules. DEV_MODULE; default Root, our own functions. A team's module
+	// requires this one, so its mains build as its Lambdas do.
+	Module string
+	// ConfigFile is the local sources, effects and fake secrets (File):
+	// DEV_CONFIG; default <Root>/scripts/devstack.json for our module,
+	// <Module>/dev.json for a team's.
+	ConfigFile string
+	BuildDir   string // host binaries; default <Module>/build/host
 
 	DynamoAddr string // DEV_DYNAMODB_ADDR, default 127.0.0.1:8000
 	// DynamoWrap, when set, wraps the DynamoDB emulator's HTTP handler:
@@ -183,6 +216,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		SQSAddr:        getenv("DEV_SQS_ADDR"),
 		HTTPAddr:       getenv("DEV_HTTP_ADDR"),
 		ConfigFile:     getenv("DEV_CONFIG"),
+		Module:         getenv("DEV_MODULE"),
 		Instances:      map[string]int{},
 	}
 	ints := []struct {
@@ -233,8 +267,17 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.Root, ".")
-	def(&c.ConfigFile, c.Root+"/scripts/devstack.json")
-	def(&c.BuildDir, c.Root+"/build/host")
+	def(&c.Module, c.Root)
+	for _, p := range []*string{&c.Root, &c.Module} {
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
+	}
+	if TeamModule(c.Module) {
+		def(&c.ConfigFile, filepath.Join(c.Module, TeamConfigFile))
+	}
+	def(&c.ConfigFile, filepath.Join(c.Module, "scripts", "devstack.json"))
+	def(&c.BuildDir, filepath.Join(c.Module, "build", "host"))
 	if abs, err := filepath.Abs(c.BuildDir); err == nil {
 		c.BuildDir = abs
 	}

@@ -121,11 +121,23 @@ func (l *Logs) Writer(component string) io.WriteCloser {
 	return pw
 }
 
-// Build compiles the function bootstraps for this host and the Runtime
-// Interface Emulator (pinned as a tool in go.mod) into cfg.BuildDir, in two
-// go build runs (the go command builds the packages of one run in parallel).
+// Build compiles the function bootstraps of cfg.Module for this host and
+// the Runtime Interface Emulator (pinned as a tool in this repository's
+// go.mod) into cfg.BuildDir, in two go build runs (the go command builds
+// the packages of one run in parallel). A team's module builds its own
+// mains; the emulator is built in this module's directory as the team's
+// module resolves it (the replace during development, else the module
+// cache), since the team's go.mod does not require it.
 func Build(ctx context.Context, cfg Config, logs *Logs) error {
 	cfg.defaults()
+	fns, err := moduleFunctions(cfg.Module)
+	if err != nil {
+		return err
+	}
+	ours, err := ourModuleDir(ctx, cfg.Module)
+	if err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp(cfg.BuildDir+"/..", ".host-build-")
 	if err != nil {
 		if err := os.MkdirAll(cfg.BuildDir, 0o755); err != nil {
@@ -137,25 +149,28 @@ func Build(ctx context.Context, cfg Config, logs *Logs) error {
 	}
 	defer os.RemoveAll(tmp)
 	var pkgs []string
-	for _, fn := range Functions {
+	for _, fn := range fns {
 		pkgs = append(pkgs, "./functions/"+fn)
 	}
-	runs := [][]string{
-		append([]string{"build", "-trimpath", "-tags", "lambda.norpc", "-o", tmp + "/"}, pkgs...),
-		{"build", "-trimpath", "-o", filepath.Join(tmp, "aws-lambda-rie"), "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"},
+	runs := []struct {
+		dir  string
+		args []string
+	}{
+		{cfg.Module, append([]string{"build", "-trimpath", "-tags", "lambda.norpc", "-o", tmp + "/"}, pkgs...)},
+		{ours, []string{"build", "-trimpath", "-o", filepath.Join(tmp, "aws-lambda-rie"), "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"}},
 	}
-	for _, args := range runs {
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = cfg.Root
+	for _, r := range runs {
+		cmd := exec.CommandContext(ctx, "go", r.args...)
+		cmd.Dir = r.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+			return fmt.Errorf("go %s (in %s): %v\n%s", strings.Join(r.args, " "), r.dir, err, stderr.String())
 		}
 	}
 	moves := map[string]string{"aws-lambda-rie": "aws-lambda-rie"}
-	for _, fn := range Functions {
+	for _, fn := range fns {
 		moves[fn] = filepath.Join(fn, "bootstrap")
 	}
 	for from, to := range moves {
@@ -169,6 +184,46 @@ func Build(ctx context.Context, cfg Config, logs *Logs) error {
 		logs.Printf("build", "built %s", dst)
 	}
 	return nil
+}
+
+// moduleFunctions lists the functions module has a main for: every one of
+// Functions but the bridge is required; the bridge is built when present
+// (a module whose sources use no EventBridge delivery needs none).
+func moduleFunctions(module string) ([]string, error) {
+	var fns []string
+	for _, fn := range Functions {
+		_, err := os.Stat(filepath.Join(module, "functions", fn))
+		switch {
+		case err == nil:
+			fns = append(fns, fn)
+		case fn == "bridge" && errors.Is(err, os.ErrNotExist):
+		default:
+			return nil, fmt.Errorf("%w: %s has no functions/%s (each function is a main of one line over package app): %v", ErrConfig, module, fn, err)
+		}
+	}
+	return fns, nil
+}
+
+// ThisModule is this repository's module path: a team's module requires it.
+const ThisModule = "github.com/effectively-once/webhooks"
+
+// ourModuleDir is the directory of this module as the module in dir
+// resolves it: dir itself when it is ours, the replace target of a team
+// module during development, else its copy in the module cache.
+func ourModuleDir(ctx context.Context, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", ThisModule)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: the module in %s does not require %s: %v\n%s", ErrConfig, dir, ThisModule, err, stderr.String())
+	}
+	ours := strings.TrimSpace(string(out))
+	if ours == "" {
+		return "", fmt.Errorf("%w: %s: no directory for %s (go mod download)", ErrConfig, dir, ThisModule)
+	}
+	return ours, nil
 }
 
 // Start brings the stack up: emulators, table and queues, function
@@ -191,6 +246,7 @@ func Start(ctx context.Context, cfg Config, logs *Logs) (*Stack, error) {
 
 func (s *Stack) start(ctx context.Context) error {
 	cfg := s.cfg
+	s.logs.Printf("stack", "functions of %s, configuration %s", cfg.Module, cfg.ConfigFile)
 	// DynamoDB.
 	l, err := net.Listen("tcp", cfg.DynamoAddr)
 	if err != nil {
@@ -499,7 +555,7 @@ func (s *Stack) startInstance(ctx context.Context, in *instance, dynURL, sqsURL 
 	rie := filepath.Join(s.cfg.BuildDir, "aws-lambda-rie")
 	for _, p := range []string{bootstrap, rie} {
 		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%s missing: run `make dev` (it builds the host binaries first)", p)
+			return fmt.Errorf("%s missing: run `make dev` (it builds the host binaries first; a team's module needs functions/%s/main.go)", p, in.fn)
 		}
 	}
 	cmd := exec.Command(rie,

@@ -43,11 +43,22 @@ func (l *TestLog) Tail(n int) string {
 // visibly fake secrets) and the stack's log.
 func StartForTest(t testing.TB, ctx context.Context) (*Stack, File, *TestLog) {
 	t.Helper()
+	return StartModuleForTest(t, ctx, "")
+}
+
+// StartModuleForTest is StartForTest for a team's module: the function
+// mains of the module at path module (relative to this repository's root)
+// and its dev.json. "" is this repository's own.
+func StartModuleForTest(t testing.TB, ctx context.Context, module string) (*Stack, File, *TestLog) {
+	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{Root: root, BuildDir: t.TempDir(), AutoPorts: true}
+	if module != "" {
+		cfg.Module = filepath.Join(root, module)
+	}
 	cfg.FastProfile()
 	log := &TestLog{}
 	logs := NewLogs(log)
@@ -59,7 +70,7 @@ func StartForTest(t testing.TB, ctx context.Context) (*Stack, File, *TestLog) {
 		t.Fatalf("start: %v\n%s", err, log.String())
 	}
 	t.Cleanup(stack.Close)
-	file, _, err := LoadFile(filepath.Join(root, "scripts", "devstack.json"))
+	file, _, err := LoadFile(stack.cfg.ConfigFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,14 @@
+// Command dispatcher is the shop's outbox dispatcher Lambda (SQS, the
+// effects queue): it performs the effects its projections' intents ask
+// for. It is one line over package app with the shop's rules: every
+// function of the shop runs the same ones, so the reconciler checks what
+// the processor applies.
+package main
+
+import (
+	"github.com/effectively-once/webhooks/pkg/app"
+
+	"example.com/shop/rules"
+)
+
+func main() { app.Main(app.Dispatcher, rules.Rules()) }

@@ -1,0 +1,84 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Getter is the one DynamoDB call a Reader makes. *dynamodb.Client is one.
+type Getter interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// Reader reads single items by key, strongly consistent, and decodes them
+// as the Ledger does: the Ledger's own getters go through it, and so does
+// package state, whose callers hold a client that may only read. Nothing
+// else reads an item's attributes, so an item is understood the same way
+// wherever it is read.
+type Reader struct {
+	db    Getter
+	table string
+}
+
+// NewReader returns a Reader of table over db.
+func NewReader(db Getter, table string) Reader { return Reader{db: db, table: table} }
+
+// Event reads one event, with its audit trail.
+func (r Reader) Event(ctx context.Context, source, eventID string) (Event, error) {
+	it, err := r.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID)
+	if err != nil {
+		return Event{}, err
+	}
+	return decodeEvent(it)
+}
+
+// Projection reads the projection item of subject under its ledger name
+// (projection.ScopedName: "<scope>/<name>", or the bare name for an
+// unscoped source).
+func (r Reader) Projection(ctx context.Context, name, subject string) (Projection, error) {
+	it, err := r.getItem(ctx, projectionKey(name, subject), "projection "+name+"/"+subject)
+	if err != nil {
+		return Projection{}, err
+	}
+	p, err := decodeProjection(it)
+	if err != nil {
+		return Projection{}, fmt.Errorf("projection %s/%s: %w", name, subject, err)
+	}
+	return p, nil
+}
+
+// Intent reads one intent with its dispatch bookkeeping and audit trail.
+func (r Reader) Intent(ctx context.Context, op string) (IntentState, error) {
+	it, err := r.getItem(ctx, intentKey(op), "intent "+op)
+	if err != nil {
+		return IntentState{}, err
+	}
+	return decodeIntent(it)
+}
+
+// Cursor reads the subject cursor of a projection subject and kind family.
+func (r Reader) Cursor(ctx context.Context, projection, subject, family string) (SubjectCursor, error) {
+	it, err := r.getItem(ctx, cursorKey(projection, subject, family), "cursor "+projection+"/"+subject+"/"+family)
+	if err != nil {
+		return SubjectCursor{}, err
+	}
+	c, _, err := decodeCursor(it)
+	return c, err
+}
+
+// getItem is a strongly consistent read of one item; a missing item is
+// ErrNotFound. what names the item in errors.
+func (r Reader) getItem(ctx context.Context, key map[string]types.AttributeValue, what string) (map[string]types.AttributeValue, error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", what, translate(err))
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("get %s: %w", what, ErrNotFound)
+	}
+	return out.Item, nil
+}
