@@ -86,4 +86,4 @@ func TestPublicPackagesAreTheOnesWePromise(t *testing.T) {
 }
 
 // publicPackages are the packages under pkg/ that a team imports.
-var publicPackages = []string{"projection", "builtin", "provider", "app", "state"}
+var publicPackages = []string{"projection", "builtin", "provider", "app", "state", "webhookstest"}

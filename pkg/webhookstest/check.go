@@ -1,0 +1,286 @@
+package webhookstest
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/pkg/projection"
+)
+
+// check compares what one run left with what the model expects of its
+// schedule. Every message ends with the run that showed it.
+func (k *kit) check(s schedule, o observed) []Failure {
+	steps := s.steps(k.facts)
+	x := simulate(steps, s.eager)
+	var out []Failure
+	run := s.describe(k.facts, k.p.Seed)
+	if s.crash != nil && !o.crashed {
+		run += "; the crash's call never came"
+	}
+	fail := func(r Rule, format string, a ...any) {
+		out = append(out, Failure{Rule: r, Detail: fmt.Sprintf(format, a...) + "; run: " + run})
+	}
+	for _, p := range o.problems {
+		fail(p.Rule, "%s", p.Detail)
+	}
+
+	// Every event processed, every intent finished by the dispatcher
+	// itself (not left to an operator).
+	for _, st := range steps {
+		ev, ok := o.events[st.name()]
+		switch {
+		case !ok:
+			fail(Processed, "event %s was accepted but has no ledger row", st.name())
+		case ev.Status != ledger.StatusProcessed:
+			fail(Processed, "event %s ended %s (%s: %s)", st.name(), ev.Status, ev.ErrorCode, lastReason(ev.Audit))
+		}
+	}
+	ops := make([]string, 0, len(o.intents))
+	for op := range o.intents {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		in := o.intents[op]
+		switch in.Status {
+		case ledger.IntentStatusSucceeded, ledger.IntentStatusObsolete, ledger.IntentStatusSuperseded, ledger.IntentStatusContradicted:
+		default:
+			fail(Processed, "intent %s of %s (operation %s) ended %s (%s: %s)", in.Kind, in.Subject, op, in.Status, in.ErrorCode, in.Detail)
+		}
+	}
+
+	// The state of the highest version.
+	keys := make([]subjectKey, 0, len(x.final))
+	for key := range x.final {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, key := range keys {
+		want := x.final[key]
+		got, ok := o.projections[key]
+		why := fmt.Sprintf("what %s (%s), its highest version, projects alone", want.by.id, want.by.typ)
+		switch {
+		case !ok:
+			fail(HighestVersion, "subject %s has no state, want version %d with %s: %s", key, want.version, render(want.values), why)
+		case got.Version != want.version || got.Fingerprint != want.fp:
+			fail(HighestVersion, "subject %s ends at version %d with %s, want version %d with %s: %s",
+				key, got.Version, render(got.State), want.version, render(want.values), why)
+		}
+	}
+
+	// The effects: per operation id, against the model.
+	first := map[string]pt.Arrival{} // op -> its first effective call
+	for _, a := range o.arrivals {
+		if _, seen := first[a.Key]; a.Applied && !seen {
+			first[a.Key] = a
+		}
+	}
+	explained := map[string]bool{} // model ops whose effect came under another id
+	effective := make([]string, 0, len(o.effective))
+	for op := range o.effective {
+		effective = append(effective, op)
+	}
+	sort.Strings(effective)
+	for _, id := range effective {
+		n := o.effective[id]
+		a, ok := first[id]
+		if !ok {
+			a = pt.Arrival{Key: id, Kind: "an effect", Subject: "an unknown subject"}
+		}
+		if n > 1 {
+			fail(OneCallPerOperation, "operation %s (%s of %s) was performed %d times by the downstream", id, a.Kind, a.Subject, n)
+		}
+		if _, known := x.ops[id]; known {
+			continue
+		}
+		if twin := x.twin(a, o.effective); twin != nil {
+			explained[twin.in.OperationID] = true
+			by := "an event"
+			if _, ev, ok := strings.Cut(o.intents[id].Causation, "/"); ok {
+				by = "event " + ev
+				if ev == twin.by.againID {
+					by += " (the same fact as " + twin.by.id + ")"
+				}
+			}
+			fail(OneCallPerOperation, "%s of %s was performed under operation id %s, which %s wrote; %s gives that effect operation id %s: one fact, two operation ids, so the downstream cannot tell they are one operation and performs it once per id",
+				a.Kind, a.Subject, id, by, twin.by.id, twin.in.OperationID)
+			continue
+		}
+		fail(ImpliedEffects, "the downstream performed %s of %s (operation %s), which no event implies in the model", a.Kind, a.Subject, id)
+	}
+	// Each effective call of a while_current or latest effect, against
+	// the model's state of its subject in the dispatch it arrived in.
+	wrong := map[string]bool{}
+	for i, a := range o.arrivals {
+		m, ok := x.ops[a.Key]
+		if !a.Applied || !ok || wrong[a.Key] {
+			continue
+		}
+		p := phaseOf(o.phaseEnd, i)
+		at := x.phases[p][m.key]
+		what := describeOp(m)
+		switch policyOf(m.in) {
+		case projection.PolicyWhileCurrent:
+			switch {
+			case !holds(m.in.Condition, at.values):
+				wrong[a.Key] = true
+				fail(WhileCurrent, "%s was performed while the subject was %s at version %d (from %s), which does not satisfy its condition %s: it must end OBSOLETE without a call",
+					what, render(at.values), at.version, at.by.id, conditionText(m.in.Condition))
+			case m.gone && m.goneAt <= x.phaseStep[p]:
+				wrong[a.Key] = true
+				fail(WhileCurrent, "%s was performed after %s (version %d) had removed its reason %s: it must end OBSOLETE without a call",
+					what, m.goneBy.id, m.goneBy.version, conditionText(m.in.Condition))
+			}
+		case projection.PolicyLatest:
+			if at.fp != m.fp {
+				wrong[a.Key] = true
+				fail(LatestInOrder, "%s was performed while the subject held another state (version %d from %s): it must end SUPERSEDED without a call", what, at.version, at.by.id)
+			}
+		}
+	}
+	for _, id := range x.order {
+		m := x.ops[id]
+		n := o.effective[id]
+		switch {
+		case m.must && n == 0 && !explained[id] && processed(o, m.by):
+			fail(ImpliedEffects, "%s was due exactly once and was never performed (its intent %s)", describeOp(m), intentStatus(o, id))
+		case !m.perform && n > 0 && !wrong[id]:
+			rule := WhileCurrent
+			if policyOf(m.in) == projection.PolicyLatest {
+				rule = LatestInOrder
+			}
+			at := x.phases[m.phase][m.key]
+			fail(rule, "%s was performed, but when it was dispatched the subject was %s at version %d (from %s): the dispatcher must not perform it",
+				describeOp(m), render(at.values), at.version, at.by.id)
+		}
+	}
+
+	// Latest effects in version order, per scope and subject, as the
+	// downstream applied them.
+	type last struct {
+		version int64
+		op      string
+	}
+	top := map[string]last{}
+	for _, a := range o.arrivals {
+		m, ok := x.ops[a.Key]
+		if !a.Applied || !ok || policyOf(m.in) != projection.PolicyLatest {
+			continue
+		}
+		sk := a.Scope + "/" + a.Subject
+		if t, seen := top[sk]; seen && m.version < t.version {
+			fail(LatestInOrder, "the downstream applied %s of %s version %d (operation %s) after version %d (operation %s): an older state after a newer one",
+				m.in.Kind, a.Subject, m.version, a.Key, t.version, t.op)
+			continue
+		}
+		top[sk] = last{m.version, a.Key}
+	}
+	return dedupe(out)
+}
+
+// twin is the model's operation for the effect a call performed under an
+// operation id the model does not know: one of the same kind, subject and
+// scope, preferably one the downstream never performed.
+func (x expectation) twin(a pt.Arrival, effective map[string]int) *op {
+	var found *op
+	for _, id := range x.order {
+		m := x.ops[id]
+		if m.in.Kind != a.Kind || m.in.Subject != a.Subject || scopeOf(m.key) != a.Scope {
+			continue
+		}
+		if effective[id] == 0 {
+			return m
+		}
+		if found == nil {
+			found = m
+		}
+	}
+	return found
+}
+
+// phaseOf is the dispatch the ith call arrived in.
+func phaseOf(phaseEnd []int, i int) int {
+	for p, end := range phaseEnd {
+		if i < end {
+			return p
+		}
+	}
+	return len(phaseEnd) - 1
+}
+
+// describeOp names an operation of the model for a message.
+func describeOp(m *op) string {
+	if m.compensates != "" {
+		return fmt.Sprintf("%s of %s (operation %s, the compensation of %s once %s removed its reason)", m.in.Kind, m.in.Subject, m.in.OperationID, m.compensates, m.by.id)
+	}
+	return fmt.Sprintf("%s of %s (operation %s, %s, asked for by %s)", m.in.Kind, m.in.Subject, m.in.OperationID, policyOf(m.in), m.by.id)
+}
+
+// scopeOf is the scope of a subject's scoped projection name.
+func scopeOf(k subjectKey) string {
+	scope, _ := projection.SplitScoped(k.name)
+	return scope
+}
+
+// processed reports whether the event whose intent (or compensation) an
+// operation is ended PROCESSED: when it did not, its intents were never
+// written, and the failure that says why is its own.
+func processed(o observed, f *fact) bool {
+	for _, id := range []string{f.id, f.againID} {
+		if ev, ok := o.events[id]; ok && ev.Status == ledger.StatusProcessed {
+			return true
+		}
+	}
+	return false
+}
+
+func intentStatus(o observed, op string) string {
+	in, ok := o.intents[op]
+	if !ok {
+		return "was never written"
+	}
+	if in.ErrorCode != "" {
+		return "is " + string(in.Status) + ", " + in.ErrorCode
+	}
+	return "is " + string(in.Status)
+}
+
+func conditionText(c map[string]string) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := ""
+	for i, k := range keys {
+		if i > 0 {
+			out += ","
+		}
+		out += k + "=" + strconv.Quote(c[k])
+	}
+	return out
+}
+
+func lastReason(audit []ledger.AuditEntry) string {
+	if len(audit) == 0 {
+		return "no audit"
+	}
+	return audit[len(audit)-1].Reason
+}
+
+// dedupe drops repeated failures, keeping the first of each.
+func dedupe(fs []Failure) []Failure {
+	seen := map[Failure]bool{}
+	var out []Failure
+	for _, f := range fs {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
