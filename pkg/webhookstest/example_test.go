@@ -1,0 +1,99 @@
+package webhookstest_test
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/projection"
+	"github.com/effectively-once/webhooks/pkg/webhookstest"
+)
+
+// receipts is a team's projection: a Stripe invoice is paid or voided
+// (version created×10 + rank, a void after a payment of the same second),
+// and a paid invoice's receipt is sent once per invoice.
+type receipts struct{}
+
+func (receipts) Name() string { return "invoice" }
+
+func (receipts) Project(ev projection.Event) (projection.Result, error) {
+	var e struct {
+		Created int64
+		Data    struct{ Object struct{ ID, Status string } }
+	}
+	if err := json.Unmarshal(ev.Payload, &e); err != nil {
+		return projection.Result{}, projection.Permanent("malformed", err)
+	}
+	inv := e.Data.Object
+	rank := map[string]int64{"paid": 1, "void": 2}[inv.Status]
+	state := map[string]any{"status": inv.Status}
+	res := projection.Result{Write: &projection.Write{Name: "invoice", Subject: inv.ID, Version: e.Created*10 + rank,
+		Fingerprint: projection.Fingerprint(state), State: state}}
+	if inv.Status == "paid" {
+		res.Intents = []projection.Intent{{OperationID: projection.OperationID(inv.ID, "send_receipt"), Kind: "send_receipt",
+			Subject: inv.ID, Policy: projection.PolicyOnce}}
+	}
+	return res, nil
+}
+
+// invoice is a Stripe invoice event's body.
+func invoice(id, typ, status string, created int64) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"object":"event","type":%q,"created":%d,"data":{"object":{"id":"in_1","object":"invoice","status":%q}}}`,
+		id, typ, created, status)
+}
+
+func Example() {
+	reg := projection.NewRegistry()
+	reg.Register("stripe", []string{"invoice.paid", "invoice.voided"}, receipts{})
+	p := webhookstest.Pipeline{
+		Rules:   app.Rules{Registry: reg},
+		Sources: `{"sources":[{"name":"billing","kind":"stripe"}]}`,
+		Effects: `{"effects":[{"kind":"send_receipt","scopes":["billing"]}]}`,
+	}
+	// In a test: p.Check(t, events...). Failures returns the same
+	// findings instead of failing a test.
+	fs, err := p.Failures(
+		webhookstest.Event{Body: invoice("evt_1", "invoice.paid", "paid", 1796040000), Subject: "in_1", Version: 17960400001},
+		webhookstest.Event{Body: invoice("evt_2", "invoice.voided", "void", 1796040000), Subject: "in_1", Version: 17960400002,
+			State: map[string]any{"status": "void"}},
+	)
+	fmt.Println(len(fs), err)
+	// Output: 0 <nil>
+}
+
+// receivedVersioned is receipts with a broken ordering rule: the version
+// is when the event was received.
+type receivedVersioned struct{ receipts }
+
+func (r receivedVersioned) Project(ev projection.Event) (projection.Result, error) {
+	res, err := r.receipts.Project(ev)
+	if res.Write != nil {
+		res.Write.Version = ev.ReceivedAt.Unix()
+	}
+	return res, err
+}
+
+// A regression test asserts the rule a broken variant breaks.
+func ExamplePipeline_Failures() {
+	reg := projection.NewRegistry()
+	reg.Register("stripe", []string{"invoice.paid", "invoice.voided"}, receivedVersioned{})
+	p := webhookstest.Pipeline{
+		Rules:   app.Rules{Registry: reg},
+		Sources: `{"sources":[{"name":"billing","kind":"stripe"}]}`,
+		Effects: `{"effects":[{"kind":"send_receipt","scopes":["billing"]}]}`,
+	}
+	fs, _ := p.Failures(
+		webhookstest.Event{Body: invoice("evt_1", "invoice.paid", "paid", 1796040000), Subject: "in_1", Version: 17960400001},
+		webhookstest.Event{Body: invoice("evt_2", "invoice.voided", "void", 1796040000), Subject: "in_1", Version: 17960400002},
+	)
+	broken := map[webhookstest.Rule]bool{}
+	for _, f := range fs {
+		if !broken[f.Rule] {
+			broken[f.Rule] = true
+			fmt.Println(f.Rule)
+		}
+	}
+	// Output:
+	// state of the highest version
+	// every event and intent processed
+}
