@@ -12,6 +12,13 @@
 // the version rule). The fetch runs here, after the claim, never in the
 // intake; its failures are classified in resolveThin.
 //
+// A projection is a team's code. Its faults are its own, never the
+// batch's: a panic is recovered (projection.CodePanic), and a result that
+// projection.Validate refuses (projection.CodeInvalidResult) is not
+// committed; either way the event is QUARANTINED at its first attempt
+// with a message naming the projection, its message is settled, and the
+// metrics record counts a ProjectionFaults.
+//
 // The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
 // event with partial batch responses, so one bad message never fails the
 // batch.
@@ -23,6 +30,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -230,15 +240,17 @@ func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (
 	if c.Redrive {
 		log.Info("redriven from the dead-letter queue", "pointer_id", ptr.ID)
 	}
-	outcome, ack := p.apply(ctx, c, m, &ann.written, log)
+	var f fault
+	outcome, ack := p.apply(ctx, c, m, &ann.written, &f, log)
 	took := p.o.Now().Sub(start)
 	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
-	p.emit(c.Event, outcome, took)
+	p.emit(c.Event, outcome, f, took)
 	return ack
 }
 
-// apply runs the projection and commit for a claimed event.
-func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, log *slog.Logger) (string, bool) {
+// apply runs the projection and commit for a claimed event. A fault of
+// the projection is recorded in f.
+func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, f *fault, log *slog.Logger) (string, bool) {
 	ev := c.Event
 	src, ok := p.sources.Lookup(ev.Source)
 	if !ok {
@@ -265,15 +277,28 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 	}
 	var res projection.Result
 	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
-		res, err = proj.Project(projection.Event{
+		var name string
+		name, res, err = project(proj, src.Scope(), projection.Event{
 			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
 			Payload: payload, ReceivedAt: ev.ReceivedAt,
-		})
+		}, log)
+		if code, _ := projection.AsPermanent(err); code == projection.CodePanic {
+			return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
+		}
 		if err != nil {
 			if code, perm := projection.AsPermanent(err); perm {
 				return p.quarantine(ctx, c, code, err.Error(), log)
 			}
 			return p.transient(ctx, c, m, "projection_failed", err, log)
+		}
+		// A result the pipeline cannot apply is the projection's bug: the
+		// event is quarantined, named, at its first attempt. Values beyond
+		// DynamoDB's limits are the commit's to judge (an older revision
+		// is stale whatever it carries), with the same code.
+		if err := projection.Validate(name, res); err != nil {
+			if code, _ := projection.AsPermanent(err); code != projection.CodeUnstorable {
+				return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
+			}
 		}
 	}
 	// The state and intents belong to the source's scope (I8): another
@@ -310,10 +335,62 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 	}
 }
 
+// project runs a projection. A panic in it is the projection's bug, not
+// the event's nor the batch's: it is recovered here and returned as a
+// permanent error with projection.CodePanic, naming the projection
+// (scoped, as the ledger names it) and where it panicked; the stack goes
+// to the log.
+func project(proj projection.Projection, scope string, ev projection.Event, log *slog.Logger) (name string, res projection.Result, err error) {
+	name = projection.ScopedName(scope, "(unnamed)")
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("projection panicked", "projection", name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res = projection.Result{}
+			err = &projection.PermanentError{Code: projection.CodePanic, Err: fmt.Errorf("projection %q panicked: %v%s", name, r, panicSite())}
+		}
+	}()
+	name = projection.ScopedName(scope, proj.Name())
+	res, err = proj.Project(ev)
+	return name, res, err
+}
+
+// panicSite names the function and line that panicked (" at
+// pkg.Func (file.go:12)"), read in the deferred recover: the first frame
+// outside the runtime.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		fr, more := frames.Next()
+		if fr.Function != "" && !strings.HasPrefix(fr.Function, "runtime.") {
+			return fmt.Sprintf(" at %s (%s:%d)", fr.Function, filepath.Base(fr.File), fr.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+// fault is a team's rule failing on an event (a projection that panics or
+// returns a result the pipeline cannot apply): the event's code, and the
+// projection it names.
+type fault struct {
+	code, projection string
+}
+
+// fault quarantines an event for a fault of its projection, and records
+// the fault for the message's metrics record.
+func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause error, rec *fault, log *slog.Logger) (string, bool) {
+	*rec = f
+	log.Warn("projection fault: the event is quarantined, the rest of the batch goes on", "code", f.code, "projection", f.projection, "err", cause)
+	return p.quarantine(ctx, c, f.code, cause.Error(), log)
+}
+
 // emit records one processed message: Processed (it reached an outcome),
-// Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead and
-// ProcessLatencyMs.
-func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
+// Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead,
+// ProjectionFaults (a quarantine for a projection's fault; the record
+// then names its code and projection) and ProcessLatencyMs.
+func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Duration) {
 	is := func(names ...string) int {
 		for _, n := range names {
 			if outcome == n {
@@ -322,7 +399,13 @@ func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
 		}
 		return 0
 	}
-	p.o.Metrics.Emit(map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome},
+	props := map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome}
+	faulted := 0
+	if f.code != "" && outcome == "quarantined" {
+		faulted = 1
+		props["code"], props["projection"] = f.code, f.projection
+	}
+	p.o.Metrics.Emit(props,
 		metrics.N("Processed", is(string(ledger.OutcomeApplied), string(ledger.OutcomeNoop), string(ledger.OutcomeStale), string(ledger.OutcomeIgnored))),
 		metrics.N("Applied", is(string(ledger.OutcomeApplied))),
 		metrics.N("Noop", is(string(ledger.OutcomeNoop))),
@@ -331,6 +414,7 @@ func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
 		metrics.N("Retries", is("retry")),
 		metrics.N("Quarantined", is("quarantined")),
 		metrics.N("Dead", is("dead")),
+		metrics.N("ProjectionFaults", faulted),
 		metrics.Latency("ProcessLatencyMs", took))
 }
 
