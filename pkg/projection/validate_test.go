@@ -105,7 +105,9 @@ func TestValidate(t *testing.T) {
 		{"nesting over 32 levels", func(r *projection.Result) { r.Write.State["meta"] = deep }, projection.CodeUnstorable, "nested 33 levels deep, over DynamoDB's 32"},
 		{"a cycle", func(r *projection.Result) { r.Write.State["loop"] = cyclic }, projection.CodeUnstorable, "state.loop" + strings.Repeat(".self", 31) + ": nested 33 levels deep"},
 		{"an item over 400 KB", func(r *projection.Result) { r.Write.State["note"] = strings.Repeat("x", 400<<10) }, projection.CodeUnstorable, "state: the item would be about"},
-		{"a payload over 400 KB", func(r *projection.Result) { r.Intents[1].Payload = map[string]any{"blob": []byte(strings.Repeat("x", 401<<10))} },
+		{"a payload over 400 KB", func(r *projection.Result) {
+			r.Intents[1].Payload = map[string]any{"blob": []byte(strings.Repeat("x", 401<<10))}
+		},
 			projection.CodeUnstorable, "intents[1].payload: the item would be about"},
 		{"more intents than one transaction holds", func(r *projection.Result) {
 			for i := range 96 {
