@@ -5,19 +5,20 @@
 // acknowledge) or transient (RETRY_WAIT and a batch item failure), and when
 // the attempts are exhausted (DEAD, and the message goes on to the DLQ).
 //
-// A Stripe thin event (object v2.core.event) carries no object: the
-// processor fetches the object it names from the Stripe API (the source's
-// api key; see package stripeapi) and projects that current state through
-// the same projections as snapshot events (builtin.StripeFetched has
-// the version rule). The fetch runs here, after the claim, never in the
-// intake; its failures are classified in resolveThin.
+// An event that names its object without carrying its state (a Stripe
+// thin event, a team's "order.changed") is resolved first: the source's
+// projection.Resolver fetches the object and returns the event the
+// projections read in its place (see BuildResolvers; Stripe's is
+// builtin.StripeResolver). The fetch runs here, after the claim, never in
+// the intake; its errors are classified like a projection's (settle).
 //
 // A projection is a team's code. Its faults are its own, never the
 // batch's: a panic is recovered (projection.CodePanic), and a result that
 // projection.Validate refuses (projection.CodeInvalidResult) is not
 // committed; either way the event is QUARANTINED at its first attempt
 // with a message naming the projection, its message is settled, and the
-// metrics record counts a ProjectionFaults.
+// metrics record counts a ProjectionFaults. A resolver's panic is the
+// same (projection.CodeResolverPanic).
 //
 // The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
 // event with partial batch responses, so one bad message never fails the
@@ -44,8 +45,6 @@ import (
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
-	"github.com/effectively-once/webhooks/internal/stripeapi"
-	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -90,10 +89,11 @@ type Options struct {
 	Log                 *slog.Logger
 	// Metrics receives one EMF record per processed message (nil: none).
 	Metrics *metrics.Emitter
-	// StripeAPI fetches the objects Stripe thin events name, per source
-	// name. A thin event of a source without one is quarantined
-	// (stripe_api_not_configured): configure the source's api and replay.
-	StripeAPI map[string]StripeFetcher
+	// Resolvers resolve the events of a source that name their object
+	// into the events the projections read, by source name (see
+	// BuildResolvers). A source without one projects its events as
+	// delivered.
+	Resolvers map[string]projection.Resolver
 	// Effects announces the intents a commit wrote. When nil, or when the
 	// send fails, the intents stay PENDING and the reconciler announces
 	// them; the event is complete either way. A pointer that arrives for a
@@ -103,14 +103,6 @@ type Options struct {
 	// timeout, not the reconciler's threshold.
 	Effects outbox.Announcer
 }
-
-// StripeFetcher retrieves one Stripe API object in a Stripe context ("":
-// the key's own account; see package stripeapi).
-type StripeFetcher interface {
-	RetrieveIn(ctx context.Context, stripeContext, objType, id string) (stripeapi.Object, error)
-}
-
-var _ StripeFetcher = (*stripeapi.Client)(nil)
 
 // Processor is the processing core.
 type Processor struct {
@@ -261,18 +253,20 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		return p.transient(ctx, c, m, "payload_unavailable", err, log)
 	}
 	eventType, note := ev.EventType, ""
-	if src.Kind == "stripe" {
-		thin, isThin, err := builtin.ParseStripeThin(payload)
-		if isThin {
-			if err != nil {
-				code, _ := projection.AsPermanent(err)
-				return p.quarantine(ctx, c, code, err.Error(), log)
-			}
-			var stop *stopped
-			eventType, payload, note, stop = p.resolveThin(ctx, c, m, src, thin, log)
-			if stop != nil {
-				return stop.outcome, stop.ack
-			}
+	if r := p.o.Resolvers[src.Name]; r != nil {
+		out, err := resolve(ctx, r, src.Kind, projection.Event{
+			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: ev.EventType,
+			Payload: payload, ReceivedAt: ev.ReceivedAt,
+		}, log)
+		switch code, _ := projection.AsPermanent(err); {
+		case errors.Is(err, projection.ErrNothingToResolve):
+		case code == projection.CodeResolverPanic:
+			return p.fault(ctx, c, fault{code: code, resolver: src.Kind}, err, f, log)
+		case err != nil:
+			return p.settle(ctx, c, m, "resolve_failed", err, log)
+		default:
+			eventType, payload, note = out.Type, out.Payload, out.Note
+			log.Info("event resolved", "resolved_type", eventType, "note", note)
 		}
 	}
 	var res projection.Result
@@ -286,10 +280,7 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 			return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
 		}
 		if err != nil {
-			if code, perm := projection.AsPermanent(err); perm {
-				return p.quarantine(ctx, c, code, err.Error(), log)
-			}
-			return p.transient(ctx, c, m, "projection_failed", err, log)
+			return p.settle(ctx, c, m, "projection_failed", err, log)
 		}
 		// A result the pipeline cannot apply is the projection's bug: the
 		// event is quarantined, named, at its first attempt. Values beyond
@@ -305,6 +296,10 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 	// source's secret can never write them.
 	res = projection.Scoped(src.Scope(), res)
 	if res.Write != nil && note != "" {
+		// Where the state came from, then what the projection says.
+		if res.Write.Note != "" {
+			note += "; " + res.Write.Note
+		}
 		res.Write.Note = note
 	}
 	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
@@ -371,18 +366,49 @@ func panicSite() string {
 	}
 }
 
-// fault is a team's rule failing on an event (a projection that panics or
-// returns a result the pipeline cannot apply): the event's code, and the
-// projection it names.
+// resolve runs a resolver, recovering a panic as a permanent error with
+// projection.CodeResolverPanic naming the kind's resolver and where it
+// panicked.
+func resolve(ctx context.Context, r projection.Resolver, kind string, ev projection.Event, log *slog.Logger) (out projection.Resolved, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			log.Error("resolver panicked", "kind", kind, "panic", fmt.Sprint(x), "stack", string(debug.Stack()))
+			out = projection.Resolved{}
+			err = &projection.PermanentError{Code: projection.CodeResolverPanic, Err: fmt.Errorf("the resolver of kind %q panicked: %v%s", kind, x, panicSite())}
+		}
+	}()
+	return r.Resolve(ctx, ev)
+}
+
+// settle records a resolver's or a projection's error: a permanent one
+// quarantines the event with its code; a retryable one waits with its
+// code, at least its After; any other is retried with code.
+func (p *Processor) settle(ctx context.Context, c ledger.Claim, m Message, code string, err error, log *slog.Logger) (string, bool) {
+	if pc, perm := projection.AsPermanent(err); perm {
+		return p.quarantine(ctx, c, pc, err.Error(), log)
+	}
+	var re *projection.RetryableError
+	if errors.As(err, &re) {
+		if re.Code != "" {
+			code = re.Code
+		}
+		return p.transientAfter(ctx, c, m, code, re.Err, re.After, log)
+	}
+	return p.transient(ctx, c, m, code, err, log)
+}
+
+// fault is a team's rule failing on an event (a projection or a resolver
+// that panics, a result the pipeline cannot apply): the event's code, and
+// the projection, or the kind whose resolver, it names.
 type fault struct {
-	code, projection string
+	code, projection, resolver string
 }
 
 // fault quarantines an event for a fault of its projection, and records
 // the fault for the message's metrics record.
 func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause error, rec *fault, log *slog.Logger) (string, bool) {
 	*rec = f
-	log.Warn("projection fault: the event is quarantined, the rest of the batch goes on", "code", f.code, "projection", f.projection, "err", cause)
+	log.Warn("fault of the rules: the event is quarantined, the rest of the batch goes on", "code", f.code, "projection", f.projection, "resolver", f.resolver, "err", cause)
 	return p.quarantine(ctx, c, f.code, cause.Error(), log)
 }
 
@@ -403,7 +429,13 @@ func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Dur
 	faulted := 0
 	if f.code != "" && outcome == "quarantined" {
 		faulted = 1
-		props["code"], props["projection"] = f.code, f.projection
+		props["code"] = f.code
+		if f.projection != "" {
+			props["projection"] = f.projection
+		}
+		if f.resolver != "" {
+			props["resolver"] = f.resolver
+		}
 	}
 	p.o.Metrics.Emit(props,
 		metrics.N("Processed", is(string(ledger.OutcomeApplied), string(ledger.OutcomeNoop), string(ledger.OutcomeStale), string(ledger.OutcomeIgnored))),
@@ -532,87 +564,4 @@ func (p *Processor) backoff(attempt int) time.Duration {
 	}
 	d = min(d, p.o.RetryCap)
 	return time.Duration(p.o.Rand() * float64(d))
-}
-
-// stopped is how a step that ended the event's processing early answers
-// (the outcome for the metrics, and whether to acknowledge the message).
-type stopped struct {
-	outcome string
-	ack     bool
-}
-
-// resolveThin fetches the object a Stripe thin event names and returns the
-// snapshot event the projections read in its place (see
-// builtin.StripeFetched for the version rule). Nothing is fetched for
-// a type no projection reads. API failures are classified here: 429, 5xx,
-// timeouts and auth failures are transient (RETRY_WAIT, honouring
-// Retry-After); a missing object, an unsupported object type or a
-// malformed answer are permanent (QUARANTINED with a code).
-func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, src source.Source, thin builtin.StripeThin, log *slog.Logger) (string, []byte, string, *stopped) {
-	stop := func(outcome string, ack bool) (string, []byte, string, *stopped) {
-		return "", nil, "", &stopped{outcome, ack}
-	}
-	log = log.With("thin_event_id", thin.EventID, "related_object", thin.ObjectType+"/"+thin.ObjectID)
-	if thin.Context != "" {
-		log = log.With("stripe_context", thin.Context)
-	}
-	if _, ok := p.reg.Lookup(src.Kind, thin.BaseType); !ok {
-		// Ignored like its snapshot twin would be: no request to Stripe.
-		return thin.Type, nil, "", nil
-	}
-	if want := thin.ExpectedObjectType(); want != thin.ObjectType {
-		return stop(p.quarantine(ctx, c, "unsupported_object", fmt.Sprintf("thin event %s names a %s; %s events concern a %s", thin.EventID, thin.ObjectType, thin.BaseType, want), log))
-	}
-	api := p.o.StripeAPI[src.Name]
-	if api == nil {
-		return stop(p.quarantine(ctx, c, "stripe_api_not_configured", "source "+src.Name+" has no Stripe API key (api.secret) to fetch the object a thin event names; configure it and replay", log))
-	}
-	// A connected account's object lives in its account: it is read in
-	// the context the event names (the intake accepted the event only if
-	// the source accepts that account).
-	obj, err := api.RetrieveIn(ctx, thin.Context, thin.ObjectType, thin.ObjectID)
-	switch {
-	case err == nil:
-	case errors.Is(err, stripeapi.ErrNotFound):
-		return stop(p.quarantine(ctx, c, "stripe_object_not_found", err.Error(), log))
-	case errors.Is(err, stripeapi.ErrUnsupported), errors.Is(err, stripeapi.ErrInvalid):
-		return stop(p.quarantine(ctx, c, "stripe_object_invalid", err.Error(), log))
-	case errors.Is(err, stripeapi.ErrAuth):
-		return stop(p.transient(ctx, c, m, "stripe_api_auth", err, log))
-	default:
-		wait, _ := stripeapi.RetryAfter(err)
-		return stop(p.transientAfter(ctx, c, m, "stripe_api_unavailable", err, wait, log))
-	}
-	eventType, payload, err := builtin.StripeFetched(thin, obj.JSON, obj.ObservedAt)
-	if err != nil {
-		code, _ := projection.AsPermanent(err)
-		return stop(p.quarantine(ctx, c, code, err.Error(), log))
-	}
-	note := "fetched from Stripe at " + obj.ObservedAt.UTC().Format(time.RFC3339)
-	log.Info("thin event resolved", "fetched_type", eventType, "observed_at", obj.ObservedAt)
-	if eventType == "" {
-		// The object is in a state no projection models: nothing to change.
-		return thin.Type, nil, note, nil
-	}
-	return eventType, payload, note, nil
-}
-
-// StripeClients builds one Stripe API client per stripe source that
-// configures an api (its restricted key is read through key, which
-// caches), for Options.StripeAPI.
-func StripeClients(set *source.Set, key func(ctx context.Context, ref string) (string, error)) map[string]StripeFetcher {
-	out := map[string]StripeFetcher{}
-	for _, name := range set.Names() {
-		src, _ := set.Lookup(name)
-		if src.Kind != "stripe" || src.API == nil {
-			continue
-		}
-		ref := src.API.Secret
-		out[name] = &stripeapi.Client{
-			Key:     func(ctx context.Context) (string, error) { return key(ctx, ref) },
-			Backend: stripeapi.NewBackend(src.API.URL, nil),
-			Timeout: src.API.Timeout(),
-		}
-	}
-	return out
 }
