@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 
@@ -138,5 +140,82 @@ func TestValidateAgreesWithTheLedger(t *testing.T) {
 	}
 	if projection.MaxKindLength != ledger.MaxTypeLength || projection.MaxIDLength != ledger.MaxIDLength {
 		t.Errorf("projection's MaxKindLength %d, MaxIDLength %d; the ledger's %d, %d", projection.MaxKindLength, projection.MaxIDLength, ledger.MaxTypeLength, ledger.MaxIDLength)
+	}
+}
+
+// totals is a team's projection whose state carries a total that is NaN
+// for a "past_due" subscription (a division by zero upstream).
+type totals struct{}
+
+func (totals) Name() string { return "totals" }
+
+func (totals) Project(ev projection.Event) (projection.Result, error) {
+	var e struct {
+		Created int64
+		Data    struct{ Object struct{ ID, Status string } }
+	}
+	if err := json.Unmarshal(ev.Payload, &e); err != nil {
+		return projection.Result{}, projection.Permanent("malformed", err)
+	}
+	total := 1.0
+	if e.Data.Object.Status == "past_due" {
+		total = math.NaN()
+	}
+	state := map[string]any{"status": e.Data.Object.Status, "total": total}
+	return projection.Result{Write: &projection.Write{Name: "totals", Subject: e.Data.Object.ID, Version: e.Created,
+		Fingerprint: projection.Fingerprint(state), State: state}}, nil
+}
+
+// A result DynamoDB cannot store (projection.Validate's value_unstorable)
+// is the commit's to judge: an older revision is stale whatever it
+// carries; a newer one is QUARANTINED value_unstorable, naming the value,
+// at its first attempt, and counted as the projection's fault.
+func TestAnUnstorableResultIsTheCommitsToJudge(t *testing.T) {
+	reg := projection.NewRegistry()
+	reg.Register("stripe", []string{"customer.subscription.updated"}, totals{})
+	h := pt.New(t, pt.Options{Registry: reg})
+	for _, e := range []struct {
+		id, status string
+		at         int64
+	}{{"evt_now", "active", 200}, {"evt_older", "past_due", 100}, {"evt_newer", "past_due", 300}} {
+		b := pt.SubscriptionEvent(e.id, "customer.subscription.updated", "sub_t", e.status, pt.Start.Unix()+e.at, "")
+		if r := h.Deliver(b, h.Sign(b, pt.SecretPrimary)); r.Status != 202 {
+			t.Fatalf("deliver %s: %d", e.id, r.Status)
+		}
+	}
+	var buf bytes.Buffer
+	p, err := processor.New(h.Ledger, h.Sources, reg, processor.Options{
+		Owner: "w", Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(&buf, "EffectivelyOnce/test", h.Clock.Now),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := p.Process(context.Background(), []processor.Message{
+		{ID: "1", Body: `{"v":1,"source":"stripe","event_id":"evt_now"}`, ReceiveCount: 1},
+		{ID: "2", Body: `{"v":1,"source":"stripe","event_id":"evt_older"}`, ReceiveCount: 1},
+		{ID: "3", Body: `{"v":1,"source":"stripe","event_id":"evt_newer"}`, ReceiveCount: 1},
+	})
+	if len(failed) != 0 {
+		t.Fatalf("messages to retry %v; want none", failed)
+	}
+	if ev := h.Event("evt_older"); ev.Status != ledger.StatusProcessed || ev.Result.Outcome != ledger.OutcomeStale {
+		t.Errorf("older revision: %s %+v; want stale", ev.Status, ev.Result)
+	}
+	ev := h.Event("evt_newer")
+	if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != projection.CodeUnstorable || !strings.Contains(ev.ErrorMessage, "projection stripe/totals/sub_t attribute state.total") {
+		t.Errorf("newer revision: %s %s %q; want QUARANTINED value_unstorable naming state.total", ev.Status, ev.ErrorCode, ev.ErrorMessage)
+	}
+	var faults []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec["ProjectionFaults"] == 1.0 {
+			faults = append(faults, fmt.Sprint(rec["event_id"], " ", rec["code"], " ", rec["projection"]))
+		}
+	}
+	if len(faults) != 1 || faults[0] != "evt_newer value_unstorable stripe/totals" {
+		t.Errorf("faults counted %v; want the newer revision's", faults)
 	}
 }

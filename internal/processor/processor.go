@@ -240,8 +240,8 @@ func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (
 	return ack
 }
 
-// apply runs the projection and commit for a claimed event. A fault of
-// the projection is recorded in f.
+// apply runs the resolver, the projection and the commit for a claimed
+// event. A fault of the resolver or the projection is recorded in f.
 func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, f *fault, log *slog.Logger) (string, bool) {
 	ev := c.Event
 	src, ok := p.sources.Lookup(ev.Source)
@@ -269,9 +269,11 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 			log.Info("event resolved", "resolved_type", eventType, "note", note)
 		}
 	}
-	var res projection.Result
+	var (
+		res  projection.Result
+		name string // the projection's, scoped
+	)
 	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
-		var name string
 		name, res, err = project(proj, src.Scope(), projection.Event{
 			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
 			Payload: payload, ReceivedAt: ev.ReceivedAt,
@@ -321,10 +323,11 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		return "lease_lost", false
 	case errors.As(err, new(*ledger.UnstorableError)):
 		// A value DynamoDB cannot store (a number out of its range, an
-		// item over 400 KB, too deep a nesting): no retry can help.
-		return p.quarantine(ctx, c, ledger.CodeUnstorable, err.Error(), log)
+		// item over 400 KB, too deep a nesting) in the projection's
+		// result: no retry can help.
+		return p.fault(ctx, c, fault{code: ledger.CodeUnstorable, projection: name}, err, f, log)
 	case errors.Is(err, ledger.ErrInvalid):
-		return p.quarantine(ctx, c, "invalid_projection", err.Error(), log)
+		return p.fault(ctx, c, fault{code: "invalid_projection", projection: name}, err, f, log)
 	default:
 		return p.transient(ctx, c, m, "commit_failed", err, log)
 	}
@@ -404,8 +407,8 @@ type fault struct {
 	code, projection, resolver string
 }
 
-// fault quarantines an event for a fault of its projection, and records
-// the fault for the message's metrics record.
+// fault quarantines an event for a fault of its projection or resolver,
+// and records the fault for the message's metrics record.
 func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause error, rec *fault, log *slog.Logger) (string, bool) {
 	*rec = f
 	log.Warn("fault of the rules: the event is quarantined, the rest of the batch goes on", "code", f.code, "projection", f.projection, "resolver", f.resolver, "err", cause)
@@ -414,8 +417,10 @@ func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause er
 
 // emit records one processed message: Processed (it reached an outcome),
 // Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead,
-// ProjectionFaults (a quarantine for a projection's fault; the record
-// then names its code and projection) and ProcessLatencyMs.
+// ProjectionFaults (a quarantine for a fault of the rules: a projection
+// that panicked or whose result cannot be applied or stored, a resolver
+// that panicked; the record then names its code, and its projection or
+// resolver kind) and ProcessLatencyMs.
 func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Duration) {
 	is := func(names ...string) int {
 		for _, n := range names {
