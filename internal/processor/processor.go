@@ -274,7 +274,7 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		name string // the projection's, scoped
 	)
 	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
-		name, res, err = project(proj, src.Scope(), projection.Event{
+		name, res, err = Project(proj, src.Scope(), projection.Event{
 			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
 			Payload: payload, ReceivedAt: ev.ReceivedAt,
 		}, log)
@@ -333,12 +333,12 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 	}
 }
 
-// project runs a projection. A panic in it is the projection's bug, not
+// Project runs a projection. A panic in it is the projection's bug, not
 // the event's nor the batch's: it is recovered here and returned as a
 // permanent error with projection.CodePanic, naming the projection
 // (scoped, as the ledger names it) and where it panicked; the stack goes
 // to the log.
-func project(proj projection.Projection, scope string, ev projection.Event, log *slog.Logger) (name string, res projection.Result, err error) {
+func Project(proj projection.Projection, scope string, ev projection.Event, log *slog.Logger) (name string, res projection.Result, err error) {
 	name = projection.ScopedName(scope, "(unnamed)")
 	defer func() {
 		if r := recover(); r != nil {
