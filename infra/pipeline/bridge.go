@@ -1,4 +1,4 @@
-package stack
+package pipeline
 
 import (
 	"time"
@@ -13,11 +13,6 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/source"
 )
-
-// Bridge is the EventBridge intake function (functions/bridge): the target
-// of one rule per source whose delivery includes eventbridge. It exists
-// only when such a source is configured.
-const Bridge = "bridge"
 
 // Bridge settings.
 const (
@@ -54,9 +49,9 @@ type BridgeResources struct {
 
 // eventBridgeSources lists the configured sources whose delivery includes
 // eventbridge, in configuration order.
-func (c Config) eventBridgeSources() []SourceConfig {
-	var out []SourceConfig
-	for _, s := range c.Sources {
+func (p *Props) eventBridgeSources() []Source {
+	var out []Source
+	for _, s := range p.Sources {
 		if (source.Source{Delivery: s.Delivery}).EventBridge() {
 			out = append(out, s)
 		}
@@ -73,13 +68,13 @@ func (c Config) eventBridgeSources() []SourceConfig {
 // The partner event bus is not created here: it appears, with the event
 // source's name, when the user associates the partner event source in the
 // EventBridge console (infra/README.md), and the rule refers to it by name.
-func (s *Stack) bridge(sourcesDoc *string) error {
-	srcs := s.Config.eventBridgeSources()
+func (s *Pipeline) bridge(assets map[string]asset, sourcesDoc *string) error {
+	srcs := s.props().eventBridgeSources()
 	if len(srcs) == 0 {
 		return nil
 	}
-	dlq := awssqs.NewQueue(s.Stack, jsii.String("BridgeDLQ"), &awssqs.QueueProps{
-		QueueName:       jsii.String(s.Config.Prefix() + "bridge-dlq"),
+	dlq := awssqs.NewQueue(s, jsii.String("BridgeDLQ"), &awssqs.QueueProps{
+		QueueName:       jsii.String(s.prefix() + "bridge-dlq"),
 		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(BridgeDLQRetention.Seconds())),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
@@ -91,7 +86,7 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 			"redelivered by the reconciler, which deletes each only once the ledger accepted it."),
 	}}, jsii.Bool(false))
 
-	fn, err := NewFunction(s.Stack, s.Config, FunctionProps{
+	fn, err := s.newFunction(assets[Bridge], functionProps{
 		Name: Bridge,
 		// 256 MB: one event of at most 256 KB (EventBridge's limit) parsed
 		// and written; DynamoDB and SQS round trips, not CPU.
@@ -124,13 +119,13 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 	res := &BridgeResources{Function: fn, DLQ: dlq, Rules: map[string]awsevents.Rule{}}
 	for _, src := range srcs {
 		id := pascal(src.Name)
-		bus := awsevents.EventBus_FromEventBusName(s.Stack, jsii.String("PartnerBus"+id), jsii.String(src.EventSource))
+		bus := awsevents.EventBus_FromEventBusName(s, jsii.String("PartnerBus"+id), jsii.String(src.EventSource))
 		// Enabled whatever the function's build state: an event that
 		// matches no rule is dropped by EventBridge, whereas one the
 		// function fails on waits in the DLQ for the reconciler.
-		res.Rules[src.Name] = awsevents.NewRule(s.Stack, jsii.String("BridgeRule"+id), &awsevents.RuleProps{
+		res.Rules[src.Name] = awsevents.NewRule(s, jsii.String("BridgeRule"+id), &awsevents.RuleProps{
 			EventBus:    bus,
-			RuleName:    jsii.String(s.Config.Prefix() + "bridge-" + src.Name),
+			RuleName:    jsii.String(s.prefix() + "bridge-" + src.Name),
 			Description: jsii.String("Every event of " + src.Kind + " partner event source " + src.EventSource + " to the bridge (source " + src.Name + ")"),
 			// Exactly the partner event source: nothing broader, whatever
 			// else is ever put on this bus.
