@@ -80,11 +80,11 @@ func (c Code) resolver() func(fn string) (string, bool, error) {
 		return c.Resolve
 	}
 	return func(fn string) (string, bool, error) {
-		dir, prop := c.Dirs[fn], "Code.Dirs["+fn+"]"
+		dir, prop, which := c.Dirs[fn], "Code.Dirs["+fn+"]", ""
 		if dir == "" {
 			dir, prop = c.BuildDir, "Code.BuildDir"
 			if dir == "" {
-				dir, prop = defaultBuildDir(), "Code.BuildDir (default: this repository's build/)"
+				dir, which = defaultBuildDir(), " (the default BuildDir: this repository's build/)"
 			}
 			dir = filepath.Join(dir, fn)
 		}
@@ -93,7 +93,7 @@ func (c Code) resolver() func(fn string) (string, bool, error) {
 			return abs, true, err
 		}
 		if c.Strict {
-			return "", false, propErr(prop, "%s does not exist (Code.Strict): build the %s function first", filepath.Join(dir, "bootstrap"), fn)
+			return "", false, propErr(prop, "%s does not exist%s (Code.Strict): build the %s function first", filepath.Join(dir, "bootstrap"), which, fn)
 		}
 		ph, err := PlaceholderDir()
 		if err != nil {

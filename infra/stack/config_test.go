@@ -116,6 +116,8 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 		"reservation not a count":  {map[string]any{"intakeReservedConcurrency": "all"}, "intakeReservedConcurrency"},
 		"too many due shards":      {map[string]any{"dueShards": 65.0}, "dueShards"},
 		"read narrower than write": {map[string]any{"dueShards": "16", "dueShardsRead": "8"}, "dueShardsRead: 8 is below dueShards 16"},
+		"provisioned min above max": {map[string]any{"billing": `{"provisioned":{"read":{"min":5,"max":1},"write":{"max":5}}}`},
+			"billing.provisioned.read: min 5 is above max 1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// GIVEN cdk.json's context with one wrong value
