@@ -273,8 +273,8 @@ var (
 // reservation the account cannot give fails the deployment anyway.
 const maxReservedConcurrency = 5000
 
-// ValidRetention lists the log retentions CloudWatch Logs accepts (days).
-var ValidRetention = map[int]bool{1: true, 3: true, 5: true, 7: true, 14: true, 30: true, 60: true, 90: true,
+// validRetention lists the log retentions CloudWatch Logs accepts (days).
+var validRetention = map[int]bool{1: true, 3: true, 5: true, 7: true, 14: true, 30: true, 60: true, 90: true,
 	120: true, 150: true, 180: true, 365: true, 400: true, 545: true, 731: true, 1096: true, 1827: true,
 	2192: true, 2557: true, 2922: true, 3288: true, 3653: true}
 
@@ -354,7 +354,7 @@ func (p Props) validate() error {
 	if p.AlarmEmail != "" && !strings.Contains(p.AlarmEmail, "@") {
 		return propErr("AlarmEmail", "%q is not an email address", p.AlarmEmail)
 	}
-	if !ValidRetention[p.LogRetentionDays] {
+	if !validRetention[p.LogRetentionDays] {
 		return propErr("LogRetentionDays", "%d is not a retention CloudWatch Logs accepts", p.LogRetentionDays)
 	}
 	switch p.LogLevel {
