@@ -115,6 +115,10 @@ $(CDK): infra/package.json infra/package-lock.json
 test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cache builds the CDK module first: ~3 min on 2 cores)
 	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
+.PHONY: test-examples-infra
+test-examples-infra: ## the example shop's own CDK app (examples/shop/infra, its own module over infra/pipeline): synthesized, cdk-nag clean, its grant checked
+	cd examples/shop/infra && $(INFRA_ENV) $(GO) test -count=1 ./...
+
 # cdk.out must exist before the app runs: the CLI points the app's
 # performance-counters file into it, and on a clean checkout the app's
 # write of that file fails (ENOENT) before anything else creates the folder.
