@@ -45,6 +45,7 @@ test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), the e
 	@$(MAKE) --no-print-directory test-dynalite
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 	@$(MAKE) --no-print-directory test-infra
+	@$(MAKE) --no-print-directory test-examples-infra
 
 # dynalite: a second, stricter DynamoDB (AWS's validation, no transactions),
 # pinned in scripts/dynalite/package.json; tests only (issue 14).
