@@ -29,11 +29,17 @@ type awsCall struct {
 // context returns ctx with a deadline of timeout (when positive) and the
 // trace that records the write of the request.
 func (a *awsCall) context(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
-		if i.Err == nil {
-			a.sent.Store(true)
-		}
-	}})
+	// A first byte of the answer also says the request was sent: net/http
+	// calls WroteRequest from its writing goroutine, which may run after
+	// the answer has been read and the call has returned.
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				a.sent.Store(true)
+			}
+		},
+		GotFirstResponseByte: func() { a.sent.Store(true) },
+	})
 	if timeout > 0 {
 		return context.WithTimeout(ctx, timeout)
 	}

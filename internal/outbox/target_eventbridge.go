@@ -46,9 +46,10 @@ const EventBridgeSource = "effectively-once.outbox"
 // uncertain, with no lookup: the intent is QUARANTINED at its next claim.
 // An entry of 1 MB or more is QUARANTINED (payload_too_large).
 type EventBridgeEffect struct {
-	Name    string
-	Target  Target // an event bus ARN
-	Client  EventPutter
+	Name   string
+	Target Target // an event bus ARN
+	Client EventPutter
+	// Timeout bounds one PutEvents.
 	Timeout time.Duration
 	Scopes  []string
 }

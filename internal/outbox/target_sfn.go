@@ -63,9 +63,10 @@ var _ StepFunctionsClient = (*sfn.Client)(nil)
 // (target_refused); a 5xx or a timeout or lost connection after the
 // request was written is uncertain, which the lookup resolves.
 type StepFunctionsEffect struct {
-	Name    string
-	Target  Target // an unqualified state machine ARN
-	Client  StepFunctionsClient
+	Name   string
+	Target Target // an unqualified state machine ARN
+	Client StepFunctionsClient
+	// Timeout bounds the requests of one call together.
 	Timeout time.Duration
 	Scopes  []string
 
@@ -106,7 +107,7 @@ func (e *StepFunctionsEffect) checkStandard(ctx context.Context, key string) err
 		return nil
 	}
 	var a awsCall
-	cctx, cancel := a.context(ctx, e.Timeout)
+	cctx, cancel := a.context(ctx, 0)
 	defer cancel()
 	out, err := e.Client.DescribeStateMachine(cctx, &sfn.DescribeStateMachineInput{StateMachineArn: aws.String(e.Target.ARN)}, noSFNRetries)
 	if err != nil {
@@ -133,12 +134,20 @@ func (e *StepFunctionsEffect) Do(ctx context.Context, c Call) (Result, error) {
 	if len(input) > MaxStepFunctionsInput {
 		return Result{}, tooLarge(c.Key, len(input), MaxStepFunctionsInput, "a Step Functions execution's input")
 	}
+	// Timeout bounds the call's requests together (the type check, the
+	// start, and the read of an execution already under its name), so a
+	// dispatch stays inside the dispatcher's lease.
+	if e.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+	}
 	if err := e.checkStandard(ctx, c.Key); err != nil {
 		return Result{}, err
 	}
 	name := ExecutionName(c.Key)
 	var a awsCall
-	cctx, cancel := a.context(ctx, e.Timeout)
+	cctx, cancel := a.context(ctx, 0)
 	defer cancel()
 	out, err := e.Client.StartExecution(cctx, &sfn.StartExecutionInput{StateMachineArn: aws.String(e.Target.ARN),
 		Name: aws.String(name), Input: aws.String(string(input))}, noSFNRetries)
@@ -173,7 +182,7 @@ func (e *StepFunctionsEffect) Do(ctx context.Context, c Call) (Result, error) {
 // describe reads the operation's execution; nil when it does not exist.
 func (e *StepFunctionsEffect) describe(ctx context.Context, key string) (*sfn.DescribeExecutionOutput, error) {
 	var a awsCall
-	cctx, cancel := a.context(ctx, e.Timeout)
+	cctx, cancel := a.context(ctx, 0)
 	defer cancel()
 	d, err := e.Client.DescribeExecution(cctx, &sfn.DescribeExecutionInput{ExecutionArn: aws.String(e.ExecutionARN(key))}, noSFNRetries)
 	var missing *sfntypes.ExecutionDoesNotExist
@@ -209,6 +218,11 @@ func sameInput(d *sfn.DescribeExecutionOutput, input []byte) (same, known bool) 
 // an operation id is taken as that operation's; Do, which has the input,
 // compares it.
 func (e *StepFunctionsEffect) Lookup(ctx context.Context, key string) (applied, known bool, err error) {
+	if e.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+	}
 	d, err := e.describe(ctx, key)
 	switch {
 	case err != nil:

@@ -48,9 +48,10 @@ const SQSOperationAttribute = "operation_id"
 // timeout or lost connection after the request was written, is uncertain:
 // SQS may have stored the message.
 type SQSEffect struct {
-	Name    string
-	Target  Target // an SQS queue ARN
-	Client  SQSSender
+	Name   string
+	Target Target // an SQS queue ARN
+	Client SQSSender
+	// Timeout bounds the requests of one call together.
 	Timeout time.Duration
 	Scopes  []string
 	// Now is the clock of the queue attributes' cache; default wall clock.
@@ -106,7 +107,7 @@ func (e *SQSEffect) queue(ctx context.Context, key string) (string, int, error) 
 	}
 	noRetries := func(o *sqs.Options) { o.Retryer = aws.NopRetryer{} }
 	var a awsCall
-	cctx, cancel := a.context(ctx, e.Timeout)
+	cctx, cancel := a.context(ctx, 0)
 	defer cancel()
 	u, err := e.Client.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(e.Target.Name),
 		QueueOwnerAWSAccountId: aws.String(e.Target.Account)}, noRetries)
@@ -140,6 +141,14 @@ func (e *SQSEffect) Do(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: encode %s: %v", ErrPermanent, c.Key, err)
 	}
+	// Timeout bounds the call's requests together (the queue's attributes
+	// when they are read, and the send), so a dispatch stays inside the
+	// dispatcher's lease.
+	if e.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.Timeout)
+		defer cancel()
+	}
 	url, maxBytes, err := e.queue(ctx, c.Key)
 	if err != nil {
 		return Result{}, err
@@ -158,7 +167,7 @@ func (e *SQSEffect) Do(ctx context.Context, c Call) (Result, error) {
 		in.MessageGroupId = aws.String(MessageGroupID(c.Scope, c.Subject))
 	}
 	var a awsCall
-	cctx, cancel := a.context(ctx, e.Timeout)
+	cctx, cancel := a.context(ctx, 0)
 	defer cancel()
 	out, err := e.Client.SendMessage(cctx, in, func(o *sqs.Options) { o.Retryer = aws.NopRetryer{} })
 	if err != nil {
