@@ -192,8 +192,12 @@ func dispatcherFn(ctx context.Context, getenv func(string) string) (func(), erro
 	if err != nil {
 		return nil, err
 	}
+	effects, err := outbox.Build(cfg.Effects, rt.Secrets, rt.AWS)
+	if err != nil {
+		return nil, err
+	}
 	c := &outbox.Consumer{
-		Dispatcher: &outbox.Dispatcher{Ledger: rt.Ledger, Effects: outbox.Build(cfg.Effects, rt.Secrets), Owner: rt.Owner,
+		Dispatcher: &outbox.Dispatcher{Ledger: rt.Ledger, Effects: effects, Owner: rt.Owner,
 			Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts},
 		SQS: sqs.NewFromConfig(rt.AWS), QueueURL: cfg.EffectsQueueURL, Log: rt.Log, Metrics: rt.Metrics,
 	}
@@ -226,7 +230,9 @@ func reconcilerFn(ctx context.Context, getenv func(string) string, reg *projecti
 		if err != nil {
 			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
 		}
-		r.Effects = outbox.Build(effects, rt.Secrets)
+		if r.Effects, err = outbox.Build(effects, rt.Secrets, rt.AWS); err != nil {
+			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
+		}
 	}
 	if cfg.BridgeDLQURL != "" {
 		// The bridge's dead letters go through the bridge's own accept path.
