@@ -45,6 +45,7 @@ test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), the e
 	@$(MAKE) --no-print-directory test-dynalite
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_TEST)
 	@$(MAKE) --no-print-directory test-infra
+	@$(MAKE) --no-print-directory test-examples-infra
 
 # dynalite: a second, stricter DynamoDB (AWS's validation, no transactions),
 # pinned in scripts/dynalite/package.json; tests only (issue 14).
@@ -114,6 +115,10 @@ $(CDK): infra/package.json infra/package-lock.json
 
 test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cache builds the CDK module first: ~3 min on 2 cores)
 	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
+
+.PHONY: test-examples-infra
+test-examples-infra: ## the example shop's own CDK app (examples/shop/infra, its own module over infra/pipeline): synthesized, cdk-nag clean, its grant checked
+	cd examples/shop/infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
 # cdk.out must exist before the app runs: the CLI points the app's
 # performance-counters file into it, and on a clean checkout the app's

@@ -10,8 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/effectively-once/webhooks/internal/ledger"
-	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/internal/queue"
 )
 
@@ -26,11 +25,11 @@ type Config struct {
 	// carries it, so two stages live side by side in one account.
 	Stage string
 	// Sources are the webhook sources intake accepts (SOURCES).
-	Sources []SourceConfig
+	Sources []pipeline.Source
 	// Effects are the outbox's HTTP effects (EFFECTS). None configured means
 	// the dispatcher is deployed with its queue mapping disabled: intents
 	// wait PENDING in the ledger and nothing downstream is called.
-	Effects []EffectConfig
+	Effects []pipeline.Effect
 	// AlarmEmail, when set, subscribes this address to the alarm topic.
 	AlarmEmail string
 	// Tracing turns on X-Ray active tracing for every function.
@@ -78,71 +77,11 @@ type Config struct {
 	// (data events cost; an account often records them in an organization
 	// trail already; infra/README.md).
 	LedgerDataEvents bool
+	// Billing is the ledger table's billing: on demand unless it names
+	// provisioned capacity (pipeline.Billing's JSON form).
+	Billing pipeline.Billing
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
-}
-
-// SourceConfig is one webhook source as written in context:
-// {"name","kind","options"?,"secretArn"?,"toleranceSeconds"?,"maxBodyBytes"?,
-// "truth"?,"delivery"?,"eventSource"?,"api"?}. Without secretArn the stack creates
-// its signing secret (SNS sources, and sources whose delivery is
-// eventbridge only, have none).
-type SourceConfig struct {
-	Name             string            `json:"name"`
-	Kind             string            `json:"kind"`
-	Options          map[string]string `json:"options,omitempty"`
-	SecretArn        string            `json:"secretArn,omitempty"`
-	ToleranceSeconds int               `json:"toleranceSeconds,omitempty"`
-	MaxBodyBytes     int               `json:"maxBodyBytes,omitempty"`
-	Truth            *TruthConfig      `json:"truth,omitempty"`
-	// Delivery ("https", "eventbridge", "https+eventbridge") and
-	// EventSource (the partner event source name) are SOURCES' delivery
-	// and event_source; with eventbridge the stack adds the bridge.
-	Delivery    string `json:"delivery,omitempty"`
-	EventSource string `json:"eventSource,omitempty"`
-	// API, for a stripe source, is the Stripe API the processor reads the
-	// objects thin events name from: {"secretArn"?,"url"?,"timeoutSeconds"?}.
-	// Without secretArn the stack creates the secret for the restricted key.
-	API *APIConfig `json:"api,omitempty"`
-}
-
-// APIConfig is SOURCES' api: the restricted key the processor fetches
-// with (created unless secretArn is given), another API base, a timeout.
-type APIConfig struct {
-	SecretArn      string `json:"secretArn,omitempty"`
-	URL            string `json:"url,omitempty"`
-	TimeoutSeconds int    `json:"timeoutSeconds,omitempty"`
-}
-
-// TruthConfig is a source's source of truth for the reconciler:
-// {"kind":"stripe"|"http","url"?,"lookbackMinutes"?,"secretArn"?,"secret"?}.
-// A stripe truth always has an API key secret (created unless secretArn is
-// given); an http truth has a bearer token only with secretArn or
-// secret=true.
-type TruthConfig struct {
-	Kind            string `json:"kind"`
-	URL             string `json:"url,omitempty"`
-	LookbackMinutes int    `json:"lookbackMinutes,omitempty"`
-	SecretArn       string `json:"secretArn,omitempty"`
-	Secret          bool   `json:"secret,omitempty"`
-}
-
-// EffectConfig is one outbox effect as written in context:
-// {"kind","url","scopes","statusUrl"?,"timeoutSeconds"?,
-// "idempotencyWindowHours"?,"secretArn"?, "secret"?}. secret=true asks the
-// stack to create a bearer token secret when no secretArn is given; by
-// default an effect has none. scopes (required) names the sources whose
-// facts may trigger the effect (a source's scope is its name here), or is
-// ["*"] for every source; see outbox.EffectConfig.
-type EffectConfig struct {
-	Kind                   string   `json:"kind"`
-	URL                    string   `json:"url"`
-	Scopes                 []string `json:"scopes"`
-	StatusURL              string   `json:"statusUrl,omitempty"`
-	TimeoutSeconds         int      `json:"timeoutSeconds,omitempty"`
-	IdempotencyWindowHours int      `json:"idempotencyWindowHours,omitempty"`
-	SecretArn              string   `json:"secretArn,omitempty"`
-	Secret                 bool     `json:"secret,omitempty"`
 }
 
 // Context keys read by FromContext.
@@ -163,29 +102,14 @@ const (
 	KeyDueShardsRead      = "dueShardsRead"
 	KeyBridgeDLQSenders   = "bridgeDlqSenders"
 	KeyLedgerDataEvents   = "ledgerDataEvents"
+	KeyBilling            = "billing"
 )
-
-var (
-	stageRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
-	// The same rule as package source's names, checked here so a bad name
-	// fails synth rather than the deployed function's cold start.
-	sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	arnRE        = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$`)
-)
-
-// maxReservedConcurrency bounds intakeReservedConcurrency: far above what
-// the stage's throttle lets through (its own maximum burst is 5000), and a
-// reservation the account cannot give fails the deployment anyway.
-const maxReservedConcurrency = 5000
-
-// Log retentions CloudWatch accepts (days).
-var validRetention = map[int]bool{1: true, 3: true, 5: true, 7: true, 14: true, 30: true, 60: true, 90: true,
-	120: true, 150: true, 180: true, 365: true, 400: true, 545: true, 731: true, 1096: true, 1827: true,
-	2192: true, 2557: true, 2922: true, 3288: true, 3653: true}
 
 // FromContext reads the configuration. get returns a context value or nil;
 // values come as JSON types from cdk.json and as strings from `-c`, and both
-// are accepted.
+// are accepted. It parses each value and fills the defaults; the values
+// are then checked by the construct's own rules (pipeline.Props.Validate),
+// with each error naming the context key.
 func FromContext(get func(key string) any) (Config, error) {
 	c := Config{Stage: "dev", DeletionProtection: true, LogRetentionDays: 30, RetentionDays: 30, LogLevel: "info",
 		ThrottleRate: 50, ThrottleBurst: 100}
@@ -193,20 +117,17 @@ func FromContext(get func(key string) any) (Config, error) {
 	if v := get(KeyStage); v != nil {
 		c.Stage = fmt.Sprint(v)
 	}
-	if !stageRE.MatchString(c.Stage) {
-		return c, fmt.Errorf("%w: %s %q must match %s (it goes into every resource name)", ErrConfig, KeyStage, c.Stage, stageRE)
-	}
 	if err = decodeJSON(get(KeySources), &c.Sources); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeySources, err)
 	}
 	if err = decodeJSON(get(KeyEffects), &c.Effects); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyEffects, err)
 	}
+	if err = decodeJSON(get(KeyBilling), &c.Billing); err != nil {
+		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyBilling, err)
+	}
 	if v := get(KeyAlarmEmail); v != nil {
 		c.AlarmEmail = strings.TrimSpace(fmt.Sprint(v))
-		if c.AlarmEmail != "" && !strings.Contains(c.AlarmEmail, "@") {
-			return c, fmt.Errorf("%w: %s %q is not an email address", ErrConfig, KeyAlarmEmail, c.AlarmEmail)
-		}
 	}
 	if c.Tracing, err = boolValue(get(KeyTracing), false); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyTracing, err)
@@ -223,98 +144,111 @@ func FromContext(get func(key string) any) (Config, error) {
 		}
 	}
 	ints := []struct {
-		key    string
-		dst    *int
-		lo, hi int
+		key string
+		dst *int
 	}{
-		{KeyLogRetentionDays, &c.LogRetentionDays, 1, 3653},
-		{KeyRetentionDays, &c.RetentionDays, 4, 3650},
-		{KeyThrottleRate, &c.ThrottleRate, 1, 10000},
-		{KeyThrottleBurst, &c.ThrottleBurst, 1, 5000},
+		{KeyLogRetentionDays, &c.LogRetentionDays},
+		{KeyRetentionDays, &c.RetentionDays},
+		{KeyThrottleRate, &c.ThrottleRate},
+		{KeyThrottleBurst, &c.ThrottleBurst},
+		{KeyDueShards, &c.DueShards},
 	}
+	c.DueShards = 4
 	for _, iv := range ints {
-		if *iv.dst, err = intValue(get(iv.key), *iv.dst, iv.lo, iv.hi); err != nil {
+		if *iv.dst, err = intValue(get(iv.key), *iv.dst); err != nil {
 			return c, fmt.Errorf("%w: %s: %v", ErrConfig, iv.key, err)
 		}
 	}
-	if c.DueShards, err = intValue(get(KeyDueShards), 4, 1, ledger.MaxDueShards); err != nil {
-		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDueShards, err)
-	}
-	if c.DueShardsRead, err = intValue(get(KeyDueShardsRead), c.DueShards, 1, ledger.MaxDueShards); err != nil {
+	// After the values that are their defaults.
+	if c.DueShardsRead, err = intValue(get(KeyDueShardsRead), c.DueShards); err != nil {
 		return c, fmt.Errorf("%w: %s: %v", ErrConfig, KeyDueShardsRead, err)
 	}
-	if c.DueShardsRead < c.DueShards {
-		return c, fmt.Errorf("%w: %s %d is below %s %d: the queries would miss the items written on the other shards", ErrConfig, KeyDueShardsRead, c.DueShardsRead, KeyDueShards, c.DueShards)
-	}
-	// After the burst limit, whose value is its default.
-	if c.IntakeReservedConcurrency, err = intValue(get(KeyIntakeReserved), c.ThrottleBurst, 0, maxReservedConcurrency); err != nil {
+	if c.IntakeReservedConcurrency, err = intValue(get(KeyIntakeReserved), c.ThrottleBurst); err != nil {
 		return c, fmt.Errorf("%w: %s: %v (0 reserves nothing)", ErrConfig, KeyIntakeReserved, err)
-	}
-	if !validRetention[c.LogRetentionDays] {
-		return c, fmt.Errorf("%w: %s %d is not a retention CloudWatch Logs accepts", ErrConfig, KeyLogRetentionDays, c.LogRetentionDays)
 	}
 	if v := get(KeyLogLevel); v != nil {
 		c.LogLevel = strings.ToLower(fmt.Sprint(v))
 	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return c, fmt.Errorf("%w: %s must be debug, info, warn or error", ErrConfig, KeyLogLevel)
-	}
-	return c, c.validate()
+	return c, contextError(c.Props().Validate())
 }
 
-func (c Config) validate() error {
-	if len(c.Sources) == 0 {
-		return fmt.Errorf("%w: %s: at least one source is required", ErrConfig, KeySources)
+// Props maps the configuration to the construct's props: the physical
+// names "webhooks-<stage>-…", secrets "webhooks/<stage>/…" and the metrics
+// namespace "EffectivelyOnce/<stage>" are the ones every deployed stage
+// has, and the functions' code comes from Assets.
+func (c Config) Props() pipeline.Props {
+	reserved := c.IntakeReservedConcurrency
+	return pipeline.Props{
+		Name:                      "webhooks",
+		Stage:                     c.Stage,
+		Sources:                   c.Sources,
+		Effects:                   c.Effects,
+		Code:                      pipeline.Code{Resolve: c.Assets},
+		AlarmEmail:                c.AlarmEmail,
+		Tracing:                   c.Tracing,
+		AllowTableDeletion:        !c.DeletionProtection,
+		LogRetentionDays:          c.LogRetentionDays,
+		RetentionDays:             c.RetentionDays,
+		LogLevel:                  c.LogLevel,
+		ThrottleRate:              c.ThrottleRate,
+		ThrottleBurst:             c.ThrottleBurst,
+		IntakeReservedConcurrency: &reserved,
+		DueShards:                 c.DueShards,
+		DueShardsRead:             c.DueShardsRead,
+		Billing:                   c.Billing,
+		BridgeDLQSenders:          c.BridgeDLQSenders,
+		LedgerDataEvents:          c.LedgerDataEvents,
+		MetricsNamespace:          c.MetricsNamespace(),
 	}
-	seen := map[string]bool{}
-	for i, s := range c.Sources {
-		if !sourceNameRE.MatchString(s.Name) {
-			return fmt.Errorf("%w: %s[%d]: name %q must match %s", ErrConfig, KeySources, i, s.Name, sourceNameRE)
-		}
-		if seen[s.Name] {
-			return fmt.Errorf("%w: %s[%d]: name %q appears twice", ErrConfig, KeySources, i, s.Name)
-		}
-		seen[s.Name] = true
-		if s.SecretArn != "" && !arnRE.MatchString(s.SecretArn) {
-			return fmt.Errorf("%w: %s[%d]: secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
-		}
-		if s.API != nil && s.API.SecretArn != "" && !arnRE.MatchString(s.API.SecretArn) {
-			return fmt.Errorf("%w: %s[%d]: api.secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
-		}
-		if s.Truth != nil && s.Truth.SecretArn != "" && !arnRE.MatchString(s.Truth.SecretArn) {
-			return fmt.Errorf("%w: %s[%d]: truth.secretArn must be a Secrets Manager secret ARN", ErrConfig, KeySources, i)
-		}
-	}
-	kinds := map[string]bool{}
-	for i, e := range c.Effects {
-		if kinds[e.Kind] {
-			return fmt.Errorf("%w: %s[%d]: kind %q appears twice", ErrConfig, KeyEffects, i, e.Kind)
-		}
-		kinds[e.Kind] = true
-		if e.SecretArn != "" && !arnRE.MatchString(e.SecretArn) {
-			return fmt.Errorf("%w: %s[%d]: secretArn must be a Secrets Manager secret ARN", ErrConfig, KeyEffects, i)
-		}
-		if err := outbox.CheckScopes(e.Scopes); err != nil {
-			return fmt.Errorf("%w: %s[%d] (%s): %v", ErrConfig, KeyEffects, i, e.Kind, err)
-		}
-		// A scope no source has is a typo or a source not deployed: the
-		// effect would refuse its intended source's intents.
-		for _, sc := range e.Scopes {
-			if sc != outbox.AllScopes && !seen[sc] {
-				return fmt.Errorf("%w: %s[%d] (%s): scope %q is no source's: the sources are %s", ErrConfig, KeyEffects, i, e.Kind, sc, strings.Join(sourceNames(c.Sources), ", "))
-			}
-		}
-	}
-	return nil
 }
 
-// Prefix starts every physical name of this stage: "webhooks-<stage>-".
-func (c Config) Prefix() string { return "webhooks-" + c.Stage + "-" }
+// contextKeys names, for each prop the context sets, its context key.
+var contextKeys = map[string]string{
+	"Stage": KeyStage, "Sources": KeySources, "Effects": KeyEffects, "AlarmEmail": KeyAlarmEmail,
+	"LogRetentionDays": KeyLogRetentionDays, "RetentionDays": KeyRetentionDays, "LogLevel": KeyLogLevel,
+	"ThrottleRate": KeyThrottleRate, "ThrottleBurst": KeyThrottleBurst, "IntakeReservedConcurrency": KeyIntakeReserved,
+	"DueShardsRead": KeyDueShardsRead, "DueShards": KeyDueShards, "Billing": KeyBilling,
+}
+
+var (
+	propNameRE = regexp.MustCompile(`\b(Stage|Sources|Effects|AlarmEmail|LogRetentionDays|RetentionDays|LogLevel|ThrottleRate|ThrottleBurst|IntakeReservedConcurrency|DueShardsRead|DueShards|Billing)\b`)
+	fieldRE    = regexp.MustCompile(`\.([A-Z][A-Za-z]*)`)
+)
+
+// contextError rewrites a *pipeline.PropError in the context's words: the
+// props' names become context keys ("DueShards" → "dueShards",
+// "Sources[0].SecretArn" → "sources[0].secretArn"), and the error wraps
+// ErrConfig.
+func contextError(err error) error {
+	var pe *pipeline.PropError
+	if err == nil || errors.Is(err, ErrConfig) || !errors.As(err, &pe) {
+		return err
+	}
+	words := func(s string) string {
+		s = propNameRE.ReplaceAllStringFunc(s, func(m string) string { return contextKeys[m] })
+		return fieldRE.ReplaceAllStringFunc(s, func(m string) string { return "." + jsonName(m[1:]) })
+	}
+	return fmt.Errorf("%w: %s: %s", ErrConfig, words(pe.Prop), words(pe.Err.Error()))
+}
+
+// jsonName is a field's JSON name in context: "SecretArn" → "secretArn",
+// "API" → "api".
+func jsonName(field string) string {
+	n := 0
+	for n < len(field) && field[n] >= 'A' && field[n] <= 'Z' {
+		n++
+	}
+	if n > 1 && n < len(field) {
+		n-- // "URLPath" → "urlPath"
+	}
+	return strings.ToLower(field[:n]) + field[n:]
+}
 
 // StackName is the CloudFormation stack's name for this stage.
 func (c Config) StackName() string { return "Webhooks-" + c.Stage }
+
+// Prefix starts every physical name of this stage: "webhooks-<stage>-".
+func (c Config) Prefix() string { return "webhooks-" + c.Stage + "-" }
 
 // MetricsNamespace is where the functions' embedded metrics land.
 func (c Config) MetricsNamespace() string { return "EffectivelyOnce/" + c.Stage }
@@ -352,28 +286,24 @@ func boolValue(v any, def bool) (bool, error) {
 	return false, fmt.Errorf("want true or false, got %v", v)
 }
 
-func intValue(v any, def, lo, hi int) (int, error) {
-	var n int
+func intValue(v any, def int) (int, error) {
 	switch x := v.(type) {
 	case nil:
 		return def, nil
 	case float64:
-		n = int(x)
+		n := int(x)
 		if float64(n) != x {
 			return 0, fmt.Errorf("want an integer, got %v", x)
 		}
+		return n, nil
 	case string:
-		var err error
-		if n, err = strconv.Atoi(x); err != nil {
+		n, err := strconv.Atoi(x)
+		if err != nil {
 			return 0, fmt.Errorf("want an integer, got %q", x)
 		}
-	default:
-		return 0, fmt.Errorf("want an integer, got %v", v)
+		return n, nil
 	}
-	if n < lo || n > hi {
-		return 0, fmt.Errorf("%d is outside %d..%d", n, lo, hi)
-	}
-	return n, nil
+	return 0, fmt.Errorf("want an integer, got %v", v)
 }
 
 // AssetResolver says where a function's code is. built is false when the
@@ -400,8 +330,9 @@ func RepoRoot(dir string) (string, error) {
 }
 
 // AssetsFromBuild resolves build/<fn>/bootstrap under root (what `make
-// build` writes). A function whose binary is missing gets the placeholder
-// folder infra/placeholder, so `cdk synth` works on a clean checkout; with
+// build` writes). A function whose binary is missing gets the construct's
+// placeholder folder (pipeline.PlaceholderDir), so `cdk synth` works on a
+// clean checkout; with
 // strict set (as `make deploy` does), a missing binary of a function whose
 // source exists in functions/ is an error, so nothing half-built deploys.
 // A function that has no source yet (the reconciler, while it is written)
@@ -416,6 +347,7 @@ func AssetsFromBuild(root string, strict bool) AssetResolver {
 		if strict && srcErr == nil {
 			return "", false, fmt.Errorf("%w: %s is missing: run `make build` before deploying", ErrConfig, filepath.Join("build", fn, "bootstrap"))
 		}
-		return filepath.Join(root, "infra", "placeholder"), false, nil
+		dir, err := pipeline.PlaceholderDir()
+		return dir, false, err
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/infra/stack"
 )
 
@@ -114,7 +115,9 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 		"negative reservation":     {map[string]any{"intakeReservedConcurrency": -1.0}, "intakeReservedConcurrency"},
 		"reservation not a count":  {map[string]any{"intakeReservedConcurrency": "all"}, "intakeReservedConcurrency"},
 		"too many due shards":      {map[string]any{"dueShards": 65.0}, "dueShards"},
-		"read narrower than write": {map[string]any{"dueShards": "16", "dueShardsRead": "8"}, "dueShardsRead 8 is below dueShards 16"},
+		"read narrower than write": {map[string]any{"dueShards": "16", "dueShardsRead": "8"}, "dueShardsRead: 8 is below dueShards 16"},
+		"provisioned min above max": {map[string]any{"billing": `{"provisioned":{"read":{"min":5,"max":1},"write":{"max":5}}}`},
+			"billing.provisioned.read: min 5 is above max 1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// GIVEN cdk.json's context with one wrong value
@@ -148,7 +151,7 @@ func TestAssetsComeFromMakeBuildAndNeverDeployAPlaceholderByAccident(t *testing.
 	// GIVEN a tree where intake is built, processor has source but no
 	// build, and the reconciler has neither
 	root := t.TempDir()
-	for _, d := range []string{"build/intake", "functions/intake", "functions/processor", "infra/placeholder"} {
+	for _, d := range []string{"build/intake", "functions/intake", "functions/processor"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +159,10 @@ func TestAssetsComeFromMakeBuildAndNeverDeployAPlaceholderByAccident(t *testing.
 	if err := os.WriteFile(filepath.Join(root, "build/intake/bootstrap"), []byte("bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	placeholder := filepath.Join(root, "infra", "placeholder")
+	placeholder, err := pipeline.PlaceholderDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		fn      string
 		strict  bool
@@ -177,12 +183,8 @@ func TestAssetsComeFromMakeBuildAndNeverDeployAPlaceholderByAccident(t *testing.
 			t.Errorf("%s strict=%v: %q %v %v", c.fn, c.strict, dir, built, err)
 		}
 	}
-	// AND the repository's own placeholder folder exists for cdk synth
-	repo, err := stack.RepoRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(repo, "infra", "placeholder")); err != nil {
+	// AND the construct's placeholder folder exists for cdk synth
+	if _, err := os.Stat(filepath.Join(placeholder, "README.md")); err != nil {
 		t.Fatal(err)
 	}
 }

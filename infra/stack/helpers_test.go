@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/infra/stack"
 )
 
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
+	for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 		if err := os.MkdirAll(filepath.Join(dir, fn), 0o755); err != nil {
 			panic(err)
 		}
@@ -154,7 +155,7 @@ func fullStack(t testing.TB) *synthed {
 				"scopes": []any{"*"}},
 			map[string]any{"kind": "suppression.add", "url": "https://mail.example/suppress", "scopes": []any{"ses"}},
 		},
-	}, stack.Reconciler)
+	}, pipeline.Reconciler)
 }
 
 // stackOf returns the stack a table-driven case names: "default" or "full".

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/effectively-once/webhooks/infra/stack"
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/internal/intake"
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
@@ -43,10 +43,10 @@ func TestEachFunctionWritesOnlyTheLedgerKeysItOwns(t *testing.T) {
 			// the partition keys (dynamodb:LeadingKeys) its code writes, per
 			// action: nothing else
 			want := map[string]map[string][]string{
-				stack.Intake:     {put: sorted(append(c.bodies, c.events...)), update: c.events},
-				stack.Processor:  {put: {"OP#*", "PJ#*"}, update: {"EV#*", "OP#*", "PJ#*"}},
-				stack.Dispatcher: {update: {"CUR#*", "OP#*"}},
-				stack.Reconciler: {put: {"EV#*"}, update: {"CUR#*", "EV#*"}},
+				pipeline.Intake:     {put: sorted(append(c.bodies, c.events...)), update: c.events},
+				pipeline.Processor:  {put: {"OP#*", "PJ#*"}, update: {"EV#*", "OP#*", "PJ#*"}},
+				pipeline.Dispatcher: {update: {"CUR#*", "OP#*"}},
+				pipeline.Reconciler: {put: {"EV#*"}, update: {"CUR#*", "EV#*"}},
 			}
 			writes := map[string]map[string][]string{}
 			for fn, w := range want {
@@ -63,41 +63,41 @@ func TestEachFunctionWritesOnlyTheLedgerKeysItOwns(t *testing.T) {
 			}{
 				// intake: events and body markers of the sources it serves,
 				// nothing else
-				{stack.Intake, update, stripeEvent, true},
-				{stack.Intake, put, stripeEvent, true}, // payload chunks
-				{stack.Intake, put, stripeBody, true},
-				{stack.Intake, update, stripeBody, false},
-				{stack.Intake, update, unknownEvent, false},
-				{stack.Intake, put, "BH#elsewhere#9f86d081884c7d65", false},
-				{stack.Intake, put, intent, false},
-				{stack.Intake, update, intent, false},
-				{stack.Intake, put, projection, false},
-				{stack.Intake, update, projection, false},
-				{stack.Intake, update, cursor, false},
+				{pipeline.Intake, update, stripeEvent, true},
+				{pipeline.Intake, put, stripeEvent, true}, // payload chunks
+				{pipeline.Intake, put, stripeBody, true},
+				{pipeline.Intake, update, stripeBody, false},
+				{pipeline.Intake, update, unknownEvent, false},
+				{pipeline.Intake, put, "BH#elsewhere#9f86d081884c7d65", false},
+				{pipeline.Intake, put, intent, false},
+				{pipeline.Intake, update, intent, false},
+				{pipeline.Intake, put, projection, false},
+				{pipeline.Intake, update, projection, false},
+				{pipeline.Intake, update, cursor, false},
 				// processor: the commit's event, projection and intents; it
 				// never stores a payload or moves a subject's cursor
-				{stack.Processor, update, stripeEvent, true},
-				{stack.Processor, put, projection, true},
-				{stack.Processor, put, intent, true},
-				{stack.Processor, update, intent, true}, // intents a revision contradicts
-				{stack.Processor, put, stripeEvent, false},
-				{stack.Processor, update, cursor, false},
-				{stack.Processor, put, stripeBody, false},
+				{pipeline.Processor, update, stripeEvent, true},
+				{pipeline.Processor, put, projection, true},
+				{pipeline.Processor, put, intent, true},
+				{pipeline.Processor, update, intent, true}, // intents a revision contradicts
+				{pipeline.Processor, put, stripeEvent, false},
+				{pipeline.Processor, update, cursor, false},
+				{pipeline.Processor, put, stripeBody, false},
 				// dispatcher: intents and cursors only
-				{stack.Dispatcher, update, intent, true},
-				{stack.Dispatcher, update, cursor, true},
-				{stack.Dispatcher, update, stripeEvent, false},
-				{stack.Dispatcher, update, projection, false},
-				{stack.Dispatcher, put, intent, false},
+				{pipeline.Dispatcher, update, intent, true},
+				{pipeline.Dispatcher, update, cursor, true},
+				{pipeline.Dispatcher, update, stripeEvent, false},
+				{pipeline.Dispatcher, update, projection, false},
+				{pipeline.Dispatcher, put, intent, false},
 				// reconciler: events (give up, accept a missed one) and
 				// cursors (drift check); never an intent or a projection
-				{stack.Reconciler, update, stripeEvent, true},
-				{stack.Reconciler, put, unknownEvent, true}, // a removed source's events
-				{stack.Reconciler, update, cursor, true},
-				{stack.Reconciler, update, intent, false},
-				{stack.Reconciler, put, intent, false},
-				{stack.Reconciler, update, projection, false},
-				{stack.Reconciler, put, stripeBody, false},
+				{pipeline.Reconciler, update, stripeEvent, true},
+				{pipeline.Reconciler, put, unknownEvent, true}, // a removed source's events
+				{pipeline.Reconciler, update, cursor, true},
+				{pipeline.Reconciler, update, intent, false},
+				{pipeline.Reconciler, put, intent, false},
+				{pipeline.Reconciler, update, projection, false},
+				{pipeline.Reconciler, put, stripeBody, false},
 			} {
 				if got := mayWrite(writes[r.fn], r.action, r.pk); got != r.allowed {
 					t.Errorf("%s %s on %s: allowed %v, want %v", r.fn, r.action, r.pk, got, r.allowed)
@@ -123,14 +123,14 @@ func TestBridgeWritesOnlyTheEventsOfItsEventBridgeSources(t *testing.T) {
 	// events of stripe and shop (no body markers: its ids come from AWS),
 	// and intake only the events and body markers of stripe and gh
 	for fn, want := range map[string]map[string][]string{
-		stack.Bridge: {"dynamodb:PutItem": {"EV#shop#*", "EV#stripe#*"}, "dynamodb:UpdateItem": {"EV#shop#*", "EV#stripe#*"}},
-		stack.Intake: {"dynamodb:PutItem": {"BH#gh#*", "BH#stripe#*", "EV#gh#*", "EV#stripe#*"}, "dynamodb:UpdateItem": {"EV#gh#*", "EV#stripe#*"}},
+		pipeline.Bridge: {"dynamodb:PutItem": {"EV#shop#*", "EV#stripe#*"}, "dynamodb:UpdateItem": {"EV#shop#*", "EV#stripe#*"}},
+		pipeline.Intake: {"dynamodb:PutItem": {"BH#gh#*", "BH#stripe#*", "EV#gh#*", "EV#stripe#*"}, "dynamodb:UpdateItem": {"EV#gh#*", "EV#stripe#*"}},
 	} {
 		if w := s.ledgerWrites(t, s.roleOf(t, fn)); !reflect.DeepEqual(w, want) {
 			t.Errorf("%s writes %v, want %v", fn, w, want)
 		}
 	}
-	bridge := s.ledgerWrites(t, s.roleOf(t, stack.Bridge))
+	bridge := s.ledgerWrites(t, s.roleOf(t, pipeline.Bridge))
 	for pk, allowed := range map[string]bool{"EV#shop#evt_1": true, "EV#gh#evt_1": false, "EV#stripe-eu#evt_1": false, intent: false, projection: false, cursor: false, "BH#shop#9f86d081884c7d65": false} {
 		if mayWrite(bridge, "dynamodb:UpdateItem", pk) != allowed {
 			t.Errorf("bridge UpdateItem on %s: want allowed %v", pk, allowed)
@@ -163,17 +163,17 @@ var ledgerMethodWrites = map[string]map[string][]string{
 }
 
 var ledgerReads = []string{"Get", "Payload", "GetProjection", "GetIntentState", "GetCursor", "ListDue", "ListDueIntents",
-	"ListOpen", "ListSyncDue", "ScanEvents", "Table"}
+	"ListOpen", "ListSyncDue", "ScanEvents", "Table", "Reader"}
 
-// The ledger interfaces each function's code holds (functions/<fn>/main.go
+// The ledger interfaces each function's code holds (pkg/app
 // passes its *ledger.Ledger to nothing else): the reconciler also runs the
 // bridge's accept path for the bridge DLQ.
 var functionLedgers = map[string][]reflect.Type{
-	stack.Intake:     {reflect.TypeFor[intake.Ledger]()},
-	stack.Bridge:     {reflect.TypeFor[intake.Ledger]()},
-	stack.Processor:  {reflect.TypeFor[processor.Ledger]()},
-	stack.Dispatcher: {reflect.TypeFor[outbox.Ledger]()},
-	stack.Reconciler: {reflect.TypeFor[reconciler.Ledger](), reflect.TypeFor[intake.Ledger]()},
+	pipeline.Intake:     {reflect.TypeFor[intake.Ledger]()},
+	pipeline.Bridge:     {reflect.TypeFor[intake.Ledger]()},
+	pipeline.Processor:  {reflect.TypeFor[processor.Ledger]()},
+	pipeline.Dispatcher: {reflect.TypeFor[outbox.Ledger]()},
+	pipeline.Reconciler: {reflect.TypeFor[reconciler.Ledger](), reflect.TypeFor[intake.Ledger]()},
 }
 
 // neverCalled are interface methods a function's code path cannot reach,
@@ -181,8 +181,8 @@ var functionLedgers = map[string][]reflect.Type{
 // reconciler redelivering the bridge DLQ through it) never asks ClaimBody,
 // since EventBridge ids come from AWS, not from the sender.
 var neverCalled = map[string][]string{
-	stack.Bridge:     {"ClaimBody"},
-	stack.Reconciler: {"ClaimBody"},
+	pipeline.Bridge:     {"ClaimBody"},
+	pipeline.Reconciler: {"ClaimBody"},
 }
 
 func TestEveryLedgerWriteAFunctionsCodeCanMakeIsGrantedAndNoOtherIs(t *testing.T) {

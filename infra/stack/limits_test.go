@@ -3,6 +3,7 @@ package stack_test
 import (
 	"testing"
 
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/infra/stack"
 )
 
@@ -12,10 +13,10 @@ func TestIntakeReservesConcurrencySoAFloodCannotStarveTheOtherFunctions(t *testi
 	s := defaultStack(t)
 	// THEN intake reserves (and is capped at) the stage's burst, and no
 	// other function takes anything out of the account's unreserved pool
-	for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
+	for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 		_, p := s.function(t, fn)
 		got, ok := p["ReservedConcurrentExecutions"]
-		if fn == stack.Intake {
+		if fn == pipeline.Intake {
 			if got != float64(s.stack.Config.ThrottleBurst) || got != 100.0 {
 				t.Errorf("intake reserves %v, want the burst limit 100", got)
 			}
@@ -43,7 +44,7 @@ func TestIntakeReservesConcurrencySoAFloodCannotStarveTheOtherFunctions(t *testi
 		}
 	}
 	none := synth(t, "intake-unreserved", map[string]any{"intakeReservedConcurrency": "0"})
-	if _, p := none.function(t, stack.Intake); p["ReservedConcurrentExecutions"] != nil {
+	if _, p := none.function(t, pipeline.Intake); p["ReservedConcurrentExecutions"] != nil {
 		t.Errorf("intakeReservedConcurrency=0 reserved %v", p["ReservedConcurrentExecutions"])
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/infra/stack"
 	"github.com/effectively-once/webhooks/internal/config"
 	"github.com/effectively-once/webhooks/internal/ledger"
@@ -39,7 +40,7 @@ func TestCdkJSONContextIsTheDocumentedDevDefault(t *testing.T) {
 func TestHttpAPIRoutesSignedPostsToIntakeWithThrottlingAndAccessLogs(t *testing.T) {
 	// GIVEN the default stack
 	s := defaultStack(t)
-	intakeID, _ := s.function(t, stack.Intake)
+	intakeID, _ := s.function(t, pipeline.Intake)
 
 	// THEN exactly one route exists: POST /webhooks/{source}, a Lambda proxy
 	// integration (payload 2.0) to intake
@@ -98,10 +99,10 @@ func TestFunctionsRunArm64Al2023WithJSONLogsRetentionAndTheirTimeouts(t *testing
 	// GIVEN the default stack
 	s := defaultStack(t)
 	want := map[string]struct{ mem, timeout float64 }{
-		stack.Intake:     {512, stack.IntakeTimeout.Seconds()},
-		stack.Processor:  {256, queue.ProcessorTimeout.Seconds()},
-		stack.Dispatcher: {256, queue.DispatcherTimeout.Seconds()},
-		stack.Reconciler: {256, 120},
+		pipeline.Intake:     {512, pipeline.IntakeTimeout.Seconds()},
+		pipeline.Processor:  {256, queue.ProcessorTimeout.Seconds()},
+		pipeline.Dispatcher: {256, queue.DispatcherTimeout.Seconds()},
+		pipeline.Reconciler: {256, 120},
 	}
 	// THEN there are exactly the four functions
 	if n := len(s.ofType("AWS::Lambda::Function")); n != 4 {
@@ -132,7 +133,7 @@ func TestFunctionsRunArm64Al2023WithJSONLogsRetentionAndTheirTimeouts(t *testing
 		}
 	}
 	// AND the reconciler's runs are never retried by Lambda
-	reID, _ := s.function(t, stack.Reconciler)
+	reID, _ := s.function(t, pipeline.Reconciler)
 	found := false
 	for _, c := range s.ofType("AWS::Lambda::EventInvokeConfig") {
 		if p := props(c); ref(p["FunctionName"]) == reID && p["MaximumRetryAttempts"] == 0.0 {
@@ -150,7 +151,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 			// GIVEN a synthesized stack, with deployed values filled in
 			s := stackOf(t, variant)
 			ev, ef := queue.Events(s.stack.Config.Prefix()), queue.Effects(s.stack.Config.Prefix())
-			for _, name := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
+			for _, name := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 				env := s.env(t, name)
 				// THEN every function has the common variables
 				if env["METRICS_NAMESPACE"] != "EffectivelyOnce/dev" || env["LOG_LEVEL"] != "info" || env["RETENTION_DAYS"] != "30" ||
@@ -161,7 +162,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 			getenv := func(env map[string]string) func(string) string { return func(k string) string { return env[k] } }
 
 			// AND the runtime's own loaders accept each function's environment
-			in, err := config.LoadIntake(getenv(s.env(t, stack.Intake)))
+			in, err := config.LoadIntake(getenv(s.env(t, pipeline.Intake)))
 			if err != nil || !strings.HasSuffix(in.EventsQueueURL, "/"+ev.Name) {
 				t.Fatalf("intake: %+v %v", in, err)
 			}
@@ -181,7 +182,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 					t.Fatalf("source %s reads %s, not the given secret", src.Name, got.Secrets[0])
 				}
 			}
-			pr, err := config.LoadProcessor(getenv(s.env(t, stack.Processor)))
+			pr, err := config.LoadProcessor(getenv(s.env(t, pipeline.Processor)))
 			if err != nil {
 				t.Fatalf("processor: %v", err)
 			}
@@ -191,10 +192,10 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 				!strings.HasSuffix(pr.EffectsQueueURL, "/"+ef.Name) {
 				t.Fatalf("processor config %+v", pr)
 			}
-			denv := s.env(t, stack.Dispatcher)
+			denv := s.env(t, pipeline.Dispatcher)
 			// The reconciler's drift check reads the dispatcher's EFFECTS,
 			// and only when there are effects (an empty document is refused).
-			if renv := s.env(t, stack.Reconciler); renv["EFFECTS"] != denv["EFFECTS"] && len(s.stack.Config.Effects) > 0 ||
+			if renv := s.env(t, pipeline.Reconciler); renv["EFFECTS"] != denv["EFFECTS"] && len(s.stack.Config.Effects) > 0 ||
 				renv["EFFECTS"] != "" && len(s.stack.Config.Effects) == 0 {
 				t.Fatalf("reconciler EFFECTS %q, dispatcher's %q", renv["EFFECTS"], denv["EFFECTS"])
 			}
@@ -229,7 +230,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 					}
 				}
 			}
-			renv := s.env(t, stack.Reconciler)
+			renv := s.env(t, pipeline.Reconciler)
 			rc, err := config.LoadReconciler(getenv(renv))
 			if err != nil {
 				t.Fatalf("reconciler: %v", err)
@@ -248,8 +249,8 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 				!strings.HasPrefix(src.Truth.Secret, "arn:aws:secretsmanager:")) {
 				t.Errorf("stripe source of truth %+v", src.Truth)
 			}
-			if budget, _ := strconv.Atoi(renv["RECONCILE_BUDGET_SECONDS"]); float64(budget) >= stack.ReconcilerTimeout.Seconds() {
-				t.Errorf("budget %d s does not fit the %v timeout", budget, stack.ReconcilerTimeout)
+			if budget, _ := strconv.Atoi(renv["RECONCILE_BUDGET_SECONDS"]); float64(budget) >= pipeline.ReconcilerTimeout.Seconds() {
+				t.Errorf("budget %d s does not fit the %v timeout", budget, pipeline.ReconcilerTimeout)
 			}
 		})
 	}
@@ -340,7 +341,7 @@ func TestQueuesFollowTheSharedSpecsWithRedrivableEncryptedDLQs(t *testing.T) {
 	for _, c := range []struct {
 		spec     queue.Spec
 		consumer string
-	}{{queue.Events("webhooks-dev-"), stack.Processor}, {queue.Effects("webhooks-dev-"), stack.Dispatcher}} {
+	}{{queue.Events("webhooks-dev-"), pipeline.Processor}, {queue.Effects("webhooks-dev-"), pipeline.Dispatcher}} {
 		qid, dlqID := byName[c.spec.Name], byName[c.spec.DLQName()]
 		if qid == "" || dlqID == "" {
 			t.Fatalf("%s: queue or DLQ missing in %v", c.spec.Name, keys(byName))
@@ -403,8 +404,8 @@ func TestEventSourceMappingsReportPartialFailuresWithBoundedConcurrency(t *testi
 			if len(maps) != 2 {
 				t.Fatalf("%d mappings", len(maps))
 			}
-			prID, _ := s.function(t, stack.Processor)
-			diID, _ := s.function(t, stack.Dispatcher)
+			prID, _ := s.function(t, pipeline.Processor)
+			diID, _ := s.function(t, pipeline.Dispatcher)
 			for _, m := range maps {
 				p := props(m)
 				queueName := props(s.res[ref(p["EventSourceArn"])])["QueueName"]
@@ -445,7 +446,7 @@ func TestReconcilerRunsEveryFiveMinutesOnceItsCodeExists(t *testing.T) {
 		t.Run(c.variant, func(t *testing.T) {
 			// GIVEN a stack whose reconciler is built (default) or not yet (full)
 			s := stackOf(t, c.variant)
-			reID, _ := s.function(t, stack.Reconciler)
+			reID, _ := s.function(t, pipeline.Reconciler)
 			rules := s.ofType("AWS::Events::Rule")
 			if len(rules) != 1 {
 				t.Fatalf("%d rules", len(rules))
@@ -499,8 +500,8 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 	for fn, want := range map[string][]string{
 		// The reconciler reads the truth's secret and, for its drift
 		// check, the effects' tokens (status endpoints only).
-		stack.Intake: sources, stack.Reconciler: sortedCopy(append([]string{created("webhooks/dev/truth/stripe")}, effects...)), stack.Dispatcher: effects,
-		stack.Processor: {created("webhooks/dev/api/stripe")},
+		pipeline.Intake: sources, pipeline.Reconciler: sortedCopy(append([]string{created("webhooks/dev/truth/stripe")}, effects...)), pipeline.Dispatcher: effects,
+		pipeline.Processor: {created("webhooks/dev/api/stripe")},
 	} {
 		got := s.roleActions(t, s.roleOf(t, fn))["secretsmanager:GetSecretValue"]
 		if !slices.Equal(got, want) {
@@ -512,13 +513,13 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 // allowed is every IAM action each function may hold: what its code calls
 // (and, for the queue consumers, what their event source mapping needs).
 var allowed = map[string][]string{
-	stack.Intake: {"dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+	pipeline.Intake: {"dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:SendMessage"},
-	stack.Processor: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+	pipeline.Processor: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},
-	stack.Dispatcher: {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+	pipeline.Dispatcher: {"dynamodb:GetItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"},
-	stack.Reconciler: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+	pipeline.Reconciler: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},
 }
 
@@ -530,7 +531,7 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 		t.Run(variant, func(t *testing.T) {
 			// GIVEN a synthesized stack
 			s := stackOf(t, variant)
-			for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
+			for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 				roleID := s.roleOf(t, fn)
 				role := props(s.res[roleID])
 				// THEN the role has no managed or inline policies of its own
@@ -558,7 +559,7 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 				// stack, with no effects, no source of truth and no API key, reads no
 				// effect, truth or API secrets)
 				want := slices.Clone(allow)
-				if variant == "default" && (fn == stack.Dispatcher || fn == stack.Reconciler || fn == stack.Processor) {
+				if variant == "default" && (fn == pipeline.Dispatcher || fn == pipeline.Reconciler || fn == pipeline.Processor) {
 					want = slices.DeleteFunc(want, func(a string) bool { return a == "secretsmanager:GetSecretValue" })
 				}
 				if got := keys(acts); !slices.Equal(got, sorted(want)) {
@@ -567,7 +568,7 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 			}
 			// AND DynamoDB is granted on the ledger table only, Query on the
 			// due index only (every sweep reads it), never on other indexes
-			re := s.roleActions(t, s.roleOf(t, stack.Reconciler))
+			re := s.roleActions(t, s.roleOf(t, pipeline.Reconciler))
 			var tableID string
 			for id := range s.ofType("AWS::DynamoDB::Table") {
 				tableID = id
@@ -575,7 +576,7 @@ func TestEachFunctionHoldsOnlyTheIAMActionsOnItsAllowlist(t *testing.T) {
 			if want := []string{"{" + tableID + "}/index/" + ledger.DueIndex}; !slices.Equal(re["dynamodb:Query"], want) {
 				t.Errorf("reconciler Query on %v, want %v", re["dynamodb:Query"], want)
 			}
-			for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
+			for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 				for a, rs := range s.roleActions(t, s.roleOf(t, fn)) {
 					if strings.HasPrefix(a, "dynamodb:") && a != "dynamodb:Query" && !slices.Equal(rs, []string{"{" + tableID + "}"}) {
 						t.Errorf("%s: %s on %v", fn, a, rs)
@@ -664,7 +665,7 @@ func TestAlarmsCoverDeadLettersAgeErrorsThrottlesDriftAndStuckLeases(t *testing.
 		"webhooks-dev-DriftFound":          {"DriftFound", "EffectivelyOnce/dev", ""},
 		"webhooks-dev-StuckLeases":         {"StuckLeases", "EffectivelyOnce/dev", ""},
 	}
-	for _, fn := range []string{stack.Intake, stack.Processor, stack.Dispatcher, stack.Reconciler} {
+	for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 		P := strings.ToUpper(fn[:1]) + fn[1:]
 		want["webhooks-dev-"+P+"Errors"] = alarm{"Errors", "AWS/Lambda", "webhooks-dev-" + fn}
 		want["webhooks-dev-"+P+"Throttles"] = alarm{"Throttles", "AWS/Lambda", "webhooks-dev-" + fn}
@@ -729,7 +730,7 @@ func TestDashboardLeadsWithBusinessMetricsAndShowsEveryEmittedMetric(t *testing.
 		}
 	}
 	// AND every metric the functions emit is on it
-	for _, list := range [][]string{stack.IntakeMetrics, stack.ProcessorMetrics, stack.DispatcherMetrics, stack.ReconcilerMetrics} {
+	for _, list := range [][]string{pipeline.IntakeMetrics, pipeline.ProcessorMetrics, pipeline.DispatcherMetrics, pipeline.ReconcilerMetrics} {
 		for _, m := range list {
 			if _, ok := firstRow[m]; !ok {
 				t.Errorf("metric %s not on the dashboard", m)

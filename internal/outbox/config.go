@@ -11,21 +11,42 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/effectively-once/webhooks/internal/source"
 )
 
 // ErrConfig wraps every effect configuration error.
 var ErrConfig = errors.New("effects config")
 
-// EffectConfig configures one built-in HTTP effect. The document is
+// EffectConfig configures one built-in effect: an HTTP endpoint (url) or
+// an AWS target (target, an ARN). The document is
 //
 //	{"effects":[{"kind":"refund","url":"https://payments.example/refunds",
 //	  "status_url":"https://payments.example/refunds/status",
 //	  "secret":"arn:aws:secretsmanager:…","timeout_seconds":10,
-//	  "idempotency_window_hours":24,"scopes":["orders"]}]}
+//	  "idempotency_window_hours":24,"scopes":["orders"]},
+//	 {"kind":"order.fulfil","target":"arn:aws:lambda:eu-west-1:123456789012:function:fulfil",
+//	  "timeout_seconds":15,"scopes":["shop"]}]}
 //
 // The secret is a reference (Secrets Manager ARN, "sm:<name>", or "env:<VAR>"
 // on a local stack), never the token itself.
+//
+// An effect has a url or a target, never both. A target's ARN decides its
+// kind: a Lambda function (arn:…:lambda:…:function:<name>[:<qualifier>],
+// LambdaEffect), an SQS queue (arn:…:sqs:…:<queue>, a FIFO one ending in
+// .fifo, SQSEffect), an EventBridge event bus (arn:…:events:…:event-bus/<name>,
+// EventBridgeEffect) or a STANDARD Step Functions state machine
+// (arn:…:states:…:stateMachine:<name>, StepFunctionsEffect). Its region
+// must be the dispatcher's (ParseEffectsIn). How long the target
+// deduplicates and whether it can say what it applied are the target's
+// documented behaviour, not configuration: status_url, secret and
+// idempotency_window_hours are refused with a target. timeout_seconds
+// bounds each call as for HTTP.
 //
 // Scopes is required: the scopes whose facts may trigger the effect (a
 // source's scope is its domain, else its name). Every source of a kind
@@ -38,7 +59,8 @@ var ErrConfig = errors.New("effects config")
 // with code scope_not_allowed.
 type EffectConfig struct {
 	Kind                   string   `json:"kind"`
-	URL                    string   `json:"url"`
+	URL                    string   `json:"url,omitempty"`
+	Target                 string   `json:"target,omitempty"` // an AWS ARN, instead of url
 	StatusURL              string   `json:"status_url,omitempty"`
 	Secret                 string   `json:"secret,omitempty"`
 	TimeoutSeconds         int      `json:"timeout_seconds,omitempty"`          // default 10; at most 20, under the dispatcher's timeout
@@ -97,8 +119,15 @@ const MaxEffectTimeout = 20 * time.Second
 
 var kindRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
-// ParseEffects reads and validates an effects document.
-func ParseEffects(doc []byte) ([]EffectConfig, error) {
+// ParseEffects reads and validates an effects document without knowing
+// the dispatcher's region: a target's ARN is checked in every other way.
+// The dispatcher checks its document with ParseEffectsIn (LoadEffects).
+func ParseEffects(doc []byte) ([]EffectConfig, error) { return ParseEffectsIn(doc, "") }
+
+// ParseEffectsIn reads and validates an effects document for a dispatcher
+// in region: every target's ARN must be in it ("" leaves the region
+// unchecked).
+func ParseEffectsIn(doc []byte, region string) ([]EffectConfig, error) {
 	var d struct {
 		Effects []EffectConfig `json:"effects"`
 	}
@@ -120,8 +149,8 @@ func ParseEffects(doc []byte) ([]EffectConfig, error) {
 			return nil, fmt.Errorf("%w: %s: kind configured twice", ErrConfig, where)
 		}
 		seen[c.Kind] = true
-		if err := source.CheckEndpointURL(c.URL); err != nil {
-			return nil, fmt.Errorf("%w: %s: url: %v", ErrConfig, where, err)
+		if err := checkEndpoint(c, region); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
 		}
 		if c.StatusURL != "" {
 			if err := source.CheckEndpointURL(c.StatusURL); err != nil {
@@ -146,32 +175,116 @@ func ParseEffects(doc []byte) ([]EffectConfig, error) {
 	return d.Effects, nil
 }
 
-// LoadEffects reads EFFECTS (JSON) or the file named by EFFECTS_FILE.
-func LoadEffects(getenv func(string) string) ([]EffectConfig, error) {
-	if doc := getenv("EFFECTS"); doc != "" {
-		return ParseEffects([]byte(doc))
+// checkEndpoint validates an effect's url or target: exactly one, and
+// with a target none of the keys only HTTP has.
+func checkEndpoint(c EffectConfig, region string) error {
+	switch {
+	case c.URL != "" && c.Target != "":
+		return errors.New("url and target: an effect calls an HTTP endpoint (url) or an AWS target (target), not both")
+	case c.Target == "":
+		if c.URL == "" {
+			return fmt.Errorf("url: %v", errNoTarget)
+		}
+		if err := source.CheckEndpointURL(c.URL); err != nil {
+			return fmt.Errorf("url: %v", err)
+		}
+		return nil
 	}
-	if path := getenv("EFFECTS_FILE"); path != "" {
-		doc, err := os.ReadFile(path)
-		if err != nil {
+	if _, err := ParseTarget(c.Target, region); err != nil {
+		return fmt.Errorf("target: %v", err)
+	}
+	switch {
+	case c.StatusURL != "":
+		return errors.New("status_url: an AWS target has no status endpoint; its status lookup, if any, is its service's (Step Functions: DescribeExecution)")
+	case c.Secret != "":
+		return errors.New("secret: an AWS target is called with the dispatcher's role, not a bearer token")
+	case c.IdempotencyWindowHours != 0:
+		return errors.New("idempotency_window_hours: an AWS target's deduplication window is its service's documented one (SQS FIFO 5 minutes, Step Functions 90 days, none for Lambda, SQS standard queues and EventBridge)")
+	}
+	return nil
+}
+
+// LoadEffects reads EFFECTS (JSON) or the file named by EFFECTS_FILE, for
+// a dispatcher in AWS_REGION (else AWS_DEFAULT_REGION): a document with
+// an AWS target needs one of them, the region every target must be in.
+func LoadEffects(getenv func(string) string) ([]EffectConfig, error) {
+	doc := []byte(getenv("EFFECTS"))
+	if len(doc) == 0 {
+		path := getenv("EFFECTS_FILE")
+		if path == "" {
+			return nil, fmt.Errorf("%w: set EFFECTS (JSON) or EFFECTS_FILE", ErrConfig)
+		}
+		var err error
+		if doc, err = os.ReadFile(path); err != nil {
 			return nil, fmt.Errorf("%w: read EFFECTS_FILE: %v", ErrConfig, err)
 		}
-		return ParseEffects(doc)
 	}
-	return nil, fmt.Errorf("%w: set EFFECTS (JSON) or EFFECTS_FILE", ErrConfig)
+	region := getenv("AWS_REGION")
+	if region == "" {
+		region = getenv("AWS_DEFAULT_REGION")
+	}
+	cfgs, err := ParseEffectsIn(doc, region)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cfgs {
+		if c.Target != "" && region == "" {
+			return nil, fmt.Errorf("%w: effect %q has a target and neither AWS_REGION nor AWS_DEFAULT_REGION is set: its region cannot be checked", ErrConfig, c.Kind)
+		}
+	}
+	return cfgs, nil
 }
 
 // Build turns configurations into effects. Bearer tokens are read through
-// secrets (cached, so a rotation is picked up within its TTL).
-func Build(cfgs []EffectConfig, secrets *source.Secrets) map[string]Effect {
+// secrets (cached, so a rotation is picked up within its TTL); AWS targets
+// are called with clients of awsCfg (its credentials are the dispatcher's
+// role, its endpoints those the SDK resolves, AWS_ENDPOINT_URL_<SERVICE>
+// on a local stack), one per service. The effects turn the SDK's retries
+// off on every call: the dispatcher decides what a failure means.
+func Build(cfgs []EffectConfig, secrets *source.Secrets, awsCfg aws.Config) (map[string]Effect, error) {
 	out := make(map[string]Effect, len(cfgs))
+	var (
+		lambdaClient *lambda.Client
+		sqsClient    *sqs.Client
+		ebClient     *eventbridge.Client
+		sfnClient    *sfn.Client
+	)
 	for _, c := range cfgs {
-		e := &HTTPEffect{Name: c.Kind, URL: c.URL, StatusURL: c.StatusURL, Window: c.Window(),
-			Scopes: c.Scopes, Client: &http.Client{Timeout: c.Timeout()}}
-		if ref := c.Secret; ref != "" {
-			e.Token = func(ctx context.Context) (string, error) { return secrets.Value(ctx, ref) }
+		if c.Target == "" {
+			e := &HTTPEffect{Name: c.Kind, URL: c.URL, StatusURL: c.StatusURL, Window: c.Window(),
+				Scopes: c.Scopes, Client: &http.Client{Timeout: c.Timeout()}}
+			if ref := c.Secret; ref != "" {
+				e.Token = func(ctx context.Context) (string, error) { return secrets.Value(ctx, ref) }
+			}
+			out[c.Kind] = e
+			continue
 		}
-		out[c.Kind] = e
+		t, err := ParseTarget(c.Target, awsCfg.Region)
+		if err != nil {
+			return nil, fmt.Errorf("%w: effect %q: target: %v", ErrConfig, c.Kind, err)
+		}
+		switch t.Kind {
+		case TargetLambda:
+			if lambdaClient == nil {
+				lambdaClient = lambda.NewFromConfig(awsCfg)
+			}
+			out[c.Kind] = &LambdaEffect{Name: c.Kind, Target: t, Client: lambdaClient, Timeout: c.Timeout(), Scopes: c.Scopes}
+		case TargetSQS:
+			if sqsClient == nil {
+				sqsClient = sqs.NewFromConfig(awsCfg)
+			}
+			out[c.Kind] = &SQSEffect{Name: c.Kind, Target: t, Client: sqsClient, Timeout: c.Timeout(), Scopes: c.Scopes}
+		case TargetEventBridge:
+			if ebClient == nil {
+				ebClient = eventbridge.NewFromConfig(awsCfg)
+			}
+			out[c.Kind] = &EventBridgeEffect{Name: c.Kind, Target: t, Client: ebClient, Timeout: c.Timeout(), Scopes: c.Scopes}
+		case TargetStepFunctions:
+			if sfnClient == nil {
+				sfnClient = sfn.NewFromConfig(awsCfg)
+			}
+			out[c.Kind] = &StepFunctionsEffect{Name: c.Kind, Target: t, Client: sfnClient, Timeout: c.Timeout(), Scopes: c.Scopes}
+		}
 	}
-	return out
+	return out, nil
 }

@@ -40,10 +40,12 @@ func (e *RetryableError) Error() string {
 
 func (e *RetryableError) Unwrap() error { return e.Err }
 
-// MisconfiguredError says the effect's configuration is wrong (its URL
-// answers a redirect): no retry can help and the request may or may not
-// have been acted on, so the intent is QUARANTINED for its owner with
-// Code.
+// MisconfiguredError says no retry can help and the effect's owner must
+// act: its configuration is wrong (its URL answers a redirect, its AWS
+// target refuses the request), or the call cannot be made as configured
+// (it is over the target's size limit). The request may or may not have
+// been acted on (a redirect), so the intent is QUARANTINED for its owner
+// with Code.
 type MisconfiguredError struct {
 	Code string
 	Err  error
@@ -140,6 +142,17 @@ type Windowed interface {
 	IdempotencyWindow() time.Duration
 }
 
+// DedupWindow is implemented by effects whose target documents its own
+// deduplication (the AWS targets): how long it refuses to act twice on
+// the same key. Zero is an answer, not a default: the target does not
+// deduplicate, so a call that may have reached it is never made again
+// unless its StatusLookup says it was not applied; the intent is
+// QUARANTINED for its owner instead. It wins over Windowed and the
+// dispatcher's IdempotencyWindow.
+type DedupWindow interface {
+	DedupWindow() time.Duration
+}
+
 // Ledger is the part of the ledger the dispatcher uses.
 type Ledger interface {
 	ClaimIntent(ctx context.Context, op string, o ledger.ClaimOptions) (ledger.IntentClaim, error)
@@ -211,6 +224,9 @@ func (d *Dispatcher) lease() time.Duration {
 }
 
 func (d *Dispatcher) window(eff Effect) time.Duration {
+	if w, ok := eff.(DedupWindow); ok {
+		return w.DedupWindow()
+	}
 	if w, ok := eff.(Windowed); ok && w.IdempotencyWindow() > 0 {
 		return w.IdempotencyWindow()
 	}
@@ -321,9 +337,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		}
 		// The retry must reach the downstream while it still remembers the
 		// key; the lease bounds how long this attempt can take.
-		if !lookedUp && !d.now().Add(d.lease()).Before(first.Add(d.window(eff))) {
+		if w := d.window(eff); !lookedUp && !d.now().Add(d.lease()).Before(first.Add(w)) {
+			why := fmt.Sprintf("the downstream's %s idempotency window has passed", w)
+			if w == 0 {
+				why = "the target does not deduplicate calls and cannot say whether it acted, so a second call could act twice"
+			}
 			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "idempotency_window_passed",
-				Detail: fmt.Sprintf("outcome unknown since %s and the downstream's %s idempotency window has passed; an operator must check", first.Format(time.RFC3339), d.window(eff))})
+				Detail: fmt.Sprintf("outcome unknown since %s and %s; an operator must check", first.Format(time.RFC3339), why)})
 		}
 	}
 

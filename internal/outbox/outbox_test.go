@@ -36,6 +36,12 @@ type env struct {
 // second item is created by UpdateItem.
 func setup(t *testing.T) env {
 	t.Helper()
+	return setupPayload(t, map[string]any{"amount": 1200, "currency": "eur"})
+}
+
+// setupPayload is setup with the intent's payload.
+func setupPayload(t *testing.T, payload map[string]any) env {
+	t.Helper()
 	ctx := context.Background()
 	d := localaws.NewDynamo()
 	t.Cleanup(d.Close)
@@ -56,7 +62,7 @@ func setup(t *testing.T) env {
 		t.Fatal(err)
 	}
 	w := &ledger.ProjectionWrite{Name: "order", Subject: "O-42", Version: 12, Fingerprint: "f", State: map[string]any{"status": "cancelled"}}
-	in := ledger.Intent{OperationID: op, Kind: kind, Subject: "O-42", Payload: map[string]any{"amount": 1200, "currency": "eur"}}
+	in := ledger.Intent{OperationID: op, Kind: kind, Subject: "O-42", Payload: payload}
 	if _, err := l.Commit(ctx, c, w, []ledger.Intent{in}); err != nil {
 		t.Fatal(err)
 	}

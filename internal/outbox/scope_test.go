@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/effectively-once/webhooks/internal/harness/downstream"
 	"github.com/effectively-once/webhooks/internal/harness/localaws"
@@ -355,7 +356,10 @@ func TestEffectScopesAreRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	effs := outbox.Build(cfgs, nil)
+	effs, err := outbox.Build(cfgs, nil, aws.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if g := effs["refund"].(outbox.ScopeGuard); !g.AllowsScope("orders") || g.AllowsScope("vendor") {
 		t.Fatal("refund's scopes were not built")
 	}

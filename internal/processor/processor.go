@@ -5,12 +5,20 @@
 // acknowledge) or transient (RETRY_WAIT and a batch item failure), and when
 // the attempts are exhausted (DEAD, and the message goes on to the DLQ).
 //
-// A Stripe thin event (object v2.core.event) carries no object: the
-// processor fetches the object it names from the Stripe API (the source's
-// api key; see package stripeapi) and projects that current state through
-// the same projections as snapshot events (builtin.StripeFetched has
-// the version rule). The fetch runs here, after the claim, never in the
-// intake; its failures are classified in resolveThin.
+// An event that names its object without carrying its state (a Stripe
+// thin event, a team's "order.changed") is resolved first: the source's
+// projection.Resolver fetches the object and returns the event the
+// projections read in its place (see BuildResolvers; Stripe's is
+// builtin.StripeResolver). The fetch runs here, after the claim, never in
+// the intake; its errors are classified like a projection's (settle).
+//
+// A projection is a team's code. Its faults are its own, never the
+// batch's: a panic is recovered (projection.CodePanic), and a result that
+// projection.Validate refuses (projection.CodeInvalidResult) is not
+// committed; either way the event is QUARANTINED at its first attempt
+// with a message naming the projection, its message is settled, and the
+// metrics record counts a ProjectionFaults. A resolver's panic is the
+// same (projection.CodeResolverPanic).
 //
 // The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
 // event with partial batch responses, so one bad message never fails the
@@ -23,6 +31,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -34,8 +45,6 @@ import (
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
-	"github.com/effectively-once/webhooks/internal/stripeapi"
-	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -80,10 +89,11 @@ type Options struct {
 	Log                 *slog.Logger
 	// Metrics receives one EMF record per processed message (nil: none).
 	Metrics *metrics.Emitter
-	// StripeAPI fetches the objects Stripe thin events name, per source
-	// name. A thin event of a source without one is quarantined
-	// (stripe_api_not_configured): configure the source's api and replay.
-	StripeAPI map[string]StripeFetcher
+	// Resolvers resolve the events of a source that name their object
+	// into the events the projections read, by source name (see
+	// BuildResolvers). A source without one projects its events as
+	// delivered.
+	Resolvers map[string]projection.Resolver
 	// Effects announces the intents a commit wrote. When nil, or when the
 	// send fails, the intents stay PENDING and the reconciler announces
 	// them; the event is complete either way. A pointer that arrives for a
@@ -93,14 +103,6 @@ type Options struct {
 	// timeout, not the reconciler's threshold.
 	Effects outbox.Announcer
 }
-
-// StripeFetcher retrieves one Stripe API object in a Stripe context ("":
-// the key's own account; see package stripeapi).
-type StripeFetcher interface {
-	RetrieveIn(ctx context.Context, stripeContext, objType, id string) (stripeapi.Object, error)
-}
-
-var _ StripeFetcher = (*stripeapi.Client)(nil)
 
 // Processor is the processing core.
 type Processor struct {
@@ -230,15 +232,17 @@ func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (
 	if c.Redrive {
 		log.Info("redriven from the dead-letter queue", "pointer_id", ptr.ID)
 	}
-	outcome, ack := p.apply(ctx, c, m, &ann.written, log)
+	var f fault
+	outcome, ack := p.apply(ctx, c, m, &ann.written, &f, log)
 	took := p.o.Now().Sub(start)
 	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
-	p.emit(c.Event, outcome, took)
+	p.emit(c.Event, outcome, f, took)
 	return ack
 }
 
-// apply runs the projection and commit for a claimed event.
-func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, log *slog.Logger) (string, bool) {
+// apply runs the resolver, the projection and the commit for a claimed
+// event. A fault of the resolver or the projection is recorded in f.
+func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, f *fault, log *slog.Logger) (string, bool) {
 	ev := c.Event
 	src, ok := p.sources.Lookup(ev.Source)
 	if !ok {
@@ -249,37 +253,55 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		return p.transient(ctx, c, m, "payload_unavailable", err, log)
 	}
 	eventType, note := ev.EventType, ""
-	if src.Kind == "stripe" {
-		thin, isThin, err := builtin.ParseStripeThin(payload)
-		if isThin {
-			if err != nil {
-				code, _ := projection.AsPermanent(err)
-				return p.quarantine(ctx, c, code, err.Error(), log)
-			}
-			var stop *stopped
-			eventType, payload, note, stop = p.resolveThin(ctx, c, m, src, thin, log)
-			if stop != nil {
-				return stop.outcome, stop.ack
-			}
+	if r := p.o.Resolvers[src.Name]; r != nil {
+		out, err := resolve(ctx, r, src.Kind, projection.Event{
+			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: ev.EventType,
+			Payload: payload, ReceivedAt: ev.ReceivedAt,
+		}, log)
+		switch code, _ := projection.AsPermanent(err); {
+		case errors.Is(err, projection.ErrNothingToResolve):
+		case code == projection.CodeResolverPanic:
+			return p.fault(ctx, c, fault{code: code, resolver: src.Kind}, err, f, log)
+		case err != nil:
+			return p.settle(ctx, c, m, "resolve_failed", err, log)
+		default:
+			eventType, payload, note = out.Type, out.Payload, out.Note
+			log.Info("event resolved", "resolved_type", eventType, "note", note)
 		}
 	}
-	var res projection.Result
+	var (
+		res  projection.Result
+		name string // the projection's, scoped
+	)
 	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
-		res, err = proj.Project(projection.Event{
+		name, res, err = Project(proj, src.Scope(), projection.Event{
 			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
 			Payload: payload, ReceivedAt: ev.ReceivedAt,
-		})
+		}, log)
+		if code, _ := projection.AsPermanent(err); code == projection.CodePanic {
+			return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
+		}
 		if err != nil {
-			if code, perm := projection.AsPermanent(err); perm {
-				return p.quarantine(ctx, c, code, err.Error(), log)
+			return p.settle(ctx, c, m, "projection_failed", err, log)
+		}
+		// A result the pipeline cannot apply is the projection's bug: the
+		// event is quarantined, named, at its first attempt. Values beyond
+		// DynamoDB's limits are the commit's to judge (an older revision
+		// is stale whatever it carries), with the same code.
+		if err := projection.Validate(name, res); err != nil {
+			if code, _ := projection.AsPermanent(err); code != projection.CodeUnstorable {
+				return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
 			}
-			return p.transient(ctx, c, m, "projection_failed", err, log)
 		}
 	}
 	// The state and intents belong to the source's scope (I8): another
 	// source's secret can never write them.
 	res = projection.Scoped(src.Scope(), res)
 	if res.Write != nil && note != "" {
+		// Where the state came from, then what the projection says.
+		if res.Write.Note != "" {
+			note += "; " + res.Write.Note
+		}
 		res.Write.Note = note
 	}
 	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
@@ -301,19 +323,105 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		return "lease_lost", false
 	case errors.As(err, new(*ledger.UnstorableError)):
 		// A value DynamoDB cannot store (a number out of its range, an
-		// item over 400 KB, too deep a nesting): no retry can help.
-		return p.quarantine(ctx, c, ledger.CodeUnstorable, err.Error(), log)
+		// item over 400 KB, too deep a nesting) in the projection's
+		// result: no retry can help.
+		return p.fault(ctx, c, fault{code: ledger.CodeUnstorable, projection: name}, err, f, log)
 	case errors.Is(err, ledger.ErrInvalid):
-		return p.quarantine(ctx, c, "invalid_projection", err.Error(), log)
+		return p.fault(ctx, c, fault{code: "invalid_projection", projection: name}, err, f, log)
 	default:
 		return p.transient(ctx, c, m, "commit_failed", err, log)
 	}
 }
 
+// Project runs a projection. A panic in it is the projection's bug, not
+// the event's nor the batch's: it is recovered here and returned as a
+// permanent error with projection.CodePanic, naming the projection
+// (scoped, as the ledger names it) and where it panicked; the stack goes
+// to the log.
+func Project(proj projection.Projection, scope string, ev projection.Event, log *slog.Logger) (name string, res projection.Result, err error) {
+	name = projection.ScopedName(scope, "(unnamed)")
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("projection panicked", "projection", name, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res = projection.Result{}
+			err = &projection.PermanentError{Code: projection.CodePanic, Err: fmt.Errorf("projection %q panicked: %v%s", name, r, panicSite())}
+		}
+	}()
+	name = projection.ScopedName(scope, proj.Name())
+	res, err = proj.Project(ev)
+	return name, res, err
+}
+
+// panicSite names the function and line that panicked (" at
+// pkg.Func (file.go:12)"), read in the deferred recover: the first frame
+// outside the runtime.
+func panicSite() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	for {
+		fr, more := frames.Next()
+		if fr.Function != "" && !strings.HasPrefix(fr.Function, "runtime.") {
+			return fmt.Sprintf(" at %s (%s:%d)", fr.Function, filepath.Base(fr.File), fr.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+// resolve runs a resolver, recovering a panic as a permanent error with
+// projection.CodeResolverPanic naming the kind's resolver and where it
+// panicked.
+func resolve(ctx context.Context, r projection.Resolver, kind string, ev projection.Event, log *slog.Logger) (out projection.Resolved, err error) {
+	defer func() {
+		if x := recover(); x != nil {
+			log.Error("resolver panicked", "kind", kind, "panic", fmt.Sprint(x), "stack", string(debug.Stack()))
+			out = projection.Resolved{}
+			err = &projection.PermanentError{Code: projection.CodeResolverPanic, Err: fmt.Errorf("the resolver of kind %q panicked: %v%s", kind, x, panicSite())}
+		}
+	}()
+	return r.Resolve(ctx, ev)
+}
+
+// settle records a resolver's or a projection's error: a permanent one
+// quarantines the event with its code; a retryable one waits with its
+// code, at least its After; any other is retried with code.
+func (p *Processor) settle(ctx context.Context, c ledger.Claim, m Message, code string, err error, log *slog.Logger) (string, bool) {
+	if pc, perm := projection.AsPermanent(err); perm {
+		return p.quarantine(ctx, c, pc, err.Error(), log)
+	}
+	var re *projection.RetryableError
+	if errors.As(err, &re) {
+		if re.Code != "" {
+			code = re.Code
+		}
+		return p.transientAfter(ctx, c, m, code, re.Err, re.After, log)
+	}
+	return p.transient(ctx, c, m, code, err, log)
+}
+
+// fault is a team's rule failing on an event (a projection or a resolver
+// that panics, a result the pipeline cannot apply): the event's code, and
+// the projection, or the kind whose resolver, it names.
+type fault struct {
+	code, projection, resolver string
+}
+
+// fault quarantines an event for a fault of its projection or resolver,
+// and records the fault for the message's metrics record.
+func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause error, rec *fault, log *slog.Logger) (string, bool) {
+	*rec = f
+	log.Warn("fault of the rules: the event is quarantined, the rest of the batch goes on", "code", f.code, "projection", f.projection, "resolver", f.resolver, "err", cause)
+	return p.quarantine(ctx, c, f.code, cause.Error(), log)
+}
+
 // emit records one processed message: Processed (it reached an outcome),
-// Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead and
-// ProcessLatencyMs.
-func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
+// Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead,
+// ProjectionFaults (a quarantine for a fault of the rules: a projection
+// that panicked or whose result cannot be applied or stored, a resolver
+// that panicked; the record then names its code, and its projection or
+// resolver kind) and ProcessLatencyMs.
+func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Duration) {
 	is := func(names ...string) int {
 		for _, n := range names {
 			if outcome == n {
@@ -322,7 +430,19 @@ func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
 		}
 		return 0
 	}
-	p.o.Metrics.Emit(map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome},
+	props := map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome}
+	faulted := 0
+	if f.code != "" && outcome == "quarantined" {
+		faulted = 1
+		props["code"] = f.code
+		if f.projection != "" {
+			props["projection"] = f.projection
+		}
+		if f.resolver != "" {
+			props["resolver"] = f.resolver
+		}
+	}
+	p.o.Metrics.Emit(props,
 		metrics.N("Processed", is(string(ledger.OutcomeApplied), string(ledger.OutcomeNoop), string(ledger.OutcomeStale), string(ledger.OutcomeIgnored))),
 		metrics.N("Applied", is(string(ledger.OutcomeApplied))),
 		metrics.N("Noop", is(string(ledger.OutcomeNoop))),
@@ -331,6 +451,7 @@ func (p *Processor) emit(ev ledger.Event, outcome string, took time.Duration) {
 		metrics.N("Retries", is("retry")),
 		metrics.N("Quarantined", is("quarantined")),
 		metrics.N("Dead", is("dead")),
+		metrics.N("ProjectionFaults", faulted),
 		metrics.Latency("ProcessLatencyMs", took))
 }
 
@@ -448,87 +569,4 @@ func (p *Processor) backoff(attempt int) time.Duration {
 	}
 	d = min(d, p.o.RetryCap)
 	return time.Duration(p.o.Rand() * float64(d))
-}
-
-// stopped is how a step that ended the event's processing early answers
-// (the outcome for the metrics, and whether to acknowledge the message).
-type stopped struct {
-	outcome string
-	ack     bool
-}
-
-// resolveThin fetches the object a Stripe thin event names and returns the
-// snapshot event the projections read in its place (see
-// builtin.StripeFetched for the version rule). Nothing is fetched for
-// a type no projection reads. API failures are classified here: 429, 5xx,
-// timeouts and auth failures are transient (RETRY_WAIT, honouring
-// Retry-After); a missing object, an unsupported object type or a
-// malformed answer are permanent (QUARANTINED with a code).
-func (p *Processor) resolveThin(ctx context.Context, c ledger.Claim, m Message, src source.Source, thin builtin.StripeThin, log *slog.Logger) (string, []byte, string, *stopped) {
-	stop := func(outcome string, ack bool) (string, []byte, string, *stopped) {
-		return "", nil, "", &stopped{outcome, ack}
-	}
-	log = log.With("thin_event_id", thin.EventID, "related_object", thin.ObjectType+"/"+thin.ObjectID)
-	if thin.Context != "" {
-		log = log.With("stripe_context", thin.Context)
-	}
-	if _, ok := p.reg.Lookup(src.Kind, thin.BaseType); !ok {
-		// Ignored like its snapshot twin would be: no request to Stripe.
-		return thin.Type, nil, "", nil
-	}
-	if want := thin.ExpectedObjectType(); want != thin.ObjectType {
-		return stop(p.quarantine(ctx, c, "unsupported_object", fmt.Sprintf("thin event %s names a %s; %s events concern a %s", thin.EventID, thin.ObjectType, thin.BaseType, want), log))
-	}
-	api := p.o.StripeAPI[src.Name]
-	if api == nil {
-		return stop(p.quarantine(ctx, c, "stripe_api_not_configured", "source "+src.Name+" has no Stripe API key (api.secret) to fetch the object a thin event names; configure it and replay", log))
-	}
-	// A connected account's object lives in its account: it is read in
-	// the context the event names (the intake accepted the event only if
-	// the source accepts that account).
-	obj, err := api.RetrieveIn(ctx, thin.Context, thin.ObjectType, thin.ObjectID)
-	switch {
-	case err == nil:
-	case errors.Is(err, stripeapi.ErrNotFound):
-		return stop(p.quarantine(ctx, c, "stripe_object_not_found", err.Error(), log))
-	case errors.Is(err, stripeapi.ErrUnsupported), errors.Is(err, stripeapi.ErrInvalid):
-		return stop(p.quarantine(ctx, c, "stripe_object_invalid", err.Error(), log))
-	case errors.Is(err, stripeapi.ErrAuth):
-		return stop(p.transient(ctx, c, m, "stripe_api_auth", err, log))
-	default:
-		wait, _ := stripeapi.RetryAfter(err)
-		return stop(p.transientAfter(ctx, c, m, "stripe_api_unavailable", err, wait, log))
-	}
-	eventType, payload, err := builtin.StripeFetched(thin, obj.JSON, obj.ObservedAt)
-	if err != nil {
-		code, _ := projection.AsPermanent(err)
-		return stop(p.quarantine(ctx, c, code, err.Error(), log))
-	}
-	note := "fetched from Stripe at " + obj.ObservedAt.UTC().Format(time.RFC3339)
-	log.Info("thin event resolved", "fetched_type", eventType, "observed_at", obj.ObservedAt)
-	if eventType == "" {
-		// The object is in a state no projection models: nothing to change.
-		return thin.Type, nil, note, nil
-	}
-	return eventType, payload, note, nil
-}
-
-// StripeClients builds one Stripe API client per stripe source that
-// configures an api (its restricted key is read through key, which
-// caches), for Options.StripeAPI.
-func StripeClients(set *source.Set, key func(ctx context.Context, ref string) (string, error)) map[string]StripeFetcher {
-	out := map[string]StripeFetcher{}
-	for _, name := range set.Names() {
-		src, _ := set.Lookup(name)
-		if src.Kind != "stripe" || src.API == nil {
-			continue
-		}
-		ref := src.API.Secret
-		out[name] = &stripeapi.Client{
-			Key:     func(ctx context.Context) (string, error) { return key(ctx, ref) },
-			Backend: stripeapi.NewBackend(src.API.URL, nil),
-			Timeout: src.API.Timeout(),
-		}
-	}
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,7 +94,12 @@ func TestUnprojectedEventTypeIsIgnored(t *testing.T) {
 	}
 }
 
-func TestStripeClientsOnlyForStripeSourcesWithAnAPI(t *testing.T) {
+// BuildResolvers gives every source of a kind with a factory its
+// resolver, built from its api settings: the Stripe source with an api
+// fetches with its key, read when a fetch needs it (not at cold start);
+// the one without quarantines a thin event rather than guess; a kind
+// without a factory has none, and an api it could not use is an error.
+func TestBuildResolversFromTheSources(t *testing.T) {
 	set, err := source.Parse([]byte(`{"sources":[
 		{"name":"stripe","kind":"stripe","secrets":["env:W"],"api":{"secret":"env:STRIPE_API_KEY","url":"http://127.0.0.1:1"}},
 		{"name":"stripe-legacy","kind":"stripe","secrets":["env:W"]},
@@ -102,17 +108,38 @@ func TestStripeClientsOnlyForStripeSourcesWithAnAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	var asked []string
-	clients := processor.StripeClients(set, func(_ context.Context, ref string) (string, error) {
+	key := func(_ context.Context, ref string) (string, error) {
 		asked = append(asked, ref)
 		return "rk_test_FAKE_clients", nil
-	})
-	if len(clients) != 1 || clients["stripe"] == nil {
-		t.Fatalf("clients %v", clients)
 	}
-	// The key is read when a fetch needs it, not at cold start; the fetch
-	// to a closed port fails as unavailable (transient).
-	_, err = clients["stripe"].RetrieveIn(t.Context(), "", "subscription", "sub_1")
-	if !errors.Is(err, stripeapi.ErrUnavailable) || len(asked) != 1 || asked[0] != "env:STRIPE_API_KEY" {
-		t.Fatalf("retrieve: %v, keys asked %v", err, asked)
+	reg := builtin.Default(builtin.StripeOptions{})
+	resolvers, err := processor.BuildResolvers(set, reg, builtin.Resolvers(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resolvers) != 2 || resolvers["stripe"] == nil || resolvers["stripe-legacy"] == nil || len(asked) != 0 {
+		t.Fatalf("resolvers %v, keys asked %v", resolvers, asked)
+	}
+	thin := projection.Event{Source: "stripe", Kind: "stripe", EventID: "evt_thin", Type: "v1.customer.subscription.updated",
+		Payload: pt.ThinEvent("evt_thin", "v1.customer.subscription.updated", "subscription", "sub_1", "", pt.Start)}
+	// The fetch to a closed port fails as unavailable (retryable).
+	_, err = resolvers["stripe"].Resolve(t.Context(), thin)
+	if code, _, ok := projection.AsRetryable(err); !ok || code != "stripe_api_unavailable" || !errors.Is(err, stripeapi.ErrUnavailable) || len(asked) != 1 || asked[0] != "env:STRIPE_API_KEY" {
+		t.Fatalf("resolve: %v, keys asked %v", err, asked)
+	}
+	_, err = resolvers["stripe-legacy"].Resolve(t.Context(), thin)
+	if code, _ := projection.AsPermanent(err); code != "stripe_api_not_configured" {
+		t.Fatalf("resolve without an api: %v", err)
+	}
+	// A snapshot event is not a resolver's business.
+	snapshot := projection.Event{Source: "stripe", Kind: "stripe", Payload: pt.SubscriptionEvent("evt_s", "customer.subscription.updated", "sub_1", "active", pt.Start.Unix(), "")}
+	if _, err := resolvers["stripe"].Resolve(t.Context(), snapshot); !errors.Is(err, projection.ErrNothingToResolve) {
+		t.Fatalf("resolve a snapshot event: %v", err)
+	}
+
+	// Without Stripe's factory, the source's api has no reader.
+	_, err = processor.BuildResolvers(set, reg, nil, key)
+	if err == nil || !strings.Contains(err.Error(), "source stripe configures an api, but no resolver is registered for kind stripe") {
+		t.Fatalf("no factory for an api: %v", err)
 	}
 }

@@ -310,7 +310,9 @@ func (r *Reconciler) behind(ctx context.Context, src source.Source, f Fact) (boo
 	if !ok {
 		return false, "", nil // no projection: nothing to compare
 	}
-	res, err := proj.Project(projection.Event{Source: src.Name, Kind: src.Kind, EventID: ReconcileEventID(src.Name, f), Type: f.EventType, Payload: f.Payload})
+	// The processor's own guard: a team's projection that panics fails
+	// this fact's comparison with a message naming it, not the whole run.
+	_, res, err := processor.Project(proj, src.Scope(), projection.Event{Source: src.Name, Kind: src.Kind, EventID: ReconcileEventID(src.Name, f), Type: f.EventType, Payload: f.Payload}, r.opts().Log)
 	if err != nil {
 		return false, "", fmt.Errorf("project: %w", err)
 	}

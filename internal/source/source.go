@@ -38,8 +38,11 @@ type Source struct {
 	// Truth, when set, lets the reconciler ask the source for its current
 	// facts (see package reconciler).
 	Truth *Truth `json:"truth,omitempty"`
-	// API, for a stripe source, is the Stripe API the processor reads the
-	// object a thin event names from (see package stripeapi).
+	// API is the provider API the processor's resolver for the source's
+	// kind fetches objects from: for a stripe source, the Stripe API it
+	// reads the object a thin event names from (see package stripeapi);
+	// for a team's kind, whatever its resolver fetches
+	// (projection.ResolverSource.API).
 	API *API `json:"api,omitempty"`
 
 	// Ownership of business state (DESIGN.md §5 I8; see Scope). Domain
@@ -70,7 +73,9 @@ func (s Source) Scope() string {
 	return s.Name
 }
 
-// API configures the provider API a processor fetches objects from.
+// API configures the provider API a processor fetches objects from. Any
+// kind may configure one; the processor refuses to start when the kind
+// has no resolver to use it.
 //
 //	{"secret":"arn:…"}                                   api.stripe.com, a restricted key
 //	{"secret":"env:KEY","url":"http://127.0.0.1:3003"}   a local fake
@@ -94,10 +99,7 @@ func (a API) Timeout() time.Duration {
 	return time.Duration(a.TimeoutSeconds) * time.Second
 }
 
-func checkAPI(kind string, a *API) error {
-	if kind != "stripe" {
-		return fmt.Errorf("api: only stripe sources fetch objects from an API, not %s", kind)
-	}
+func checkAPI(a *API) error {
 	if err := CheckSecretRef(a.Secret); err != nil {
 		return fmt.Errorf("api: secret: %w", err)
 	}
@@ -282,7 +284,7 @@ func Parse(doc []byte) (*Set, error) {
 			}
 		}
 		if s.API != nil {
-			if err := checkAPI(s.Kind, s.API); err != nil {
+			if err := checkAPI(s.API); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrConfig, where, err)
 			}
 		}

@@ -783,8 +783,15 @@ func TestAPIConfig(t *testing.T) {
 	if s, _ := set.Lookup("s"); s.API.Timeout() != 2*time.Second {
 		t.Fatalf("local api: %+v", s.API)
 	}
+	// Any kind may name an api: its resolver reads it (the processor
+	// refuses a source whose kind has none).
+	if set, err = source.Parse(doc("shopify", `{"secret":"sm:k","url":"https://shop.example/admin"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := set.Lookup("s"); s.API == nil || s.API.URL != "https://shop.example/admin" {
+		t.Fatalf("shopify api: %+v", s.API)
+	}
 	for name, c := range map[string]struct{ kind, api string }{
-		"not stripe":          {"shopify", `{"secret":"sm:k"}`},
 		"no secret":           {"stripe", `{}`},
 		"key value not a ref": {"stripe", `{"secret":"rk_live_123"}`},
 		"plain http remote":   {"stripe", `{"secret":"sm:k","url":"http://api.stripe.example"}`},

@@ -53,6 +53,18 @@ type Rules struct {
 	// know, by kind name (a source's "kind" in SOURCES). A built-in kind
 	// cannot be replaced.
 	Providers map[string]provider.Constructor
+	// Resolvers build, by provider kind, the resolver of each source of
+	// that kind: what turns an event that only names its object (a
+	// Stripe thin event) into the event the projections read, by
+	// fetching the object's current state (see projection.Resolver). The
+	// processor builds one per source at cold start, from the source's
+	// "api" settings in SOURCES (its URL, its key's secret reference,
+	// read through the processor's secret store). builtin.Resolvers() is
+	// ours (Stripe thin events, kind "stripe"): without it a Stripe
+	// source's thin events are projected as delivered, which no
+	// projection reads (ignored). A source that configures an api its
+	// kind has no resolver for stops the processor from starting.
+	Resolvers map[string]projection.ResolverFactory
 }
 
 // ErrRules is returned for Rules a function cannot run with.
@@ -97,7 +109,12 @@ func build(ctx context.Context, fn Function, rules Rules, getenv func(string) st
 		if rules.Registry == nil {
 			return nil, fmt.Errorf("%w: the processor needs a Registry", ErrRules)
 		}
-		return processorFn(ctx, getenv, rules.Registry)
+		for kind, f := range rules.Resolvers {
+			if f == nil {
+				return nil, fmt.Errorf("%w: the resolver of kind %q is nil", ErrRules, kind)
+			}
+		}
+		return processorFn(ctx, getenv, rules)
 	case Dispatcher:
 		return dispatcherFn(ctx, getenv)
 	case Reconciler:
@@ -142,7 +159,7 @@ func bridgeFn(ctx context.Context, getenv func(string) string) (func(), error) {
 	return func() { lambda.Start(h.HandleEventBridge) }, nil
 }
 
-func processorFn(ctx context.Context, getenv func(string) string, reg *projection.Registry) (func(), error) {
+func processorFn(ctx context.Context, getenv func(string) string, rules Rules) (func(), error) {
 	cfg, err := config.LoadProcessor(getenv)
 	if err != nil {
 		return nil, err
@@ -151,10 +168,14 @@ func processorFn(ctx context.Context, getenv func(string) string, reg *projectio
 	if err != nil {
 		return nil, err
 	}
-	p, err := processor.New(rt.Ledger, cfg.Sources, reg, processor.Options{
+	resolvers, err := processor.BuildResolvers(cfg.Sources, rules.Registry, rules.Resolvers, rt.Secrets.Value)
+	if err != nil {
+		return nil, fmt.Errorf("SOURCES: %w", err)
+	}
+	p, err := processor.New(rt.Ledger, cfg.Sources, rules.Registry, processor.Options{
 		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
 		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
-		StripeAPI: processor.StripeClients(cfg.Sources, rt.Secrets.Value),
+		Resolvers: resolvers,
 	})
 	if err != nil {
 		return nil, err
@@ -171,8 +192,12 @@ func dispatcherFn(ctx context.Context, getenv func(string) string) (func(), erro
 	if err != nil {
 		return nil, err
 	}
+	effects, err := outbox.Build(cfg.Effects, rt.Secrets, rt.AWS)
+	if err != nil {
+		return nil, err
+	}
 	c := &outbox.Consumer{
-		Dispatcher: &outbox.Dispatcher{Ledger: rt.Ledger, Effects: outbox.Build(cfg.Effects, rt.Secrets), Owner: rt.Owner,
+		Dispatcher: &outbox.Dispatcher{Ledger: rt.Ledger, Effects: effects, Owner: rt.Owner,
 			Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts},
 		SQS: sqs.NewFromConfig(rt.AWS), QueueURL: cfg.EffectsQueueURL, Log: rt.Log, Metrics: rt.Metrics,
 	}
@@ -205,7 +230,9 @@ func reconcilerFn(ctx context.Context, getenv func(string) string, reg *projecti
 		if err != nil {
 			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
 		}
-		r.Effects = outbox.Build(effects, rt.Secrets)
+		if r.Effects, err = outbox.Build(effects, rt.Secrets, rt.AWS); err != nil {
+			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
+		}
 	}
 	if cfg.BridgeDLQURL != "" {
 		// The bridge's dead letters go through the bridge's own accept path.

@@ -24,6 +24,7 @@ func TestAFunctionThatCannotStartSaysWhy(t *testing.T) {
 		{"unknown function", Function("cron"), Rules{Registry: reg}, `unknown function "cron"`},
 		{"intake without its table", Intake, Rules{}, "TABLE_NAME"},
 		{"processor without its table", Processor, Rules{Registry: reg}, "TABLE_NAME"},
+		{"a nil resolver", Processor, Rules{Registry: reg, Resolvers: map[string]projection.ResolverFactory{"acme": nil}}, `the resolver of kind "acme" is nil`},
 		{"a provider kind that is built in", Intake, Rules{Providers: map[string]provider.Constructor{"stripe": func(map[string]string) (provider.Verifier, error) { return nil, nil }}}, "built in"},
 	}
 	for _, c := range cases {

@@ -16,6 +16,7 @@
 // environment the CDK construct sets; clients are built once at cold start
 // and injected; a missing or wrong variable stops the function at start
 // with a message naming it. Rules carry what only the team knows: its
-// projections (with any of ours, package builtin) and verifiers for
-// provider kinds we do not ship.
+// projections (with any of ours, package builtin), verifiers for
+// provider kinds we do not ship, and the resolvers that fetch the object
+// an event only names (ours: builtin.Resolvers, Stripe thin events).
 package app

@@ -14,7 +14,8 @@ import (
 // permanent (a retry cannot fix a payload); a result is a complete write
 // (a subject the ledger accepts, a fingerprint, a version of at least
 // minVersion) whose state the ledger can store, its intents have distinct
-// operation ids and storable payloads, and projecting the same event again
+// operation ids and storable payloads (and projection.Validate, the
+// processor's check, accepts it), and projecting the same event again
 // gives the same result.
 func fuzzProject(t *testing.T, p projection.Projection, ev projection.Event, minVersion int64) {
 	t.Helper()
@@ -24,6 +25,9 @@ func fuzzProject(t *testing.T, p projection.Projection, ev projection.Event, min
 			t.Fatalf("retryable error for a payload: %v", err)
 		}
 		return
+	}
+	if err := projection.Validate(p.Name(), res); err != nil {
+		t.Fatalf("the pipeline would quarantine this result: %v", err)
 	}
 	w := res.Write
 	if w == nil || w.Name != p.Name() || w.Subject == "" || len(w.Subject) > projection.MaxIDLength || w.Fingerprint == "" || w.Version < minVersion {

@@ -17,9 +17,10 @@ import (
 //
 // A thin event (object "v2.core.event", type "v1.<snapshot type>") names
 // the object that changed in related_object and carries no snapshot of it.
-// The processor fetches the object from the Stripe API and projects the
-// fetched object through the same projection as a snapshot event, as if
-// Stripe had sent a snapshot event observed at the moment of the fetch.
+// The processor's resolver for the source (StripeResolver) fetches the
+// object from the Stripe API, and the fetched object is projected through
+// the same projection as a snapshot event, as if Stripe had sent a
+// snapshot event observed at the moment of the fetch.
 //
 // # Version rule for fetched state
 //

@@ -11,10 +11,13 @@
 // # Compatibility
 //
 // Event, Result, Write, Intent, Policy, Projection, Registry, Permanent,
-// Fingerprint and OperationID are a promise: fields are only added, never
-// renamed or re-typed, and OperationID and Fingerprint never change their
-// output for the same input (an operation id is a downstream's idempotency
-// key, and a fingerprint is stored with every projection item).
+// Fingerprint, OperationID, Validate, Resolver, Resolved, ResolverFactory,
+// ResolverSource, SourceAPI and RetryAfter are a promise: fields are only
+// added, never renamed or re-typed, and OperationID and Fingerprint never
+// change their output for the same input (an operation id is a
+// downstream's idempotency key, and a fingerprint is stored with every
+// projection item). Validate may learn a rule the pipeline learns; the
+// codes it returns do not change.
 //
 // A projection never reads or writes storage. The ledger applies its result
 // in one transaction under the version guard, so the same event can be
@@ -46,6 +49,21 @@
 //
 // Return Permanent errors for input no retry can fix (the event is
 // quarantined); any other error is retried.
+//
+// A result the pipeline cannot apply (an intent without an operation id,
+// a policy it does not know, a value DynamoDB cannot store; see Validate)
+// and a panic are the projection's bugs: the event is quarantined, with
+// a code naming the rule and a message naming the projection, and the
+// rest of its batch goes on. Call Validate on your projections' results
+// in your own tests to find them first.
+//
+// # Events that only name their object
+//
+// Some providers send an event that names the object that changed and
+// carries none of its state (Stripe's thin events). A Resolver, built
+// per source by the ResolverFactory registered for its kind, fetches the
+// object's current state and returns the event the projections read in
+// its place (see Resolver).
 //
 // # Effects and their dispatch policy
 //

@@ -72,14 +72,16 @@ func capacitySection(ctx context.Context, w io.Writer, o options) error {
 	}
 	fmt.Fprintf(w, "\nEvery phase agrees. The item sizes may differ by a byte or two: a number's stored size is its significant digits, and the stack's clock is not the rig's.\n")
 
-	lines := capacity.CostPerMillion(capacity.Workload{
+	workload := capacity.Workload{
 		DuplicateRatio: 0.1, IntentsPerEvent: 1, WriteUnitsEvent: float64(r4.ProcessedUnits()), WriteUnitsEffect: float64(r4.Effect.Units()), WriteUnitsDuplicate: float64(r4.Duplicate.Units()),
 		ReadUnitsEvent: 1, BatchSize: 10, IntakeMs: 15, ProcessorMs: 120, DispatcherMs: 150, MemoryMB: 256, LogBytesPerEvent: 3000,
-	}, capacity.ListPrices)
+	}
+	lines := capacity.CostPerMillion(workload, capacity.ListPrices)
 	fmt.Fprintf(w, "\n## Cost per million events\n\nPrices: AWS list prices, %s. Free tiers ignored. Workload: realistic 4 KB events, 10%% duplicate deliveries (each counted at a first duplicate's write units), one effect per event (the measured write units above), event source mapping batches of 10, 256 MB functions billed %d ms per intake call, %d ms per processor batch and %d ms per dispatcher batch (assumptions: intake's latency under the local stack is below; AWS adds network time), about 3 KB of logs and metrics per event across the functions, one strongly consistent 4 KB read of the payload. Formula and test: `internal/harness/capacity/cost.go`.\n\n", capacity.ListPrices.AsOf, 15, 120, 150)
 	capacity.WriteCostTable(w, lines)
 	fmt.Fprintf(w, "\nDynamoDB writes are the largest line; the next are API Gateway and the logs. Storage is not included: a processed event's item expires after the retention (30 days by default); its compressed payload item is kept 400 days by default (`PayloadRetention`) so that an unresolved event keeps its body, at $0.25 per GB-month.\n")
 	fmt.Fprintf(w, "\n**What a duplicate costs, and why not less.** Every write that touches the event item is billed at least 1 WU by its size, refused or not (\"Capacity units consumed by conditional writes\"), so 1 WU per duplicate is the floor for any first request that goes to the ledger; recording the delivery (its count and a history slot, shown by `webhookctl events show`) is free within that unit. The first duplicate's second unit is its entry on a done shard of the due index: a processed event has no due keys, and the accept's one update expression must give a new event its work shard, so a duplicate of a processed event falls back to its done shard. Avoiding it would mean keeping a processed event on the index (an index write at every completion, 1 WU for every event instead of 1 for each event ever duplicated) or a read before the write (a second request on every delivery). With 10%% duplicates it is about %.2f WU per event.\n", 0.1*float64(r4.Duplicate.Units()-r4.DuplicateAgain.Units()))
+	capacity.TableBillingText(w, workload, 0.7, 100, 1000)
 
 	idle, err := capacity.MeasureReconcilerIdle(ctx)
 	if err != nil {

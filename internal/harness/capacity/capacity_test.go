@@ -105,6 +105,27 @@ func TestCostPerMillionArithmetic(t *testing.T) {
 	}
 }
 
+func TestTableBillingComparesOnDemandWithProvisionedAtItsTarget(t *testing.T) {
+	// GIVEN 100 events/s of 20 write units and 1 read unit each, and auto
+	// scaling that keeps 70 % utilisation
+	b := capacity.CompareTableBilling(100, 20, 1, 0.7, capacity.ListPrices)
+	// THEN on demand bills every unit consumed in 30 days, and provisioned
+	// every unit-hour of consumed / 0.7
+	seconds := 30 * 24 * 3600.0
+	onDemand := 2000*seconds/1e6*0.625 + 100*seconds/1e6*0.125
+	provisioned := (2000/0.7*0.00065 + 100/0.7*0.00013) * 30 * 24
+	if d := b.OnDemandUSD - onDemand; d > 1e-6 || d < -1e-6 {
+		t.Errorf("on demand %.4f, want %.4f", b.OnDemandUSD, onDemand)
+	}
+	if d := b.ProvisionedUSD - provisioned; d > 1e-6 || d < -1e-6 {
+		t.Errorf("provisioned %.4f, want %.4f", b.ProvisionedUSD, provisioned)
+	}
+	// AND provisioned writes break even with on demand at 28.9 % utilisation
+	if u := capacity.BreakEvenUtilization(capacity.ListPrices); u < 0.288 || u > 0.29 {
+		t.Errorf("break-even utilisation %.4f", u)
+	}
+}
+
 // The request budget of issue 8, counted by SDK middleware on the real
 // handlers: a new event stored inline costs intake 2 requests (UpdateItem,
 // SendMessage) and processing 2 DynamoDB requests (claim, transaction) plus

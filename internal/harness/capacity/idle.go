@@ -88,7 +88,7 @@ type IdleMonth struct {
 }
 
 // IdleMonthly prices a month of idle runs. Assumptions, stated with the
-// result: a 5-minute schedule (infra/stack ReconcileEvery), 256 MB, every
+// result: a 5-minute schedule (infra/pipeline ReconcileEvery), 256 MB, every
 // empty Query billed as one eventually consistent read (0.5 RRU: DynamoDB
 // rounds a query's data up to 4 KB), and for each of the two event source
 // mappings 5 pollers long-polling 20 s each (AWS does not publish the idle

@@ -173,8 +173,8 @@ func (r *rig) close() {
 }
 
 // newRig builds a rig whose "stripe" source fetches thin events' objects
-// from stripeAPI (nil: none).
-func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error) {
+// from the Stripe API at stripeURL with key stripeKey ("": no api).
+func newRig(ctx context.Context, stripeURL, stripeKey string) (*rig, error) {
 	quiet := slog.New(slog.DiscardHandler)
 	t, err := newMeteredTable(ctx)
 	if err != nil {
@@ -196,7 +196,17 @@ func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error
 		r.d.Close()
 		return nil, err
 	}
-	sources, err := source.Parse([]byte(`{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:CAP_SECRET"]}]}`))
+	api := ""
+	if stripeURL != "" {
+		api = fmt.Sprintf(`,"api":{"secret":"env:CAP_STRIPE_API_KEY","url":%q,"timeout_seconds":5}`, stripeURL)
+	}
+	sources, err := source.Parse([]byte(`{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:CAP_SECRET"]` + api + `}]}`))
+	if err != nil {
+		r.d.Close()
+		return nil, err
+	}
+	reg := builtin.Default(builtin.StripeOptions{})
+	resolvers, err := processor.BuildResolvers(sources, reg, builtin.Resolvers(), func(context.Context, string) (string, error) { return stripeKey, nil })
 	if err != nil {
 		r.d.Close()
 		return nil, err
@@ -204,11 +214,9 @@ func newRig(ctx context.Context, stripeAPI processor.StripeFetcher) (*rig, error
 	r.in = &intake.Handler{Sources: sources, Ledger: r.led, Now: r.clock.Now, Log: quiet,
 		Secrets: &source.Secrets{Getenv: func(string) string { return measureSecret }},
 		Queue:   queue.Sender{Client: sq.Client(r.rec.APIOption), URL: evq.Queue}}
-	po := processor.Options{Owner: ProcessorOwner, Now: r.clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
-	if stripeAPI != nil {
-		po.StripeAPI = map[string]processor.StripeFetcher{"stripe": stripeAPI}
-	}
-	if r.proc, err = processor.New(r.led, sources, builtin.Default(builtin.StripeOptions{}), po); err != nil {
+	po := processor.Options{Owner: ProcessorOwner, Now: r.clock.Now, Log: quiet, Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue},
+		Resolvers: resolvers}
+	if r.proc, err = processor.New(r.led, sources, reg, po); err != nil {
 		r.d.Close()
 		return nil, err
 	}
@@ -232,7 +240,7 @@ func (r *rig) process(ctx context.Context, id string) error {
 }
 
 func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
-	rg, err := newRig(ctx, nil)
+	rg, err := newRig(ctx, "", "")
 	if err != nil {
 		return Row{}, err
 	}

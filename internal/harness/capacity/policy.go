@@ -33,7 +33,7 @@ type PolicyRow struct {
 // through the ledger, dispatches it against the fake downstream, then
 // commits two more revisions of the subject, and meters each step.
 func MeasurePolicies(ctx context.Context) ([]PolicyRow, error) {
-	rg, err := newRig(ctx, nil)
+	rg, err := newRig(ctx, "", "")
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/harness/stripefake"
 	"github.com/effectively-once/webhooks/internal/ledger"
-	"github.com/effectively-once/webhooks/internal/stripeapi"
 )
 
 // ThinRow compares one event format's cost: requests, write units and
@@ -45,13 +44,9 @@ func MeasureThin(ctx context.Context, n int) ([]ThinRow, error) {
 	api := stripefake.New(thinKey)
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	client := &stripeapi.Client{
-		Key:     func(context.Context) (string, error) { return thinKey, nil },
-		Backend: stripeapi.NewBackend(srv.URL, srv.Client()), Timeout: 5 * time.Second,
-	}
 	var rows []ThinRow
 	for _, format := range []string{"snapshot", "thin"} {
-		rg, err := newRig(ctx, client)
+		rg, err := newRig(ctx, srv.URL, thinKey)
 		if err != nil {
 			return nil, err
 		}

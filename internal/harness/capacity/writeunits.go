@@ -40,7 +40,7 @@ func MeasureWriteUnitFloor(ctx context.Context, size int) (WUFloor, error) {
 		return WUFloor{}, err
 	}
 	f := WUFloor{Row: rows[0]}
-	rg, err := newRig(ctx, nil)
+	rg, err := newRig(ctx, "", "")
 	if err != nil {
 		return f, err
 	}

@@ -1,7 +1,10 @@
 // Package localaws provides the AWS APIs this product needs, running
 // in-process for tests and the local stack: DynamoDB from
 // github.com/truora/minidyn/server and SQS from github.com/Admiral-Piett/goaws,
-// both spoken to over their real wire protocols by the real SDK clients.
+// both spoken to over their real wire protocols by the real SDK clients;
+// and, for the dispatcher's AWS targets, local endpoints of EventBridge's
+// PutEvents and of Step Functions written from their API references, and
+// Lambda's Invoke in front of real functions under aws-lambda-rie.
 //
 // goaws keeps its queues in process-global state, so one SQS server serves a
 // whole test binary; give every test its own queue names (UniqueName).
@@ -39,6 +42,26 @@
 //     a session name in the session token) is named as SQS names one,
 //     "<role id>:<session>". Nothing checks a signature or a permission:
 //     whoever signs with a role's credentials is that role here.
+//     FIFO queues (a name ending in .fifo): goaws deduplicates a
+//     MessageDeduplicationId for 5 minutes (turned on here) and hands out
+//     one message of a MessageGroupId at a time. Known gaps: it forgets a
+//     deduplication id when its message is deleted (SQS keeps it for the
+//     whole interval), does not refuse a FIFO message without a group id
+//     or a deduplication id, has no content-based deduplication, does not
+//     return MessageDeduplicationId or MessageGroupId to a receive, and
+//     checks MaximumMessageSize against the body alone (SQS counts the
+//     message attributes too). A test of a FIFO sender therefore checks
+//     what it sends (the ids) as well as what goaws delivered.
+//   - EventBridge (eventbridge.go): PutEvents only, written here from the
+//     API reference; no emulator of it is reachable. See EventBridge for
+//     what it checks and what only AWS shows.
+//   - Step Functions (stepfunctions.go): StartExecution,
+//     DescribeExecution and DescribeStateMachine, written here from the
+//     API reference; it runs no workflow. See StepFunctions.
+//   - Lambda Invoke (lambda.go): real functions (a real bootstrap under
+//     aws-lambda-rie) behind a front that answers as Lambda's Invoke does
+//     where the emulator does not (function names and ARNs, FunctionError,
+//     timeouts, size limits, throttles injected). See Lambda.
 package localaws
 
 import (
@@ -203,6 +226,12 @@ func StartSQS(addr string) (*SQS, error) {
 		models.CurrentEnvironment.Port = port
 		models.CurrentEnvironment.Region = ""
 		models.CurrentEnvironment.AccountID = "000000000000"
+		// FIFO queues deduplicate by MessageDeduplicationId for 5 minutes,
+		// as in SQS (goaws does so only when told), and a queue's
+		// MaximumMessageSize defaults to SQS's 1 MiB (goaws's default is
+		// none).
+		models.CurrentEnvironment.EnableDuplicates = true
+		models.CurrentEnvironment.QueueAttributeDefaults.MaximumMessageSize = 1048576
 		go func() { _ = http.Serve(l, newSenderIDs().wrap(serializeCreateQueue(router.New()))) }()
 		go gosqs.PeriodicTasks(visibilityTicks, make(chan bool))
 		sqsSrv = &SQS{URL: "http://" + l.Addr().String()}

@@ -282,7 +282,7 @@ func (h *Harness) NewChaosWorker(name string, extra ...APIOption) *Worker {
 	po := processor.Options{
 		Owner: name, Lease: h.opts.Lease, MaxAttempts: h.opts.MaxReceiveCount, RetryBase: 100 * time.Millisecond,
 		RetryCap: h.opts.RetryCap, Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quietLog(),
-		StripeAPI: h.stripeAPI,
+		Resolvers: h.resolvers(),
 	}
 	if h.Outbox != nil {
 		po.Effects = queue.Sender{Client: h.sqsSrv.Client(opts...), URL: h.Outbox.Queues.Queue}

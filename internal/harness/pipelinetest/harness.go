@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"strconv"
 	"sync"
@@ -41,7 +42,6 @@ import (
 	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
-	"github.com/effectively-once/webhooks/internal/stripeapi"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -65,6 +65,9 @@ type Options struct {
 	SourcesDoc string
 	// Secrets adds values for env: secret references (visibly fake ones).
 	Secrets map[string]string
+	// Resolvers are the resolver factories by provider kind; default
+	// builtin.Resolvers() (Stripe thin events).
+	Resolvers map[string]projection.ResolverFactory
 }
 
 // Harness is one isolated pipeline: its own table and queues.
@@ -90,12 +93,14 @@ type Harness struct {
 	Outbox *Outbox
 	// Stripe is the fake Stripe API, once EnableStripeAPI has added it;
 	// workers started after that fetch thin events' objects from it.
-	Stripe    *stripefake.Server
-	stripeAPI map[string]processor.StripeFetcher
+	Stripe *stripefake.Server
+	// stripeAPI is the "stripe" source's api while the fake serves it.
+	stripeAPI *projection.SourceAPI
 
-	opts   Options
-	tokens tokenSeq
-	sqsSrv *localaws.SQS
+	opts    Options
+	secrets *source.Secrets // the env: references of Options.Secrets and the Stripe webhook secrets
+	tokens  tokenSeq
+	sqsSrv  *localaws.SQS
 	// strict validates every transaction's parts on dynalite (StrictEnv).
 	strict      *dynamodb.Client
 	strictTable string
@@ -134,6 +139,9 @@ func New(t testing.TB, o Options) *Harness {
 	if o.Registry == nil {
 		o.Registry = builtin.Default(builtin.StripeOptions{})
 	}
+	if o.Resolvers == nil {
+		o.Resolvers = builtin.Resolvers()
+	}
 	ctx := context.Background()
 	h := &Harness{T: t, Clock: ledger.NewManualClock(Start), opts: o, Table: "ledger"}
 	h.Dynamo = localaws.NewDynamo()
@@ -167,18 +175,19 @@ func New(t testing.TB, o Options) *Harness {
 		t.Fatal(err)
 	}
 	h.IntakeRec = &awstrace.Recorder{}
+	h.secrets = &source.Secrets{Getenv: func(k string) string {
+		if v, ok := o.Secrets[k]; ok {
+			return v
+		}
+		return map[string]string{"STRIPE_PRIMARY": SecretPrimary, "STRIPE_ROTATED": SecretRotated}[k]
+	}}
 	h.Intake = &intake.Handler{
 		Sources: h.Sources,
-		Secrets: &source.Secrets{Getenv: func(k string) string {
-			if v, ok := o.Secrets[k]; ok {
-				return v
-			}
-			return map[string]string{"STRIPE_PRIMARY": SecretPrimary, "STRIPE_ROTATED": SecretRotated}[k]
-		}},
-		Ledger: h.newLedger(h.Dynamo.Client(h.IntakeRec.APIOption), "intake"),
-		Queue:  queue.Sender{Client: sq.Client(h.IntakeRec.APIOption), URL: h.Queues.Queue},
-		Now:    h.Clock.Now,
-		Log:    quietLog(),
+		Secrets: h.secrets,
+		Ledger:  h.newLedger(h.Dynamo.Client(h.IntakeRec.APIOption), "intake"),
+		Queue:   queue.Sender{Client: sq.Client(h.IntakeRec.APIOption), URL: h.Queues.Queue},
+		Now:     h.Clock.Now,
+		Log:     quietLog(),
 		// The bridge DLQ sweep redelivers what the bridge's role wrote.
 		DLQSenders: queue.Senders{BridgeRole.ID},
 	}
@@ -207,10 +216,14 @@ func (h *Harness) newLedger(db ledger.DynamoDB, actor string) *ledger.Ledger {
 // StripeAPIKey is the fake Stripe API's restricted key in tests (visibly fake).
 const StripeAPIKey = "rk_test_FAKE_pipeline_stripe_api_0000"
 
+// stripeAPIRef is the secret reference the "stripe" source's api names
+// while the fake serves it.
+const stripeAPIRef = "env:PIPELINETEST_STRIPE_API_KEY"
+
 // EnableStripeAPI serves a fake Stripe API (Stripe's clock is the manual
-// clock) over HTTP and gives the "stripe" source a stripeapi client for
-// it, with a per-request timeout: workers started after this call fetch
-// the objects thin events name from it.
+// clock) over HTTP and gives the "stripe" source an api for it, with a
+// per-request timeout: workers started after this call resolve thin
+// events through its resolver, which fetches their objects from it.
 func (h *Harness) EnableStripeAPI(timeout time.Duration) *stripefake.Server {
 	h.T.Helper()
 	h.Stripe = stripefake.New(StripeAPIKey)
@@ -218,13 +231,36 @@ func (h *Harness) EnableStripeAPI(timeout time.Duration) *stripefake.Server {
 	srv := httptest.NewServer(h.Stripe)
 	h.T.Cleanup(srv.Close)
 	h.T.Cleanup(h.Stripe.ReleaseHangs)
-	h.stripeAPI = map[string]processor.StripeFetcher{"stripe": &stripeapi.Client{
-		Key:     func(context.Context) (string, error) { return StripeAPIKey, nil },
-		Backend: stripeapi.NewBackend(srv.URL, srv.Client()),
-		Timeout: timeout,
-		Now:     h.Clock.Now,
-	}}
+	h.stripeAPI = &projection.SourceAPI{Secret: stripeAPIRef, URL: srv.URL, Timeout: timeout}
 	return h.Stripe
+}
+
+// resolvers builds a worker's resolvers from the configuration, as the
+// processor function does (processor.BuildResolvers), with the fake
+// Stripe API as the "stripe" source's api once EnableStripeAPI has added
+// it (its sub-second timeouts are not a configuration's).
+func (h *Harness) resolvers() map[string]projection.Resolver {
+	h.T.Helper()
+	factories := maps.Clone(h.opts.Resolvers)
+	if api, stripe := h.stripeAPI, factories["stripe"]; api != nil && stripe != nil {
+		factories["stripe"] = func(src projection.ResolverSource) (projection.Resolver, error) {
+			if src.Name == "stripe" {
+				src.API = api
+			}
+			return stripe(src)
+		}
+	}
+	secret := func(ctx context.Context, ref string) (string, error) {
+		if ref == stripeAPIRef {
+			return StripeAPIKey, nil
+		}
+		return h.secrets.Value(ctx, ref)
+	}
+	rs, err := processor.BuildResolvers(h.Sources, h.opts.Registry, factories, secret)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return rs
 }
 
 // Sign returns a Stripe-Signature header for body, signed now with secret,
@@ -275,7 +311,7 @@ func (h *Harness) NewWorker(name string) *Worker {
 		Owner: name, Lease: h.opts.Lease, MaxAttempts: h.opts.MaxReceiveCount, RetryBase: 100 * time.Millisecond,
 		RetryCap: h.opts.RetryCap, Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quietLog(),
 	}
-	opts.StripeAPI = h.stripeAPI
+	opts.Resolvers = h.resolvers()
 	if h.Outbox != nil {
 		// Through the worker's own recorder, so a crash between the commit
 		// and the announcement can be injected.

@@ -1,4 +1,4 @@
-package stack
+package pipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"

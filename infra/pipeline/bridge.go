@@ -1,4 +1,4 @@
-package stack
+package pipeline
 
 import (
 	"time"
@@ -14,11 +14,6 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/source"
 )
-
-// Bridge is the EventBridge intake function (functions/bridge): the target
-// of one rule per source whose delivery includes eventbridge. It exists
-// only when such a source is configured.
-const Bridge = "bridge"
 
 // Bridge settings.
 const (
@@ -55,9 +50,9 @@ type BridgeResources struct {
 
 // eventBridgeSources lists the configured sources whose delivery includes
 // eventbridge, in configuration order.
-func (c Config) eventBridgeSources() []SourceConfig {
-	var out []SourceConfig
-	for _, s := range c.Sources {
+func (p *Props) eventBridgeSources() []Source {
+	var out []Source
+	for _, s := range p.Sources {
 		if (source.Source{Delivery: s.Delivery}).EventBridge() {
 			out = append(out, s)
 		}
@@ -76,13 +71,13 @@ func (c Config) eventBridgeSources() []SourceConfig {
 // The partner event bus is not created here: it appears, with the event
 // source's name, when the user associates the partner event source in the
 // EventBridge console (infra/README.md), and the rule refers to it by name.
-func (s *Stack) bridge(sourcesDoc *string) error {
-	srcs := s.Config.eventBridgeSources()
+func (s *Pipeline) bridge(assets map[string]asset, sourcesDoc *string) error {
+	srcs := s.props().eventBridgeSources()
 	if len(srcs) == 0 {
 		return nil
 	}
-	dlq := awssqs.NewQueue(s.Stack, jsii.String("BridgeDLQ"), &awssqs.QueueProps{
-		QueueName:       jsii.String(s.Config.Prefix() + "bridge-dlq"),
+	dlq := awssqs.NewQueue(s, jsii.String("BridgeDLQ"), &awssqs.QueueProps{
+		QueueName:       jsii.String(s.prefix() + "bridge-dlq"),
 		RetentionPeriod: awscdk.Duration_Seconds(jsii.Number(BridgeDLQRetention.Seconds())),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
@@ -94,7 +89,7 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 			"redelivered by the reconciler, which deletes each only once the ledger accepted it."),
 	}}, jsii.Bool(false))
 
-	fn, err := NewFunction(s.Stack, s.Config, FunctionProps{
+	fn, err := s.newFunction(assets[Bridge], functionProps{
 		Name: Bridge,
 		// 256 MB: one event of at most 256 KB (EventBridge's limit) parsed
 		// and written; DynamoDB and SQS round trips, not CPU.
@@ -128,13 +123,13 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 	var ruleArns []*string
 	for _, src := range srcs {
 		id := pascal(src.Name)
-		bus := awsevents.EventBus_FromEventBusName(s.Stack, jsii.String("PartnerBus"+id), jsii.String(src.EventSource))
+		bus := awsevents.EventBus_FromEventBusName(s, jsii.String("PartnerBus"+id), jsii.String(src.EventSource))
 		// Enabled whatever the function's build state: an event that
 		// matches no rule is dropped by EventBridge, whereas one the
 		// function fails on waits in the DLQ for the reconciler.
-		res.Rules[src.Name] = awsevents.NewRule(s.Stack, jsii.String("BridgeRule"+id), &awsevents.RuleProps{
+		res.Rules[src.Name] = awsevents.NewRule(s, jsii.String("BridgeRule"+id), &awsevents.RuleProps{
 			EventBus:    bus,
-			RuleName:    jsii.String(s.Config.Prefix() + "bridge-" + src.Name),
+			RuleName:    jsii.String(s.prefix() + "bridge-" + src.Name),
 			Description: jsii.String("Every event of " + src.Kind + " partner event source " + src.EventSource + " to the bridge (source " + src.Name + ")"),
 			// Exactly the partner event source: nothing broader, whatever
 			// else is ever put on this bus. And, in depth, only events of
@@ -143,7 +138,7 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 			// partner's events here carry the id of the account its partner
 			// event source was made for, this one, so an event another
 			// account manages to put on this bus matches nothing.
-			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource), Account: &[]*string{s.Stack.Account()}},
+			EventPattern: &awsevents.EventPattern{Source: jsii.Strings(src.EventSource), Account: &[]*string{awscdk.Stack_Of(s).Account()}},
 			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(fn.Fn, &awseventstargets.LambdaFunctionProps{
 				DeadLetterQueue: dlq,
 				RetryAttempts:   jsii.Number(BridgeTargetRetries),
@@ -188,7 +183,7 @@ func (s *Stack) bridge(sourcesDoc *string) error {
 	// sender of each message (SenderId "<role id>:<session>"): the role's
 	// unique id, plus any sender the context adds (bridgeDlqSenders).
 	senders := []*string{fn.Role.RoleId()}
-	for _, id := range s.Config.BridgeDLQSenders {
+	for _, id := range s.Props.BridgeDLQSenders {
 		senders = append(senders, jsii.String(id))
 	}
 	re.Fn.AddEnvironment(jsii.String("BRIDGE_DLQ_SENDERS"), awscdk.Fn_Join(jsii.String(","), &senders), nil)

@@ -1,4 +1,4 @@
-package stack
+package pipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -31,11 +31,11 @@ type LedgerTrailResources struct {
 // cloudtrail validate-logs). The bucket is S3-encrypted, versioned (an
 // overwritten or deleted log file keeps its earlier version), TLS-only,
 // closed to the public, and kept when the stack is deleted.
-func (s *Stack) ledgerTrail() {
-	if !s.Config.LedgerDataEvents {
+func (s *Pipeline) ledgerTrail() {
+	if !s.Props.LedgerDataEvents {
 		return
 	}
-	bucket := awss3.NewBucket(s.Stack, jsii.String("LedgerTrailBucket"), &awss3.BucketProps{
+	bucket := awss3.NewBucket(s, jsii.String("LedgerTrailBucket"), &awss3.BucketProps{
 		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		Versioned:         jsii.Bool(true),
@@ -48,8 +48,8 @@ func (s *Stack) ledgerTrail() {
 		Reason: jsii.String("This bucket holds the ledger trail's CloudTrail log files. Server access logs would need a bucket of " +
 			"their own; tampering with a log file is detected by CloudTrail's log file validation and kept by versioning."),
 	}}, jsii.Bool(false))
-	trail := awscloudtrail.NewTrail(s.Stack, jsii.String("LedgerTrail"), &awscloudtrail.TrailProps{
-		TrailName:                  jsii.String(s.Config.Prefix() + "ledger-data-events"),
+	trail := awscloudtrail.NewTrail(s, jsii.String("LedgerTrail"), &awscloudtrail.TrailProps{
+		TrailName:                  jsii.String(s.prefix() + "ledger-data-events"),
 		Bucket:                     bucket,
 		EnableFileValidation:       jsii.Bool(true),
 		IsMultiRegionTrail:         jsii.Bool(false),

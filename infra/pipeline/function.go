@@ -1,4 +1,4 @@
-package stack
+package pipeline
 
 import (
 	"sort"
@@ -13,8 +13,8 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
-// FunctionProps describes one Lambda of the pipeline.
-type FunctionProps struct {
+// functionProps describes one Lambda of the pipeline.
+type functionProps struct {
 	// Name is the function's short name ("intake"); its code is the
 	// Makefile's build/<Name>/bootstrap.
 	Name string
@@ -33,8 +33,8 @@ type FunctionProps struct {
 }
 
 // Function is a Lambda with its own role and log group: the role starts
-// empty (no managed policy) and every permission is a Grant the stack adds
-// for an action the code performs.
+// empty (no managed policy) and every permission is a Grant the construct
+// adds for an action the code performs.
 type Function struct {
 	// Scope holds the function, its role and its log group.
 	Scope    constructs.Construct
@@ -61,17 +61,16 @@ var appLogLevel = map[string]awslambda.ApplicationLogLevel{
 	"warn": awslambda.ApplicationLogLevel_WARN, "error": awslambda.ApplicationLogLevel_ERROR,
 }
 
-// NewFunction creates the function, its role and its log group.
-func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Function, error) {
-	c := constructs.NewConstruct(scope, jsii.String(pascal(p.Name)))
-	dir, built, err := cfg.Assets(p.Name)
-	if err != nil {
-		return nil, err
-	}
-	name := cfg.Prefix() + p.Name
+// newFunction creates the function from its code, its role and its log
+// group.
+func (s *Pipeline) newFunction(code asset, p functionProps) (*Function, error) {
+	cfg := s.props()
+	c := constructs.NewConstruct(s, jsii.String(pascal(p.Name)))
+	dir, built := code.dir, code.built
+	name := s.prefix() + p.Name
 	if !built {
-		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("webhooks:not-built"), jsii.String("build/"+p.Name+
-			"/bootstrap does not exist: synthesized with a placeholder (run `make build`; a function with no source yet keeps its trigger disabled)"), nil)
+		awscdk.Annotations_Of(c).AddWarningV2(jsii.String("webhooks:not-built"), jsii.String("the "+p.Name+
+			" function's bootstrap does not exist: synthesized with a placeholder (build it first; a reconciler without code keeps its schedule disabled)"), nil)
 	}
 	logs := awslogs.NewLogGroup(c, jsii.String("Logs"), &awslogs.LogGroupProps{
 		LogGroupName:  jsii.String("/aws/lambda/" + name),
@@ -91,7 +90,7 @@ func NewFunction(scope constructs.Construct, cfg Config, p FunctionProps) (*Func
 		"RETENTION_DAYS":    jsii.String(itoa(cfg.RetentionDays)),
 		"DUE_SHARDS":        jsii.String(itoa(cfg.DueShards)),
 		"DUE_SHARDS_READ":   jsii.String(itoa(cfg.DueShardsRead)),
-		"METRICS_NAMESPACE": jsii.String(cfg.MetricsNamespace()),
+		"METRICS_NAMESPACE": jsii.String(cfg.MetricsNamespace),
 	}
 	for k, v := range p.Env {
 		env[k] = v

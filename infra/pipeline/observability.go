@@ -1,4 +1,4 @@
-package stack
+package pipeline
 
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -30,32 +30,32 @@ const (
 	effectsOldestAlarmSeconds = 3600
 )
 
-func (s *Stack) metric(name, stat string) awscloudwatch.Metric {
+func (s *Pipeline) metric(name, stat string) awscloudwatch.Metric {
 	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:  jsii.String(s.Config.MetricsNamespace()),
+		Namespace:  jsii.String(s.props().MetricsNamespace),
 		MetricName: jsii.String(name),
 		Statistic:  jsii.String(stat),
 		Period:     awscdk.Duration_Minutes(jsii.Number(5)),
 	})
 }
 
-// alarms creates the alarm topic and every alarm; it returns the topic ARN.
-func (s *Stack) alarms() *string {
-	topic := awssns.NewTopic(s.Stack, jsii.String("AlarmTopic"), &awssns.TopicProps{
-		TopicName:   jsii.String(s.Config.Prefix() + "alarms"),
-		DisplayName: jsii.String("Webhooks " + s.Config.Stage + " alarms"),
+// alarms creates the alarm topic and every alarm.
+func (s *Pipeline) alarms() {
+	topic := awssns.NewTopic(s, jsii.String("AlarmTopic"), &awssns.TopicProps{
+		TopicName:   jsii.String(s.prefix() + "alarms"),
+		DisplayName: jsii.String("Webhooks " + s.props().Stage + " alarms"),
 		// Publishers must use TLS. The topic is not KMS-encrypted: it carries
 		// alarm state changes only, and CloudWatch cannot publish to a topic
 		// under the AWS managed aws/sns key.
 		EnforceSSL: jsii.Bool(true),
 	})
-	if s.Config.AlarmEmail != "" {
-		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.Config.AlarmEmail), nil))
+	if s.props().AlarmEmail != "" {
+		topic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.props().AlarmEmail), nil))
 	}
 	action := awscloudwatchactions.NewSnsAction(topic)
 	add := func(id, desc string, m awscloudwatch.IMetric, threshold float64) {
-		a := awscloudwatch.NewAlarm(s.Stack, jsii.String(id), &awscloudwatch.AlarmProps{
-			AlarmName:          jsii.String(s.Config.Prefix() + id),
+		a := awscloudwatch.NewAlarm(s, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmName:          jsii.String(s.prefix() + id),
 			AlarmDescription:   jsii.String(desc),
 			Metric:             m,
 			Threshold:          jsii.Number(threshold),
@@ -81,7 +81,7 @@ func (s *Stack) alarms() *string {
 			p.q.Queue.MetricApproximateAgeOfOldestMessage(max5), p.old)
 	}
 	if s.Bridge != nil {
-		add("BridgeDlqNotEmpty", "Messages in the "+s.Config.Prefix()+"bridge-dlq queue: partner events the bridge did not accept. "+
+		add("BridgeDlqNotEmpty", "Messages in the "+s.prefix()+"bridge-dlq queue: partner events the bridge did not accept. "+
 			"The reconciler redelivers them every run; one that stays names an event source SOURCES lacks (infra/README.md).",
 			s.Bridge.DLQ.MetricApproximateNumberOfMessagesVisible(max5), 1)
 		add("BridgeDlqRefused", "The reconciler refused bridge DLQ letters that the bridge's role did not write: each is QUARANTINED under "+
@@ -101,12 +101,12 @@ func (s *Stack) alarms() *string {
 	add("EffectsScopeRefused", "Intents quarantined without a call because their scope may not use their effect (the effect's scopes): "+
 		"another source's facts tried to reach the endpoint, or the effect's scopes miss a source. The intent's detail names scope, source and kind.",
 		s.metric("EffectsScopeRefused", "Sum"), 1)
-	return topic.TopicArn()
+	s.AlarmTopic = topic
 }
 
 // functionNames lists the deployed functions: the four, and the bridge
 // when there is one.
-func (s *Stack) functionNames() []string {
+func (s *Pipeline) functionNames() []string {
 	names := []string{Intake, Processor, Dispatcher, Reconciler}
 	if s.Bridge != nil {
 		names = append(names, Bridge)
@@ -119,10 +119,9 @@ func (s *Stack) functionNames() []string {
 // waiting for the recovery owner; subjects whose downstream is not at the
 // canonical version), then is every accepted event reconciled, how old is
 // the oldest that is not, what effects are pending or uncertain,
-// duplicates, stale, quarantined, DLQ age; run metrics go below. It
-// returns the dashboard's name.
-func (s *Stack) dashboard() *string {
-	name := s.Config.Prefix() + "overview"
+// duplicates, stale, quarantined, DLQ age; run metrics go below.
+func (s *Pipeline) dashboard() {
+	name := s.prefix() + "overview"
 	m := s.metric
 	sum := func(names ...string) *[]awscloudwatch.IMetric {
 		out := []awscloudwatch.IMetric{}
@@ -217,9 +216,9 @@ func (s *Stack) dashboard() *string {
 	for _, r := range rows {
 		widgets = append(widgets, &r)
 	}
-	awscloudwatch.NewDashboard(s.Stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+	s.DashboardName = name
+	s.Dashboard = awscloudwatch.NewDashboard(s, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
 		DashboardName: jsii.String(name),
 		Widgets:       &widgets,
 	})
-	return jsii.String(name)
 }
