@@ -100,11 +100,12 @@ func parseConfig(p Pipeline) (config, error) {
 		return c, fmt.Errorf("the EFFECTS document: %w", err)
 	}
 	for _, e := range eff.Effects {
-		// The fake downstream takes every call; a placeholder passes the
-		// document's URL check.
+		// The fake downstream takes every call, an AWS target's too; a
+		// placeholder passes the document's URL check.
 		e["url"] = "https://downstream.invalid/effect"
-		delete(e, "status_url")
-		delete(e, "secret")
+		for _, k := range []string{"target", "status_url", "secret"} {
+			delete(e, k)
+		}
 	}
 	if b, err = json.Marshal(eff); err != nil {
 		return c, fmt.Errorf("the EFFECTS document: %w", err)

@@ -40,8 +40,9 @@
 //
 // # The reference model
 //
-// Each event is first projected alone, as the processor would project it:
-// its subject and version must be the declared ones, its state must hold
+// Each event is first projected alone, as the processor would project it
+// (a panic or a result projection.Validate refuses is the quarantine the
+// processor would record): its subject and version must be the declared ones, its state must hold
 // the declared fields, and re-sent under another id an hour later it must
 // give the same version, state and operation ids. Then each run's order is
 // replayed on the model with the contract's version rule (a newer version

@@ -113,7 +113,7 @@ func (k *kit) checkAlone() {
 			err = errors.New("its result writes no state: the kit checks the events of your subjects")
 		}
 		if err != nil {
-			k.fail(Processed, "event %s (%s): %v", f.id, f.typ, err)
+			k.fail(Processed, "event %s (%s): %s", f.id, f.typ, fate(err))
 			k.unusable = true
 			continue
 		}
@@ -130,12 +130,6 @@ func (k *kit) checkAlone() {
 		}
 		if d := stateMismatch(f.ev.State, f.write.State); d != "" {
 			k.fail(HighestVersion, "event %s (%s) of subject %s: projected alone its state has %s", f.id, f.typ, f.key, d)
-		}
-		for _, in := range f.intents {
-			if policyOf(in) == projection.PolicyWhileCurrent && !holds(in.Condition, f.write.State) {
-				k.fail(WhileCurrent, "event %s (%s) asks for %s of %s while its own state %s does not satisfy the intent's condition %s: the dispatcher can never perform it",
-					f.id, f.typ, in.Kind, in.Subject, render(f.write.State), conditionText(in.Condition))
-			}
 		}
 		k.checkAgain(f)
 		k.checkEffects(f)
@@ -159,12 +153,26 @@ func (k *kit) checkAlone() {
 	}
 }
 
+// fate says what the pipeline does with an event whose projection fails
+// with err.
+func fate(err error) string {
+	var pe *projection.PermanentError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("the processor quarantines it (%s): %v", pe.Code, pe.Err)
+	}
+	return fmt.Sprintf("its projection fails, and the processor retries it until it is dead: %v", err)
+}
+
 // checkAgain projects the fact's re-sent copy (another event id, received
 // an hour later): the same fact must give the same result.
 func (k *kit) checkAgain(f *fact) {
 	res, err := project(k.p.Rules.Registry, f, f.againID, f.againPayload, againAt)
-	if err != nil || res.Write == nil {
-		k.fail(HighestVersion, "event %s (%s) of subject %s: re-sent as %s an hour later, it no longer projects (%v)", f.id, f.typ, f.key, f.againID, err)
+	switch {
+	case err != nil:
+		k.fail(HighestVersion, "event %s (%s) of subject %s: re-sent as %s an hour later, %s", f.id, f.typ, f.key, f.againID, fate(err))
+		return
+	case res.Write == nil:
+		k.fail(HighestVersion, "event %s (%s) of subject %s: re-sent as %s an hour later, its result writes no state", f.id, f.typ, f.key, f.againID)
 		return
 	}
 	w := res.Write

@@ -3,11 +3,13 @@ package webhookstest
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/harness/pipelinetest"
+	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -228,23 +230,24 @@ func text(v any) string {
 	return fmt.Sprint(v)
 }
 
-// project runs the team's projection for one event, as the processor
-// does, turning a panic into an error.
-func project(reg *projection.Registry, f *fact, id string, payload []byte, at time.Time) (res projection.Result, err error) {
+// project runs the team's projection for one event as the processor
+// does: a panic is its permanent error (projection.CodePanic), a result
+// projection.Validate refuses is one too, and the result is scoped.
+func project(reg *projection.Registry, f *fact, id string, payload []byte, at time.Time) (projection.Result, error) {
 	p, ok := reg.Lookup(f.d.src.Kind, f.typ)
 	if !ok {
-		return res, fmt.Errorf("no projection of the registry handles %s %q", f.d.src.Kind, f.typ)
+		return projection.Result{}, fmt.Errorf("no projection of the registry handles %s %q", f.d.src.Kind, f.typ)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("projection %s panics: %v", p.Name(), r)
-		}
-	}()
-	res, err = p.Project(projection.Event{Source: f.d.src.Name, Kind: f.d.src.Kind, EventID: id, Type: f.typ, Payload: payload, ReceivedAt: at})
+	scope := f.d.src.Scope()
+	name, res, err := processor.Project(p, scope, projection.Event{Source: f.d.src.Name, Kind: f.d.src.Kind, EventID: id, Type: f.typ, Payload: payload, ReceivedAt: at},
+		slog.New(slog.DiscardHandler))
+	if err == nil {
+		err = projection.Validate(name, res)
+	}
 	if err != nil {
-		return res, fmt.Errorf("projection %s: %w", p.Name(), err)
+		return res, err
 	}
-	return projection.Scoped(f.d.src.Scope(), res), nil
+	return projection.Scoped(scope, res), nil
 }
 
 // receivedAt is when the kit says an event was first received (the

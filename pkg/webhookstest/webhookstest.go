@@ -20,9 +20,10 @@ type Pipeline struct {
 	// replaced or dropped, so the document may be the one deployed. The
 	// kit signs the kinds "stripe" and "standard-webhooks".
 	Sources string
-	// Effects is the EFFECTS document. Every effect calls the kit's fake
-	// downstream: its "url", "status_url" and "secret" are replaced (and
-	// may be left out); its kind, scopes and idempotency window are kept.
+	// Effects is the EFFECTS document. Every effect, an HTTP endpoint or
+	// an AWS target, calls the kit's fake downstream instead: its "url",
+	// "target", "status_url" and "secret" are replaced or dropped (and may
+	// be left out); its kind, scopes and idempotency window are kept.
 	Effects string
 	// Orders bounds the runs without a crash. Each permutation of the
 	// events is played twice (effects dispatched after each event, and

@@ -208,11 +208,17 @@ func (u unreachable) Project(ev projection.Event) (projection.Result, error) {
 	return res, err
 }
 
-func TestAConditionItsOwnStateBreaksFailsWhileCurrent(t *testing.T) {
-	got := mustReport(t, orders(unreachable{builtin.NewOrders(builtin.OrderOptions{})}), webhookstest.WhileCurrent, cancelledThenConfirmed...)
-	if !strings.Contains(got[0], `asks for refund of O-42 while its own state`) || !strings.Contains(got[0], `status="CANCELLED"`) {
-		t.Fatalf("the failure does not name the intent and its condition: %s", got[0])
+// A result the pipeline refuses (projection.Validate) is reported as the
+// processor's quarantine, with its code and message.
+func TestAResultThePipelineRefusesFailsProcessed(t *testing.T) {
+	got := mustReport(t, orders(unreachable{builtin.NewOrders(builtin.OrderOptions{})}), webhookstest.Processed, cancelledThenConfirmed...)
+	for _, e := range got {
+		if strings.Contains(e, "event msg_O-42_r2 (order.updated): the processor quarantines it ("+projection.CodeInvalidResult+")") &&
+			strings.Contains(e, "status=CANCELLED") {
+			return
+		}
 	}
+	t.Fatalf("no failure names the cancellation's quarantine and its condition:\n%s", strings.Join(got, "\n"))
 }
 
 func TestAConfigurationTheKitCannotRunFailsTheTestAtOnce(t *testing.T) {
