@@ -58,8 +58,9 @@ const OrderProjection = "order"
 //   - ship_order, while_current with the condition status=paid: a
 //     shipment still waiting when the refund arrives ends OBSOLETE without
 //     a call. One already sent before the refund was processed is
-//     recorded CONTRADICTED (there is no compensation: the shop's
-//     operations arrange the return).
+//     compensated: the refund's commit writes a cancel_shipment intent
+//     (once, keyed projection.CompensationID of the shipment's), which
+//     stops the parcel or arranges its return.
 //   - send_confirmation, once: the customer was told the payment went
 //     through, whatever happens later.
 type Orders struct{}
@@ -156,8 +157,10 @@ func (Orders) Project(ev projection.Event) (projection.Result, error) {
 			OperationID: projection.OperationID(order, "ship_order"),
 			Kind:        "ship_order", Subject: order, Payload: payload,
 			// Shipping is justified by the order being paid: a refund
-			// processed before the shipment is sent cancels it.
+			// processed before the shipment is sent makes it obsolete, one
+			// processed after it cancels the shipment.
 			Policy: projection.PolicyWhileCurrent, Condition: map[string]string{"status": "paid"},
+			Compensation: "cancel_shipment",
 		},
 		{
 			OperationID: projection.OperationID(order, "send_confirmation"),

@@ -25,6 +25,7 @@ func shop(reg *projection.Registry) webhookstest.Pipeline {
 		Sources: `{"sources":[{"name":"shop-stripe","kind":"stripe"}]}`,
 		Effects: `{"effects":[` +
 			`{"kind":"ship_order","scopes":["shop-stripe"]},` +
+			`{"kind":"cancel_shipment","scopes":["shop-stripe"]},` +
 			`{"kind":"send_confirmation","scopes":["shop-stripe"]},` +
 			`{"kind":"entitlement.grant","scopes":["shop-stripe"]},` +
 			`{"kind":"entitlement.revoke","scopes":["shop-stripe"]}]}`,
@@ -66,7 +67,9 @@ func refund(id, order string, created, refunded int64) webhookstest.Event {
 	return ev
 }
 
-func TestAPaidOrderShipsOnceAndAFullRefundStopsAShipmentStillWaiting(t *testing.T) {
+// Dispatched after the last event, the shipment is obsolete; dispatched
+// as they come, it is sent and then cancelled (cancel_shipment, once).
+func TestAPaidOrderShipsOnceAndAFullRefundStopsOrCancelsItsShipment(t *testing.T) {
 	shop(rules.Registry()).Check(t,
 		paid("evt_shop_paid_1", "O-1001", t0),
 		refund("evt_shop_part_1", "O-1001", t0+60, 2900),
