@@ -11,6 +11,7 @@
 //			Rules:   rules.Rules(),
 //			Sources: `{"sources":[{"name":"shop-stripe","kind":"stripe"}]}`,
 //			Effects: `{"effects":[{"kind":"ship_order","scopes":["shop-stripe"]},` +
+//				`{"kind":"cancel_shipment","scopes":["shop-stripe"]},` +
 //				`{"kind":"send_confirmation","scopes":["shop-stripe"]}]}`,
 //		}
 //		// paid and refunded are Stripe event bodies (payment_intent.succeeded
