@@ -76,6 +76,12 @@
 // instead of while_current passes); the events' declared states are where
 // a test says that.
 //
+// # Reproducing a run
+//
+// A failure names its run's seed and number: the same Pipeline (Seed
+// included) and events play the same runs. PIPELINE_LOG=1 in the
+// environment prints the intake's, processor's and dispatcher's logs.
+//
 // # Compatibility
 //
 // Pipeline, Event, Failure and the Rule names are a promise: fields are
