@@ -36,7 +36,7 @@ func (k *kit) check(s schedule, o observed) []Failure {
 		case !ok:
 			fail(Processed, "event %s was accepted but has no ledger row", st.name())
 		case ev.Status != ledger.StatusProcessed:
-			fail(Processed, "event %s ended %s (%s: %s)", st.name(), ev.Status, ev.ErrorCode, lastReason(ev.Audit))
+			fail(Processed, "event %s ended %s (%s)", st.name(), ev.Status, lastReason(ev))
 		}
 	}
 	ops := make([]string, 0, len(o.intents))
@@ -106,8 +106,12 @@ func (k *kit) check(s schedule, o observed) []Failure {
 					by += " (the same fact as " + twin.by.id + ")"
 				}
 			}
-			fail(OneCallPerOperation, "%s of %s was performed under operation id %s, which %s wrote; %s gives that effect operation id %s: one fact, two operation ids, so the downstream cannot tell they are one operation and performs it once per id",
-				a.Kind, a.Subject, id, by, twin.by.id, twin.in.OperationID)
+			model := fmt.Sprintf("%s gives that effect operation id %s", twin.by.id, twin.in.OperationID)
+			if twin.compensates != "" {
+				model = fmt.Sprintf("the model's id for that compensation is %s (of %s)", twin.in.OperationID, twin.compensates)
+			}
+			fail(OneCallPerOperation, "%s of %s was performed under operation id %s, which %s wrote; %s: one fact, two operation ids, so the downstream cannot tell they are one operation and performs it once per id",
+				a.Kind, a.Subject, id, by, model)
 			continue
 		}
 		fail(ImpliedEffects, "the downstream performed %s of %s (operation %s), which no event implies in the model", a.Kind, a.Subject, id)
@@ -265,11 +269,13 @@ func conditionText(c map[string]string) string {
 	return out
 }
 
-func lastReason(audit []ledger.AuditEntry) string {
-	if len(audit) == 0 {
-		return "no audit"
+// lastReason is why an event ended where it is: its last audit entry's
+// reason (which names the code), else its code.
+func lastReason(ev ledger.Event) string {
+	if n := len(ev.Audit); n > 0 && ev.Audit[n-1].Reason != "" {
+		return ev.Audit[n-1].Reason
 	}
-	return audit[len(audit)-1].Reason
+	return ev.ErrorCode
 }
 
 // dedupe drops repeated failures, keeping the first of each.
