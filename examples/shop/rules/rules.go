@@ -24,7 +24,9 @@ func Registry() *projection.Registry {
 	return reg
 }
 
-// Rules are the shop's rules.
+// Rules are the shop's rules: its registry, and Stripe's resolver, which
+// fetches the object a thin event names (a source with an "api") so the
+// same projections read it.
 func Rules() app.Rules {
-	return app.Rules{Registry: Registry()}
+	return app.Rules{Registry: Registry(), Resolvers: builtin.Resolvers()}
 }
