@@ -62,6 +62,8 @@ func NewShop(scope constructs.Construct, id string, p ShopProps) (*Shop, error) 
 			{Kind: "cancel_shipment", URL: "https://shipping.shop.example/v1/cancellations",
 				Scopes: []string{"shop-stripe"}, SecretArn: shippingTokenArn},
 			{Kind: "send_confirmation", URL: "https://mail.shop.example/v1/confirmations", Scopes: []string{"shop-stripe"}},
+			{Kind: "entitlement.grant", URL: "https://members.shop.example/v1/grants", Scopes: []string{"shop-stripe"}},
+			{Kind: "entitlement.revoke", URL: "https://members.shop.example/v1/revocations", Scopes: []string{"shop-stripe"}},
 		},
 		// The shop's secrets live in its own secrets; the construct creates none.
 		GivenSecretsOnly: true,
