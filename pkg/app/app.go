@@ -20,24 +20,54 @@ import (
 	"github.com/effectively-once/webhooks/pkg/provider"
 )
 
-// Function names one of the pipeline's Lambda functions.
-type Function string
+// Function is one of the pipeline's Lambda functions. Each is its own
+// binary (its own bootstrap), and a main names only its own: the linker
+// then keeps only what that function runs, so the intake's binary carries
+// neither the dispatcher's AWS targets nor the reconciler's sources of
+// truth (its size and cold start are the function's alone).
+type Function struct {
+	name  string
+	build func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error)
+}
 
-// The functions. Each is its own binary (its own bootstrap), so each
-// links and initialises only what it runs.
-const (
+// String is the function's name, as in functions/<name>.
+func (f Function) String() string { return f.name }
+
+// The functions.
+var (
 	// Intake verifies webhook deliveries (API Gateway HTTP API) and
 	// accepts them into the ledger.
-	Intake Function = "intake"
+	Intake = Function{"intake", func(ctx context.Context, _ Rules, getenv func(string) string) (func(), error) {
+		return intakeFn(ctx, getenv)
+	}}
 	// Bridge accepts events from EventBridge partner event buses.
-	Bridge Function = "bridge"
+	Bridge = Function{"bridge", func(ctx context.Context, _ Rules, getenv func(string) string) (func(), error) {
+		return bridgeFn(ctx, getenv)
+	}}
 	// Processor applies the projections (SQS, the events queue).
-	Processor Function = "processor"
+	Processor = Function{"processor", func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error) {
+		if rules.Registry == nil {
+			return nil, fmt.Errorf("%w: the processor needs a Registry", ErrRules)
+		}
+		for kind, f := range rules.Resolvers {
+			if f == nil {
+				return nil, fmt.Errorf("%w: the resolver of kind %q is nil", ErrRules, kind)
+			}
+		}
+		return processorFn(ctx, getenv, rules)
+	}}
 	// Dispatcher performs the outbox's effects (SQS, the effects queue).
-	Dispatcher Function = "dispatcher"
+	Dispatcher = Function{"dispatcher", func(ctx context.Context, _ Rules, getenv func(string) string) (func(), error) {
+		return dispatcherFn(ctx, getenv)
+	}}
 	// Reconciler re-drives stuck work and compares local state with the
 	// providers' and downstreams' truth (EventBridge schedule).
-	Reconciler Function = "reconciler"
+	Reconciler = Function{"reconciler", func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error) {
+		if rules.Registry == nil {
+			return nil, fmt.Errorf("%w: the reconciler needs a Registry (the processor's)", ErrRules)
+		}
+		return reconcilerFn(ctx, getenv, rules.Registry)
+	}}
 )
 
 // Rules is what a team gives the pipeline. Give every function the same
@@ -75,7 +105,7 @@ var ErrRules = errors.New("app: rules")
 // variable, and the process exits 1 (Lambda reports an init error).
 func Main(fn Function, rules Rules) {
 	if err := Run(fn, rules); err != nil {
-		fmt.Fprintln(os.Stderr, string(fn)+": "+err.Error())
+		fmt.Fprintln(os.Stderr, fn.String()+": "+err.Error())
 		os.Exit(1)
 	}
 }
@@ -100,30 +130,10 @@ func build(ctx context.Context, fn Function, rules Rules, getenv func(string) st
 			return nil, fmt.Errorf("%w: %v", ErrRules, err)
 		}
 	}
-	switch fn {
-	case Intake:
-		return intakeFn(ctx, getenv)
-	case Bridge:
-		return bridgeFn(ctx, getenv)
-	case Processor:
-		if rules.Registry == nil {
-			return nil, fmt.Errorf("%w: the processor needs a Registry", ErrRules)
-		}
-		for kind, f := range rules.Resolvers {
-			if f == nil {
-				return nil, fmt.Errorf("%w: the resolver of kind %q is nil", ErrRules, kind)
-			}
-		}
-		return processorFn(ctx, getenv, rules)
-	case Dispatcher:
-		return dispatcherFn(ctx, getenv)
-	case Reconciler:
-		if rules.Registry == nil {
-			return nil, fmt.Errorf("%w: the reconciler needs a Registry (the processor's)", ErrRules)
-		}
-		return reconcilerFn(ctx, getenv, rules.Registry)
+	if fn.build == nil {
+		return nil, fmt.Errorf("%w: a Function is one of app.Intake, Bridge, Processor, Dispatcher, Reconciler", ErrRules)
 	}
-	return nil, fmt.Errorf("%w: unknown function %q", ErrRules, fn)
+	return fn.build(ctx, rules, getenv)
 }
 
 func intakeFn(ctx context.Context, getenv func(string) string) (func(), error) {

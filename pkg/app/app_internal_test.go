@@ -21,7 +21,7 @@ func TestAFunctionThatCannotStartSaysWhy(t *testing.T) {
 	}{
 		{"processor without a registry", Processor, Rules{}, "the processor needs a Registry"},
 		{"reconciler without a registry", Reconciler, Rules{}, "the reconciler needs a Registry"},
-		{"unknown function", Function("cron"), Rules{Registry: reg}, `unknown function "cron"`},
+		{"a Function not made by this package", Function{}, Rules{Registry: reg}, "one of app.Intake"},
 		{"intake without its table", Intake, Rules{}, "TABLE_NAME"},
 		{"processor without its table", Processor, Rules{Registry: reg}, "TABLE_NAME"},
 		{"a nil resolver", Processor, Rules{Registry: reg, Resolvers: map[string]projection.ResolverFactory{"acme": nil}}, `the resolver of kind "acme" is nil`},
