@@ -86,4 +86,24 @@ func TestPublicPackagesAreTheOnesWePromise(t *testing.T) {
 }
 
 // publicPackages are the packages under pkg/ that a team imports.
-var publicPackages = []string{"projection", "builtin", "provider", "app", "state", "webhookstest"}
+var publicPackages = []string{"projection", "builtin", "provider", "app", "state", "webhookstest", "app/intake", "app/bridge", "app/processor", "app/dispatcher", "app/reconciler"}
+
+// Each function links only what it runs: the intake, the bridge and the
+// processor never link the dispatcher's AWS targets (their SDK clients
+// are most of the dispatcher's growth), so their size and cold start stay
+// their own.
+func TestOnlyTheDispatcherAndReconcilerLinkTheEffectTargets(t *testing.T) {
+	for _, fn := range []string{"intake", "bridge", "processor"} {
+		out, err := exec.Command("go", "list", "-deps", module+"/functions/"+fn).Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for _, d := range strings.Fields(string(out)) {
+			for _, svc := range []string{"lambda", "sfn", "eventbridge"} {
+				if d == "github.com/aws/aws-sdk-go-v2/service/"+svc || d == module+"/internal/outbox" {
+					t.Errorf("functions/%s links %s", fn, d)
+				}
+			}
+		}
+	}
+}

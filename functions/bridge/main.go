@@ -7,6 +7,7 @@ package main
 import (
 	"github.com/effectively-once/webhooks/internal/ours"
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/bridge"
 )
 
-func main() { app.Main(app.Bridge, ours.Rules()) }
+func main() { app.Main(bridge.Function, ours.Rules()) }

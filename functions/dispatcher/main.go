@@ -6,6 +6,7 @@ package main
 import (
 	"github.com/effectively-once/webhooks/internal/ours"
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/dispatcher"
 )
 
-func main() { app.Main(app.Dispatcher, ours.Rules()) }
+func main() { app.Main(dispatcher.Function, ours.Rules()) }

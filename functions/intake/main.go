@@ -6,6 +6,7 @@ package main
 import (
 	"github.com/effectively-once/webhooks/internal/ours"
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/intake"
 )
 
-func main() { app.Main(app.Intake, ours.Rules()) }
+func main() { app.Main(intake.Function, ours.Rules()) }

@@ -6,6 +6,7 @@ package main
 import (
 	"github.com/effectively-once/webhooks/internal/ours"
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/processor"
 )
 
-func main() { app.Main(app.Processor, ours.Rules()) }
+func main() { app.Main(processor.Function, ours.Rules()) }

@@ -6,6 +6,7 @@ package main
 import (
 	"github.com/effectively-once/webhooks/internal/ours"
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/reconciler"
 )
 
-func main() { app.Main(app.Reconciler, ours.Rules()) }
+func main() { app.Main(reconciler.Function, ours.Rules()) }

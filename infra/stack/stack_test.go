@@ -206,7 +206,7 @@ func TestEveryFunctionStartsWithTheEnvironmentTheStackRenders(t *testing.T) {
 					t.Fatal("an empty EFFECTS was accepted")
 				}
 			} else {
-				d, err := config.LoadDispatcher(getenv(denv))
+				d, err := outbox.LoadDispatcherConfig(getenv(denv))
 				if err != nil {
 					t.Fatalf("dispatcher: %v", err)
 				}

@@ -33,7 +33,6 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/metrics"
-	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
 )
@@ -90,7 +89,7 @@ func (c Common) Logger(function string) *slog.Logger {
 
 // LoadCommon reads the shared variables.
 func LoadCommon(getenv func(string) string) (Common, error) {
-	c, err := loadBase(getenv)
+	c, err := LoadBase(getenv)
 	if err != nil {
 		return c, err
 	}
@@ -101,7 +100,7 @@ func LoadCommon(getenv func(string) string) (Common, error) {
 		for _, name := range c.Sources.Names() {
 			src, _ := c.Sources.Lookup(name)
 			for _, ref := range src.Secrets {
-				if err := c.checkRef("source "+name, ref); err != nil {
+				if err := c.CheckRef("source "+name, ref); err != nil {
 					return c, err
 				}
 			}
@@ -111,28 +110,28 @@ func LoadCommon(getenv func(string) string) (Common, error) {
 }
 
 // checkRef refuses env: secret references outside a local stack.
-func (c Common) checkRef(owner, ref string) error {
+func (c Common) CheckRef(owner, ref string) error {
 	if !c.EnvSecret && strings.HasPrefix(ref, "env:") {
 		return fmt.Errorf("%w: %s uses an env: secret reference; use Secrets Manager (or set ALLOW_ENV_SECRETS=true on a local stack)", ErrConfig, owner)
 	}
 	return nil
 }
 
-// loadBase reads what every function reads, sources aside.
-func loadBase(getenv func(string) string) (Common, error) {
+// LoadBase reads what every function reads, sources aside.
+func LoadBase(getenv func(string) string) (Common, error) {
 	var c Common
 	if c.Table = getenv("TABLE_NAME"); c.Table == "" {
 		return c, fmt.Errorf("%w: TABLE_NAME is required", ErrConfig)
 	}
-	days, err := intVar(getenv, "RETENTION_DAYS", 30, 4, 3650)
+	days, err := IntVar(getenv, "RETENTION_DAYS", 30, 4, 3650)
 	if err != nil {
 		return c, err
 	}
 	c.Retention = time.Duration(days) * 24 * time.Hour
-	if c.DueShards, err = intVar(getenv, "DUE_SHARDS", 4, 1, ledger.MaxDueShards); err != nil {
+	if c.DueShards, err = IntVar(getenv, "DUE_SHARDS", 4, 1, ledger.MaxDueShards); err != nil {
 		return c, err
 	}
-	if c.DueShardsRead, err = intVar(getenv, "DUE_SHARDS_READ", c.DueShards, c.DueShards, ledger.MaxDueShards); err != nil {
+	if c.DueShardsRead, err = IntVar(getenv, "DUE_SHARDS_READ", c.DueShards, c.DueShards, ledger.MaxDueShards); err != nil {
 		return c, err
 	}
 	switch strings.ToLower(getenv("LOG_LEVEL")) {
@@ -175,15 +174,15 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 	if p.EffectsQueueURL == "" {
 		return Processor{}, fmt.Errorf("%w: EFFECTS_QUEUE_URL is required", ErrConfig)
 	}
-	if p.MaxAttempts, err = intVar(getenv, "MAX_ATTEMPTS", 5, 1, 1000); err != nil {
+	if p.MaxAttempts, err = IntVar(getenv, "MAX_ATTEMPTS", 5, 1, 1000); err != nil {
 		return Processor{}, err
 	}
-	secs, err := intVar(getenv, "LEASE_SECONDS", 60, 1, 43200)
+	secs, err := IntVar(getenv, "LEASE_SECONDS", 60, 1, 43200)
 	if err != nil {
 		return Processor{}, err
 	}
 	p.Lease = time.Duration(secs) * time.Second
-	vis, err := intVar(getenv, "QUEUE_VISIBILITY_SECONDS", 180, 1, 43200)
+	vis, err := IntVar(getenv, "QUEUE_VISIBILITY_SECONDS", 180, 1, 43200)
 	if err != nil {
 		return Processor{}, err
 	}
@@ -191,56 +190,12 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 	for _, name := range c.Sources.Names() {
 		src, _ := c.Sources.Lookup(name)
 		if src.API != nil {
-			if err := c.checkRef("source "+name+" api", src.API.Secret); err != nil {
+			if err := c.CheckRef("source "+name+" api", src.API.Secret); err != nil {
 				return Processor{}, err
 			}
 		}
 	}
 	return p, nil
-}
-
-// Dispatcher is the dispatcher function's configuration. It reads no
-// sources: it performs effects, it does not verify webhooks.
-type Dispatcher struct {
-	Common
-	Effects         []outbox.EffectConfig
-	EffectsQueueURL string
-	MaxAttempts     int
-	Lease           time.Duration
-}
-
-// LoadDispatcher reads the dispatcher function's variables: TABLE_NAME,
-// EFFECTS or EFFECTS_FILE, EFFECTS_QUEUE_URL, DISPATCH_MAX_ATTEMPTS
-// (default 8) and DISPATCH_LEASE_SECONDS (default 60; above the function
-// timeout), plus the common RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS.
-func LoadDispatcher(getenv func(string) string) (Dispatcher, error) {
-	c, err := loadBase(getenv)
-	if err != nil {
-		return Dispatcher{}, err
-	}
-	d := Dispatcher{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
-	if d.Effects, err = outbox.LoadEffects(getenv); err != nil {
-		return Dispatcher{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", ErrConfig, err)
-	}
-	for _, e := range d.Effects {
-		if e.Secret != "" {
-			if err := c.checkRef("effect "+e.Kind, e.Secret); err != nil {
-				return Dispatcher{}, err
-			}
-		}
-	}
-	if d.EffectsQueueURL == "" {
-		return Dispatcher{}, fmt.Errorf("%w: EFFECTS_QUEUE_URL is required", ErrConfig)
-	}
-	if d.MaxAttempts, err = intVar(getenv, "DISPATCH_MAX_ATTEMPTS", outbox.DefaultMaxAttempts, 1, 100); err != nil {
-		return Dispatcher{}, err
-	}
-	secs, err := intVar(getenv, "DISPATCH_LEASE_SECONDS", 60, 1, 43200)
-	if err != nil {
-		return Dispatcher{}, err
-	}
-	d.Lease = time.Duration(secs) * time.Second
-	return d, nil
 }
 
 // Reconciler is the reconciler function's configuration.
@@ -293,27 +248,27 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	for _, name := range c.Sources.Names() {
 		src, _ := c.Sources.Lookup(name)
 		if src.Truth != nil && src.Truth.Secret != "" {
-			if err := c.checkRef("source "+name+" truth", src.Truth.Secret); err != nil {
+			if err := c.CheckRef("source "+name+" truth", src.Truth.Secret); err != nil {
 				return Reconciler{}, err
 			}
 		}
 	}
-	secs, err := intVar(getenv, "RECONCILE_STUCK_SECONDS", 300, 30, 86400)
+	secs, err := IntVar(getenv, "RECONCILE_STUCK_SECONDS", 300, 30, 86400)
 	if err != nil {
 		return Reconciler{}, err
 	}
 	r.StuckAfter = time.Duration(secs) * time.Second
-	if r.MaxItems, err = intVar(getenv, "RECONCILE_MAX_ITEMS", 500, 1, 100000); err != nil {
+	if r.MaxItems, err = IntVar(getenv, "RECONCILE_MAX_ITEMS", 500, 1, 100000); err != nil {
 		return Reconciler{}, err
 	}
-	if secs, err = intVar(getenv, "RECONCILE_BUDGET_SECONDS", 90, 1, 840); err != nil {
+	if secs, err = IntVar(getenv, "RECONCILE_BUDGET_SECONDS", 90, 1, 840); err != nil {
 		return Reconciler{}, err
 	}
 	r.Budget = time.Duration(secs) * time.Second
 	return r, nil
 }
 
-func intVar(getenv func(string) string, name string, def, lo, hi int) (int, error) {
+func IntVar(getenv func(string) string, name string, def, lo, hi int) (int, error) {
 	v := getenv(name)
 	if v == "" {
 		return def, nil

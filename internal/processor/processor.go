@@ -42,7 +42,6 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/metrics"
-	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
 	"github.com/effectively-once/webhooks/pkg/projection"
@@ -101,7 +100,14 @@ type Options struct {
 	// Processor.recover), so a crash between a batch's commits and its
 	// announcement is recovered within the events queue's visibility
 	// timeout, not the reconciler's threshold.
-	Effects outbox.Announcer
+	Effects Announcer
+}
+
+// Announcer sends the pointers of the intents a commit wrote to the
+// effects queue (queue.Sender). Declared here, where it is used, so the
+// processor does not link the dispatcher's effects.
+type Announcer interface {
+	SendIntents(ctx context.Context, ps []queue.IntentPointer) (unsent []string, err error)
 }
 
 // Processor is the processing core.

@@ -6,69 +6,26 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/effectively-once/webhooks/internal/config"
-	"github.com/effectively-once/webhooks/internal/intake"
-	"github.com/effectively-once/webhooks/internal/outbox"
-	"github.com/effectively-once/webhooks/internal/processor"
-	"github.com/effectively-once/webhooks/internal/queue"
-	"github.com/effectively-once/webhooks/internal/reconciler"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/provider"
 )
 
-// Function is one of the pipeline's Lambda functions. Each is its own
-// binary (its own bootstrap), and a main names only its own: the linker
-// then keeps only what that function runs, so the intake's binary carries
-// neither the dispatcher's AWS targets nor the reconciler's sources of
-// truth (its size and cold start are the function's alone).
+// Function is one of the pipeline's Lambda functions, given to Main. Each
+// is its own binary (its own bootstrap) and lives in its own package
+// (app/intake, app/bridge, app/processor, app/dispatcher, app/reconciler),
+// so a main that imports one links and initialises only what that
+// function runs: the intake's binary carries neither the dispatcher's AWS
+// targets nor the reconciler's sources of truth.
 type Function struct {
-	name  string
-	build func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error)
+	// Name is the function's name, as in functions/<name>.
+	Name string
+	// Build loads the function's configuration and clients, and returns
+	// what starts its runtime loop. The function packages set it.
+	Build func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error)
 }
 
-// String is the function's name, as in functions/<name>.
-func (f Function) String() string { return f.name }
-
-// The functions.
-var (
-	// Intake verifies webhook deliveries (API Gateway HTTP API) and
-	// accepts them into the ledger.
-	Intake = Function{"intake", func(ctx context.Context, _ Rules, getenv func(string) string) (func(), error) {
-		return intakeFn(ctx, getenv)
-	}}
-	// Bridge accepts events from EventBridge partner event buses.
-	Bridge = Function{"bridge", func(ctx context.Context, _ Rules, getenv func(string) string) (func(), error) {
-		return bridgeFn(ctx, getenv)
-	}}
-	// Processor applies the projections (SQS, the events queue).
-	Processor = Function{"processor", func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error) {
-		if rules.Registry == nil {
-			return nil, fmt.Errorf("%w: the processor needs a Registry", ErrRules)
-		}
-		for kind, f := range rules.Resolvers {
-			if f == nil {
-				return nil, fmt.Errorf("%w: the resolver of kind %q is nil", ErrRules, kind)
-			}
-		}
-		return processorFn(ctx, getenv, rules)
-	}}
-	// Dispatcher performs the outbox's effects (SQS, the effects queue).
-	Dispatcher = Function{"dispatcher", func(ctx context.Context, _ Rules, getenv func(string) string) (func(), error) {
-		return dispatcherFn(ctx, getenv)
-	}}
-	// Reconciler re-drives stuck work and compares local state with the
-	// providers' and downstreams' truth (EventBridge schedule).
-	Reconciler = Function{"reconciler", func(ctx context.Context, rules Rules, getenv func(string) string) (func(), error) {
-		if rules.Registry == nil {
-			return nil, fmt.Errorf("%w: the reconciler needs a Registry (the processor's)", ErrRules)
-		}
-		return reconcilerFn(ctx, getenv, rules.Registry)
-	}}
-)
+// String is the function's name.
+func (f Function) String() string { return f.Name }
 
 // Rules is what a team gives the pipeline. Give every function the same
 // Rules (build them in one function of your own package), so the
@@ -130,131 +87,8 @@ func build(ctx context.Context, fn Function, rules Rules, getenv func(string) st
 			return nil, fmt.Errorf("%w: %v", ErrRules, err)
 		}
 	}
-	if fn.build == nil {
-		return nil, fmt.Errorf("%w: a Function is one of app.Intake, Bridge, Processor, Dispatcher, Reconciler", ErrRules)
+	if fn.Build == nil {
+		return nil, fmt.Errorf("%w: a Function is one of intake.Function, bridge.Function, processor.Function, dispatcher.Function, reconciler.Function (packages under app/)", ErrRules)
 	}
-	return fn.build(ctx, rules, getenv)
-}
-
-func intakeFn(ctx context.Context, getenv func(string) string) (func(), error) {
-	cfg, err := config.LoadIntake(getenv)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := cfg.Start(ctx, "intake", "intake")
-	if err != nil {
-		return nil, err
-	}
-	h := &intake.Handler{
-		Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
-		Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
-	}
-	return func() { lambda.Start(h.HandleHTTPAPI) }, nil
-}
-
-func bridgeFn(ctx context.Context, getenv func(string) string) (func(), error) {
-	cfg, err := config.LoadBridge(getenv)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := cfg.Start(ctx, "bridge", "bridge")
-	if err != nil {
-		return nil, err
-	}
-	// No Secrets: this path has no signature to verify.
-	h := &intake.Handler{
-		Sources: cfg.Sources, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
-		Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
-	}
-	return func() { lambda.Start(h.HandleEventBridge) }, nil
-}
-
-func processorFn(ctx context.Context, getenv func(string) string, rules Rules) (func(), error) {
-	cfg, err := config.LoadProcessor(getenv)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := cfg.Start(ctx, "processor", "")
-	if err != nil {
-		return nil, err
-	}
-	resolvers, err := processor.BuildResolvers(cfg.Sources, rules.Registry, rules.Resolvers, rt.Secrets.Value)
-	if err != nil {
-		return nil, fmt.Errorf("SOURCES: %w", err)
-	}
-	p, err := processor.New(rt.Ledger, cfg.Sources, rules.Registry, processor.Options{
-		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
-		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
-		Resolvers: resolvers,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return func() { lambda.Start(p.HandleSQS) }, nil
-}
-
-func dispatcherFn(ctx context.Context, getenv func(string) string) (func(), error) {
-	cfg, err := config.LoadDispatcher(getenv)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := cfg.Start(ctx, "dispatcher", "")
-	if err != nil {
-		return nil, err
-	}
-	effects, err := outbox.Build(cfg.Effects, rt.Secrets, rt.AWS)
-	if err != nil {
-		return nil, err
-	}
-	c := &outbox.Consumer{
-		Dispatcher: &outbox.Dispatcher{Ledger: rt.Ledger, Effects: effects, Owner: rt.Owner,
-			Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts},
-		SQS: sqs.NewFromConfig(rt.AWS), QueueURL: cfg.EffectsQueueURL, Log: rt.Log, Metrics: rt.Metrics,
-	}
-	return func() { lambda.Start(c.HandleSQS) }, nil
-}
-
-func reconcilerFn(ctx context.Context, getenv func(string) string, reg *projection.Registry) (func(), error) {
-	cfg, err := config.LoadReconciler(getenv)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := cfg.Start(ctx, "reconciler", "reconciler")
-	if err != nil {
-		return nil, err
-	}
-	client := sqs.NewFromConfig(rt.AWS)
-	r := &reconciler.Reconciler{
-		Ledger: rt.Ledger, SQS: client,
-		Queues: reconciler.Queues{Events: cfg.EventsQueueURL, EventsDLQ: cfg.EventsDLQURL, Effects: cfg.EffectsQueueURL, EffectsDLQ: cfg.EffectsDLQURL,
-			BridgeDLQ: cfg.BridgeDLQURL},
-		Sources: cfg.Sources, Registry: reg,
-		Truths: reconciler.BuildTruths(cfg.Sources, rt.Secrets),
-		Opts:   reconciler.Options{StuckAfter: cfg.StuckAfter, MaxItems: cfg.MaxItems, Budget: cfg.Budget, Log: rt.Log, Metrics: rt.Metrics},
-	}
-	// The downstream drift check asks the effects' status endpoints which
-	// version of a subject they hold. EFFECTS (or EFFECTS_FILE) is the
-	// dispatcher's document; without it every subject is skipped.
-	if getenv("EFFECTS") != "" || getenv("EFFECTS_FILE") != "" {
-		effects, err := outbox.LoadEffects(getenv)
-		if err != nil {
-			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
-		}
-		if r.Effects, err = outbox.Build(effects, rt.Secrets, rt.AWS); err != nil {
-			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
-		}
-	}
-	if cfg.BridgeDLQURL != "" {
-		// The bridge's dead letters go through the bridge's own accept path.
-		// Only the letters its allowed senders (the bridge's role) wrote.
-		r.Bridge = &intake.Handler{Sources: cfg.Sources, Ledger: rt.Ledger, Log: rt.Log,
-			Queue: queue.Sender{Client: client, URL: cfg.EventsQueueURL}, DLQSenders: cfg.BridgeDLQSenders}
-	}
-	// A failed step fails the invocation, so the function's Errors alarm
-	// fires; every step is idempotent, so a retried invocation is harmless.
-	return func() {
-		lambda.Start(func(ctx context.Context, _ events.EventBridgeEvent) (reconciler.Report, error) {
-			return r.Run(ctx)
-		})
-	}, nil
+	return fn.Build(ctx, rules, getenv)
 }

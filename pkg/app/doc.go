@@ -7,10 +7,15 @@
 //
 //	import (
 //		"github.com/effectively-once/webhooks/pkg/app"
+//		"github.com/effectively-once/webhooks/pkg/app/processor"
 //		"example.com/shop/rules"
 //	)
 //
-//	func main() { app.Main(app.Processor, rules.Rules()) }
+//	func main() { app.Main(processor.Function, rules.Rules()) }
+//
+// Each function's package (app/intake, app/bridge, app/processor,
+// app/dispatcher, app/reconciler) is imported only by that function's
+// main, so a binary links only what its function runs.
 //
 // Configuration (table, queues, sources, effects, leases) comes from the
 // environment the CDK construct sets; clients are built once at cold start

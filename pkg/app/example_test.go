@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/processor"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -18,5 +19,5 @@ func rules() app.Rules {
 // A function's main is one line. Main reads the function's configuration
 // from the environment the CDK construct sets and never returns.
 func ExampleMain() {
-	app.Main(app.Processor, rules())
+	app.Main(processor.Function, rules())
 }

@@ -1,0 +1,52 @@
+package outbox
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/effectively-once/webhooks/internal/config"
+)
+
+// DispatcherConfig is the dispatcher function's configuration. It reads no
+// sources: it performs effects, it does not verify webhooks.
+type DispatcherConfig struct {
+	config.Common
+	Effects         []EffectConfig
+	EffectsQueueURL string
+	MaxAttempts     int
+	Lease           time.Duration
+}
+
+// LoadDispatcherConfig reads the dispatcher function's variables: TABLE_NAME,
+// EFFECTS or EFFECTS_FILE, EFFECTS_QUEUE_URL, DISPATCH_MAX_ATTEMPTS
+// (default 8) and DISPATCH_LEASE_SECONDS (default 60; above the function
+// timeout), plus the common RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS.
+func LoadDispatcherConfig(getenv func(string) string) (DispatcherConfig, error) {
+	c, err := config.LoadBase(getenv)
+	if err != nil {
+		return DispatcherConfig{}, err
+	}
+	d := DispatcherConfig{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
+	if d.Effects, err = LoadEffects(getenv); err != nil {
+		return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", config.ErrConfig, err)
+	}
+	for _, e := range d.Effects {
+		if e.Secret != "" {
+			if err := c.CheckRef("effect "+e.Kind, e.Secret); err != nil {
+				return DispatcherConfig{}, err
+			}
+		}
+	}
+	if d.EffectsQueueURL == "" {
+		return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS_QUEUE_URL is required", config.ErrConfig)
+	}
+	if d.MaxAttempts, err = config.IntVar(getenv, "DISPATCH_MAX_ATTEMPTS", DefaultMaxAttempts, 1, 100); err != nil {
+		return DispatcherConfig{}, err
+	}
+	secs, err := config.IntVar(getenv, "DISPATCH_LEASE_SECONDS", 60, 1, 43200)
+	if err != nil {
+		return DispatcherConfig{}, err
+	}
+	d.Lease = time.Duration(secs) * time.Second
+	return d, nil
+}
