@@ -61,4 +61,3 @@ func TestLoadDispatcher(t *testing.T) {
 		t.Fatalf("local stack effects: %+v %v", local.Effects, err)
 	}
 }
-
