@@ -1,5 +1,6 @@
 // Package outbox provides the dispatcher that performs outbox intents
-// exactly once as far as the downstream can tell (DESIGN.md §5 I2, §6).
+// exactly once as far as the downstream can tell: one effective call per
+// operation id, and an effect that is still right when it is performed.
 //
 // An intent is claimed in the ledger (a lease with a fencing token), its
 // Effect is called with the intent's operation id as the idempotency key,

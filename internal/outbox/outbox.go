@@ -486,7 +486,7 @@ func (d *Dispatcher) record(ctx context.Context, c ledger.IntentClaim, called bo
 
 // SubjectStatus is implemented by effects whose downstream can say which
 // version of a subject it last applied (for latest-policy effects: the
-// reconciler's drift check, DESIGN.md §5 I7). The subject is scope's: the
+// reconciler's drift check: the downstream follows the truth). The subject is scope's: the
 // same id in another scope is another subject.
 type SubjectStatus interface {
 	SubjectVersion(ctx context.Context, scope, subject string) (version string, known bool, err error)

@@ -21,7 +21,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// Trust boundaries (issue 13), attacked where they enter: the intake over
+// Trust boundaries, attacked where they enter: the intake over
 // its Lambda JSON path, on the emulators.
 
 const (
