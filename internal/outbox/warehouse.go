@@ -170,7 +170,10 @@ func (r WarehouseRecord) Encode() ([]byte, error) {
 }
 
 // VersionInt is the record's version as an integer.
-func (r WarehouseRecord) VersionInt() int64 { v, _ := strconv.ParseInt(string(r.Version), 10, 64); return v }
+func (r WarehouseRecord) VersionInt() int64 {
+	v, _ := strconv.ParseInt(string(r.Version), 10, 64)
+	return v
+}
 
 // S3Putter is the part of the S3 client WarehouseEffect uses.
 type S3Putter interface {
