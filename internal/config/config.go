@@ -72,6 +72,8 @@ type Processor struct {
 	// Visibility is the events queue's visibility timeout; retries are
 	// scheduled within it so a message that comes back finds its retry due.
 	Visibility time.Duration
+	// Warehouse is the warehouse sink (WAREHOUSE_BUCKET, …; nil: off).
+	Warehouse *outbox.WarehouseConfig
 }
 
 // Metrics returns the EMF emitter every function uses: one JSON line per
@@ -188,6 +190,9 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 		return Processor{}, err
 	}
 	p.Visibility = time.Duration(vis) * time.Second
+	if p.Warehouse, err = outbox.LoadWarehouse(getenv); err != nil {
+		return Processor{}, err
+	}
 	for _, name := range c.Sources.Names() {
 		src, _ := c.Sources.Lookup(name)
 		if src.API != nil {
@@ -205,8 +210,11 @@ type Dispatcher struct {
 	Common
 	Effects         []outbox.EffectConfig
 	EffectsQueueURL string
-	MaxAttempts     int
-	Lease           time.Duration
+	// Warehouse is the warehouse sink (nil: off); when on, its effect is
+	// among Effects.
+	Warehouse   *outbox.WarehouseConfig
+	MaxAttempts int
+	Lease       time.Duration
 }
 
 // LoadDispatcher reads the dispatcher function's variables: TABLE_NAME,
@@ -221,6 +229,17 @@ func LoadDispatcher(getenv func(string) string) (Dispatcher, error) {
 	d := Dispatcher{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
 	if d.Effects, err = outbox.LoadEffects(getenv); err != nil {
 		return Dispatcher{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", ErrConfig, err)
+	}
+	if d.Warehouse, err = outbox.LoadWarehouse(getenv); err != nil {
+		return Dispatcher{}, err
+	}
+	if d.Warehouse != nil {
+		for _, e := range d.Effects {
+			if e.Kind == outbox.WarehouseKind {
+				return Dispatcher{}, fmt.Errorf("%w: EFFECTS configures %s and WAREHOUSE_BUCKET is set: the sink is configured once, by WAREHOUSE_BUCKET", ErrConfig, outbox.WarehouseKind)
+			}
+		}
+		d.Effects = append(d.Effects, d.Warehouse.Effect())
 	}
 	for _, e := range d.Effects {
 		if e.Secret != "" {

@@ -336,3 +336,47 @@ func isS3Target(arn string) bool {
 // errNotWarehouse says an S3 target is used for a kind other than the
 // warehouse's.
 var errNotWarehouse = errors.New("an S3 target receives warehouse change records only (kind " + WarehouseKind + ")")
+
+// WarehouseConfig is the warehouse sink's configuration, shared by the
+// processor (which writes the intents), the dispatcher (which writes the
+// records) and the reconciler (which checks them).
+type WarehouseConfig struct {
+	Bucket, Prefix string
+	MaxState       int
+}
+
+// Target is the sink's effect target, arn:aws:s3:::<bucket>/<prefix>.
+func (c WarehouseConfig) Target() string {
+	if c.Prefix == "" {
+		return "arn:aws:s3:::" + c.Bucket
+	}
+	return "arn:aws:s3:::" + c.Bucket + "/" + c.Prefix
+}
+
+// Effect is the sink's effect configuration: open to every scope, since
+// every applied revision of every scope is recorded.
+func (c WarehouseConfig) Effect() EffectConfig {
+	return EffectConfig{Kind: WarehouseKind, Target: c.Target(), Scopes: []string{AllScopes}}
+}
+
+// LoadWarehouse reads WAREHOUSE_BUCKET (the sink is off without it),
+// WAREHOUSE_PREFIX and WAREHOUSE_MAX_STATE_BYTES (default
+// DefaultWarehouseMaxState, at most MaxWarehouseRecord/2). nil means off.
+func LoadWarehouse(getenv func(string) string) (*WarehouseConfig, error) {
+	b := getenv("WAREHOUSE_BUCKET")
+	if b == "" {
+		return nil, nil
+	}
+	c := &WarehouseConfig{Bucket: b, Prefix: strings.Trim(getenv("WAREHOUSE_PREFIX"), "/"), MaxState: DefaultWarehouseMaxState}
+	if _, _, err := ParseWarehouseTarget(c.Target()); err != nil {
+		return nil, fmt.Errorf("%w: WAREHOUSE_BUCKET: %v", ErrConfig, err)
+	}
+	if v := getenv("WAREHOUSE_MAX_STATE_BYTES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxWarehouseRecord/2 {
+			return nil, fmt.Errorf("%w: WAREHOUSE_MAX_STATE_BYTES must be between 1 and %d", ErrConfig, MaxWarehouseRecord/2)
+		}
+		c.MaxState = n
+	}
+	return c, nil
+}

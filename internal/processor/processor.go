@@ -102,6 +102,20 @@ type Options struct {
 	// announcement is recovered within the events queue's visibility
 	// timeout, not the reconciler's threshold.
 	Effects outbox.Announcer
+	// Warehouse, when set, makes the commit of every applied revision also
+	// write its warehouse change record's intent (outbox.WarehouseIntent):
+	// the same transaction as the revision, so a revision the commit did
+	// not apply (stale, a duplicate, a replay) writes none, and one it
+	// applied always has one. Off (nil) by default.
+	Warehouse *Warehouse
+}
+
+// Warehouse configures the warehouse sink's side in the processor.
+type Warehouse struct {
+	// MaxState is the largest state (its JSON) a record carries; 0 is
+	// outbox.DefaultWarehouseMaxState. A larger one is QUARANTINED by the
+	// dispatcher with its size, never truncated.
+	MaxState int
 }
 
 // Processor is the processing core.
@@ -303,6 +317,10 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 			note += "; " + res.Write.Note
 		}
 		res.Write.Note = note
+	}
+	if res.Write != nil && p.o.Warehouse != nil {
+		// After scoping: the record's operation id names the scope itself.
+		res.Intents = append(res.Intents, outbox.WarehouseIntent(*res.Write, ev.Source, ev.EventID, p.o.Now(), p.o.Warehouse.MaxState))
 	}
 	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
 	switch {

@@ -172,11 +172,15 @@ func processorFn(ctx context.Context, getenv func(string) string, rules Rules) (
 	if err != nil {
 		return nil, fmt.Errorf("SOURCES: %w", err)
 	}
-	p, err := processor.New(rt.Ledger, cfg.Sources, rules.Registry, processor.Options{
+	opts := processor.Options{
 		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
 		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
 		Resolvers: resolvers,
-	})
+	}
+	if cfg.Warehouse != nil {
+		opts.Warehouse = &processor.Warehouse{MaxState: cfg.Warehouse.MaxState}
+	}
+	p, err := processor.New(rt.Ledger, cfg.Sources, rules.Registry, opts)
 	if err != nil {
 		return nil, err
 	}
