@@ -273,6 +273,9 @@ type Reconciler struct {
 	// (BRIDGE_DLQ_URL, optional: set when some source has eventbridge
 	// delivery); the reconciler redelivers its events.
 	BridgeDLQURL string
+	// Warehouse is the warehouse sink whose records the reconciler checks
+	// (WAREHOUSE_BUCKET, …; nil: off).
+	Warehouse *outbox.WarehouseConfig
 	// BridgeDLQSenders (BRIDGE_DLQ_SENDERS, required with BRIDGE_DLQ_URL)
 	// are the SenderIds whose letters the reconciler redelivers: the bridge
 	// function's role id (and any other principal an operator adds); see
@@ -292,6 +295,9 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 		return Reconciler{}, err
 	}
 	r := Reconciler{Common: c}
+	if r.Warehouse, err = outbox.LoadWarehouse(getenv); err != nil {
+		return Reconciler{}, err
+	}
 	for _, v := range []struct {
 		name string
 		dst  *string

@@ -10,6 +10,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/harness/warehouse"
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/reconciler"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 )
 
@@ -128,5 +129,62 @@ func TestWarehouseOrderTimeline(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != 10 || got[1] != 12 {
 		t.Fatalf("change log of %s: versions %v, want [10 12] (r11 was stale, never applied)", o42, got)
+	}
+}
+
+// A record deleted from S3 after its intent SUCCEEDED: the reconciler's
+// drift check finds the canonical revision missing from the warehouse,
+// writes a repair intent (a derived operation id, the original's
+// payload), and the dispatcher writes the same bytes again; the next
+// check finds it in sync, and nothing else was called again.
+func TestWarehouseDeletedRecordIsRepaired(t *testing.T) {
+	ctx := context.Background()
+	h := pt.NewOrders(t, pt.Options{}, pt.OutboxOptions{})
+	wh := h.EnableWarehouse(0)
+	w := h.NewWorker("w1")
+	d := h.Outbox.NewDispatcher("d1")
+	h.DeliverOrder("msg-10", pt.OrderEvent("order.created", o42, 10, "", ""))
+	h.DeliverOrder("msg-12", pt.OrderEvent("order.cancelled", o42, 12, "", ""))
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+	key := wh.Key("orders", builtin.OrderProjection, o42, 12)
+	before, err := wh.S3.Object(wh.Bucket, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	effective := h.Outbox.Down.EffectiveByKey()
+
+	r := &reconciler.Reconciler{Ledger: h.Ledger, SQS: h.SQS, Queues: reconciler.Queues{Effects: h.Outbox.Queues.Queue},
+		Warehouse: &reconciler.WarehouseCheck{Ledger: h.Ledger, S3: wh.S3.Client(), Bucket: wh.Bucket, Prefix: wh.Prefix}}
+	rep, err := r.CheckWarehouse(ctx, h.Clock.Now())
+	if err != nil || rep.Checked != 1 || rep.InSync != 1 || rep.Drifting != 0 {
+		t.Fatalf("in sync: %+v %v", rep, err)
+	}
+
+	if err := wh.S3.Delete(wh.Bucket, key); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(time.Minute)
+	rep, err = r.CheckWarehouse(ctx, h.Clock.Now())
+	if err != nil || rep.Drifting != 1 || rep.Repaired != 1 || rep.OldestDrift < time.Minute {
+		t.Fatalf("after the deletion: %+v %v", rep, err)
+	}
+	// Found again before the repair ran: the same repair, announced again.
+	if rep, err = r.CheckWarehouse(ctx, h.Clock.Now()); err != nil || rep.Repaired != 0 || rep.Reannounced != 1 {
+		t.Fatalf("found twice: %+v %v", rep, err)
+	}
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+	after, err := wh.S3.Object(wh.Bucket, key)
+	if err != nil || string(after) != string(before) {
+		t.Fatalf("repaired record %q (%v), want the same bytes %q", after, err, before)
+	}
+	orig := outbox.WarehouseOperationID("orders", builtin.OrderProjection, o42, 12)
+	if st := h.Outbox.Intent(outbox.WarehouseRepairID(orig, 1)).Status; st != ledger.IntentStatusSucceeded {
+		t.Fatalf("repair intent %s", st)
+	}
+	if rep, err = r.CheckWarehouse(ctx, h.Clock.Now()); err != nil || rep.Drifting != 0 || rep.InSync != 1 {
+		t.Fatalf("after the repair: %+v %v", rep, err)
+	}
+	if got := h.Outbox.Down.EffectiveByKey(); !maps.Equal(got, effective) {
+		t.Fatalf("effective calls %v, want %v", got, effective)
 	}
 }
