@@ -195,7 +195,8 @@ func checkEndpoint(c EffectConfig, region string) error {
 	}
 	if isS3Target(c.Target) {
 		if c.Kind != WarehouseKind {
-			return fmt.Errorf("target: %v", errNotWarehouse)
+			_, err := ParseTarget(c.Target, region)
+			return fmt.Errorf("target: %v; %v", err, errNotWarehouse)
 		}
 		if _, _, err := ParseWarehouseTarget(c.Target); err != nil {
 			return fmt.Errorf("target: %v", err)
