@@ -2,11 +2,13 @@ module example.com/shop
 
 go 1.26.8
 
-require github.com/effectively-once/webhooks v0.0.0
+require (
+	github.com/aws/aws-lambda-go v1.55.1
+	github.com/effectively-once/webhooks v0.0.0
+)
 
 require (
 	github.com/Admiral-Piett/goaws v0.5.4 // indirect
-	github.com/aws/aws-lambda-go v1.55.1 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.48.0 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
 	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect

@@ -108,6 +108,26 @@ type Pipeline struct {
 	// Dashboard is the overview dashboard, named DashboardName.
 	Dashboard     awscloudwatch.Dashboard
 	DashboardName string
+
+	// region is the stack's region when it is concrete (the stack's env
+	// names it), "" when it is a token resolved at deploy time: effect
+	// targets must be in it (outbox.ParseEffectsIn).
+	region string
+}
+
+// concreteRegion is the region of scope's stack, or "" when it is a token
+// (an environment-agnostic stack) or scope is in no stack.
+func concreteRegion(scope constructs.Construct) (region string) {
+	defer func() {
+		if recover() != nil {
+			region = "" // not in a stack: New fails on its first resource anyway
+		}
+	}()
+	r := awscdk.Stack_Of(scope).Region()
+	if r == nil || *awscdk.Token_IsUnresolved(r) {
+		return ""
+	}
+	return *r
 }
 
 // QueuePair is a queue and its dead-letter queue.
@@ -131,7 +151,8 @@ func New(scope constructs.Construct, id string, props *Props) (*Pipeline, error)
 		return nil, err
 	}
 	s := &Pipeline{Props: p, Functions: map[string]*Function{},
-		SourceSecrets: map[string]*string{}, TruthSecrets: map[string]*string{}, APISecrets: map[string]*string{}, EffectSecrets: map[string]*string{}}
+		SourceSecrets: map[string]*string{}, TruthSecrets: map[string]*string{}, APISecrets: map[string]*string{}, EffectSecrets: map[string]*string{},
+		region: concreteRegion(scope)}
 	// Everything is decided before the first construct exists: the
 	// documents are rendered and checked, and every function's code found.
 	code := p.Code.resolver()
@@ -474,8 +495,10 @@ func (s *Pipeline) sourcesDocument() (*string, error) {
 }
 
 // effectsDocument renders EFFECTS as package outbox reads it, after
-// checking it with outbox.ParseEffects. With no effect configured it is the
-// empty list, which the dispatcher refuses at start: its mapping stays
+// checking it with outbox.ParseEffectsIn in the stack's region when that
+// is concrete (outbox.ParseEffects otherwise: a target's region is then
+// checked by the dispatcher at its start). With no effect configured it is
+// the empty list, which the dispatcher refuses at start: its mapping stays
 // disabled until effects exist.
 func (s *Pipeline) effectsDocument() (*string, error) {
 	render := func(arn func(map[string]*string, string) string) ([]byte, error) {
@@ -483,7 +506,7 @@ func (s *Pipeline) effectsDocument() (*string, error) {
 			Effects []outbox.EffectConfig `json:"effects"`
 		}{Effects: []outbox.EffectConfig{}}
 		for _, e := range s.props().Effects {
-			ec := outbox.EffectConfig{Kind: e.Kind, URL: e.URL, StatusURL: e.StatusURL,
+			ec := outbox.EffectConfig{Kind: e.Kind, URL: e.URL, Target: e.Target, StatusURL: e.StatusURL,
 				TimeoutSeconds: e.TimeoutSeconds, IdempotencyWindowHours: e.IdempotencyWindowHours, Scopes: e.Scopes}
 			if hasEffectSecret(e) {
 				ec.Secret = arn(s.EffectSecrets, e.Kind)
@@ -494,7 +517,7 @@ func (s *Pipeline) effectsDocument() (*string, error) {
 	}
 	if len(s.props().Effects) > 0 {
 		check, _ := render(checkArn)
-		if _, err := outbox.ParseEffects(check); err != nil {
+		if _, err := outbox.ParseEffectsIn(check, s.region); err != nil {
 			return nil, propErr("Effects", "%v", err)
 		}
 		if len(check) > maxDocumentBytes {
@@ -770,6 +793,7 @@ func (s *Pipeline) grants() {
 		// tokens (read only: it never performs an effect).
 		re.grantOn([]string{getSecret}, effectArns...)
 	}
+	s.grantTargets()
 }
 
 // Event source mappings. Batch sizes, windows and concurrency:

@@ -31,8 +31,8 @@ type Props struct {
 	// Sources are the webhook sources intake accepts (the SOURCES
 	// document). At least one.
 	Sources []Source
-	// Effects are the outbox's HTTP effects (the EFFECTS document). None
-	// means the dispatcher is deployed with its queue mapping disabled:
+	// Effects are the outbox's effects (the EFFECTS document): HTTP
+	// endpoints or AWS targets. None means the dispatcher is deployed with its queue mapping disabled:
 	// intents wait PENDING in the ledger and nothing downstream is called.
 	Effects []Effect
 	// Code says where each function's built bootstrap is.
@@ -159,13 +159,33 @@ type Truth struct {
 }
 
 // Effect is one outbox effect; its JSON form is the CDK context's:
-// {"kind","url","scopes","statusUrl"?,"timeoutSeconds"?,
-// "idempotencyWindowHours"?,"secretArn"?,"secret"?}.
+// {"kind","url"|"target","scopes","statusUrl"?,"timeoutSeconds"?,
+// "idempotencyWindowHours"?,"secretArn"?,"secret"?,"kmsKeyArn"?}.
+//
+// An effect calls an HTTP endpoint (URL) or an AWS target (Target), never
+// both. A target is checked as the dispatcher checks it at start
+// (outbox.ParseEffectsIn): its service, its shape, and, when the stack's
+// region is concrete, that it is in the stack's region. The dispatcher's
+// role is granted exactly what its target's calls need, on that target
+// only (see grantTargets).
 type Effect struct {
 	// Kind is the intent kind the projections emit ("ship_order").
 	Kind string `json:"kind"`
 	// URL receives the call (https).
-	URL string `json:"url"`
+	URL string `json:"url,omitempty"`
+	// Target is an AWS target's ARN instead of URL: a Lambda function
+	// (optionally qualified by a version or alias), an SQS queue
+	// (standard or FIFO), an EventBridge event bus or a STANDARD Step
+	// Functions state machine (unqualified). StatusURL,
+	// IdempotencyWindowHours, SecretArn and Secret are HTTP's only: an AWS
+	// target is called with the dispatcher's role, and its deduplication
+	// and status lookup are its service's.
+	Target string `json:"target,omitempty"`
+	// KMSKeyArn is the customer managed KMS key an SQS target's queue is
+	// encrypted with (SSE-KMS), if any: sending to such a queue needs
+	// kms:GenerateDataKey and kms:Decrypt on the key. Only with an SQS
+	// target; a queue encrypted with SQS's own keys needs none.
+	KMSKeyArn string `json:"kmsKeyArn,omitempty"`
 	// Scopes (required) names the sources whose facts may trigger the
 	// effect, each a configured source's name, or is ["*"] for every
 	// source. An intent of another scope is refused without a call.
@@ -280,6 +300,9 @@ var (
 	// fails synth rather than the deployed function's cold start.
 	sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	arnRE        = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$`)
+	// A KMS key's ARN (key/<key id>): IAM needs the key's full ARN, not an
+	// alias, to grant its use.
+	kmsKeyRE = regexp.MustCompile(`^arn:aws[a-z-]*:kms:([a-z0-9-]+):[0-9]{12}:key/[a-zA-Z0-9-]{1,128}$`)
 )
 
 // maxReservedConcurrency bounds IntakeReservedConcurrency: far above what
@@ -509,6 +532,20 @@ func (p Props) validateEffects() error {
 		}
 		if p.GivenSecretsOnly && e.Secret && e.SecretArn == "" {
 			return propErr(at+".SecretArn", "effect %s asks for a token secret, and GivenSecretsOnly creates none", e.Kind)
+		}
+		if e.Target != "" && (e.Secret || e.SecretArn != "") {
+			return propErr(at+".SecretArn", "effect %s has a target: an AWS target is called with the dispatcher's role, not a bearer token", e.Kind)
+		}
+		if e.KMSKeyArn != "" {
+			t, err := outbox.ParseTarget(e.Target, "")
+			switch {
+			case e.Target == "" || err != nil || t.Kind != outbox.TargetSQS:
+				return propErr(at+".KMSKeyArn", "is the key of an SQS target's queue; effect %s has no SQS target", e.Kind)
+			case !kmsKeyRE.MatchString(e.KMSKeyArn):
+				return propErr(at+".KMSKeyArn", "%q must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>; not an alias)", e.KMSKeyArn)
+			case kmsKeyRE.FindStringSubmatch(e.KMSKeyArn)[1] != t.Region:
+				return propErr(at+".KMSKeyArn", "the key is in %s, the queue in %s: a queue's key is in its region", kmsKeyRE.FindStringSubmatch(e.KMSKeyArn)[1], t.Region)
+			}
 		}
 		if err := outbox.CheckScopes(e.Scopes); err != nil {
 			return propErr(at, "%v", err)

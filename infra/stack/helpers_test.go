@@ -158,10 +158,36 @@ func fullStack(t testing.TB) *synthed {
 	}, pipeline.Reconciler)
 }
 
-// stackOf returns the stack a table-driven case names: "default" or "full".
+// targetsStack has one effect per kind of AWS target, from the context's
+// "target" key (and an SQS queue's customer managed key, "kmsKeyArn").
+func targetsStack(t testing.TB) *synthed {
+	return synth(t, "targets", map[string]any{
+		"effects": []any{
+			map[string]any{"kind": "ship_order", "target": targetFunction, "scopes": []any{"stripe"}},
+			map[string]any{"kind": "notify", "target": targetQueue, "kmsKeyArn": targetKey, "scopes": []any{"stripe"}},
+			map[string]any{"kind": "order.paid", "target": targetBus, "scopes": []any{"stripe"}},
+			map[string]any{"kind": "fulfil", "target": targetMachine, "scopes": []any{"stripe"}},
+		},
+	})
+}
+
+// The targets of targetsStack.
+const (
+	targetFunction = "arn:aws:lambda:eu-west-1:123456789012:function:fulfilment"
+	targetQueue    = "arn:aws:sqs:eu-west-1:123456789012:notices.fifo"
+	targetKey      = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	targetBus      = "arn:aws:events:eu-west-1:123456789012:event-bus/orders"
+	targetMachine  = "arn:aws:states:eu-west-1:123456789012:stateMachine:fulfil"
+)
+
+// stackOf returns the stack a table-driven case names: "default", "full"
+// or "targets".
 func stackOf(t testing.TB, name string) *synthed {
-	if name == "full" {
+	switch name {
+	case "full":
 		return fullStack(t)
+	case "targets":
+		return targetsStack(t)
 	}
 	return defaultStack(t)
 }

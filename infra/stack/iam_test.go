@@ -240,3 +240,54 @@ func sortedFunctions(s *synthed) []string {
 	sort.Strings(out)
 	return out
 }
+
+func TestContextTargetsGrantTheDispatcherEachTargetsActionsOnItsARNOnly(t *testing.T) {
+	// GIVEN context effects on a Lambda function, an SQS FIFO queue with a
+	// customer managed key, an EventBridge bus and a Step Functions state
+	// machine
+	s := targetsStack(t)
+	// THEN the dispatcher holds its allowlist and, beyond it, exactly each
+	// target's actions on that target's ARN
+	want := map[string][]string{
+		"lambda:InvokeFunction":       {targetFunction},
+		"sqs:GetQueueUrl":             {targetQueue},
+		"sqs:SendMessage":             {targetQueue},
+		"kms:Decrypt":                 {targetKey},
+		"kms:GenerateDataKey":         {targetKey},
+		"events:PutEvents":            {targetBus},
+		"states:StartExecution":       {targetMachine},
+		"states:DescribeStateMachine": {targetMachine},
+		"states:DescribeExecution":    {"arn:aws:states:eu-west-1:123456789012:execution:fulfil:*"},
+	}
+	acts := s.roleActions(t, s.roleOf(t, pipeline.Dispatcher))
+	for a, rs := range want {
+		if !slices.Equal(acts[a], rs) {
+			t.Errorf("dispatcher %s on %v, want %v", a, acts[a], rs)
+		}
+	}
+	// sqs:GetQueueAttributes: its own effects queue (the mapping) and the
+	// target queue
+	if rs := acts["sqs:GetQueueAttributes"]; len(rs) != 2 || !slices.Contains(rs, targetQueue) {
+		t.Errorf("dispatcher sqs:GetQueueAttributes on %v", rs)
+	}
+	for a := range acts {
+		if _, ok := want[a]; !ok && !slices.Contains(allowed[pipeline.Dispatcher], a) {
+			t.Errorf("dispatcher holds %s", a)
+		}
+	}
+	// AND no other function holds anything on a target
+	targets := []string{targetFunction, targetQueue, targetKey, targetBus, targetMachine, "arn:aws:states:eu-west-1:123456789012:execution:fulfil:*"}
+	for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Reconciler} {
+		for a, rs := range s.roleActions(t, s.roleOf(t, fn)) {
+			for _, r := range rs {
+				if slices.Contains(targets, r) {
+					t.Errorf("%s holds %s on %s", fn, a, r)
+				}
+			}
+		}
+	}
+	// AND the dispatcher's EFFECTS names the targets as configured
+	if doc := s.env(t, pipeline.Dispatcher)["EFFECTS"]; !strings.Contains(doc, `"target":"`+targetMachine+`"`) {
+		t.Errorf("EFFECTS %s", doc)
+	}
+}

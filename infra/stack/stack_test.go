@@ -606,7 +606,7 @@ func sorted(s []string) []string {
 }
 
 func TestCdkNagAwsSolutionsReportsNoUnsuppressedFinding(t *testing.T) {
-	for _, variant := range []string{"default", "full"} {
+	for _, variant := range []string{"default", "full", "targets"} {
 		t.Run(variant, func(t *testing.T) {
 			// GIVEN a stack checked by cdk-nag as the app checks it
 			s := stackOf(t, variant)

@@ -17,7 +17,11 @@
 // the dispatcher performs come from scripts/devstack.json (effects_config,
 // exactly the EFFECTS document the function gets in AWS); their URLs point
 // at the fake downstream on loopback, and its bearer token is an env:
-// reference to a visibly fake value. Likewise the stripe source's api.url
+// reference to a visibly fake value. An effect may name an AWS target
+// instead (a Lambda function, an SQS queue, an EventBridge bus, a Step
+// Functions state machine, in region us-east-1 and account 000000000000):
+// the stack runs local stand-ins of them (Targets), and the team's own
+// effect functions (effect_functions) under aws-lambda-rie. Likewise the stripe source's api.url
 // (and truth.url) name the fake Stripe API at DefaultStripeAddr, whose only
 // key is the visibly fake LOCAL_STRIPE_API_KEY.
 //
@@ -36,7 +40,9 @@
 // POST /_dev/eventbridge/{source} (there is no EventBridge locally: the
 // body becomes the detail of an event from the source's partner event
 // source, given to the bridge function, which runs when some source's
-// delivery includes eventbridge). For the fake Stripe API:
+// delivery includes eventbridge), GET /_dev/targets (what reached the local
+// AWS targets: invocations per effect function, events per bus, executions
+// per state machine; see Targets). For the fake Stripe API:
 // PUT /_dev/stripe/objects/{type}/{id} (set Stripe's truth),
 // GET /_dev/stripe/requests and POST /_dev/stripe/script (see
 // StripeAPI.DevHandler).
@@ -77,6 +83,12 @@ type File struct {
 	// AutoPorts).
 	Effects json.RawMessage   `json:"effects_config"`
 	Secrets map[string]string `json:"secrets"`
+	// EffectFunctions are the team's own Lambda functions its effects
+	// invoke (an effect whose target is
+	// arn:aws:lambda:us-east-1:000000000000:function:<name>): each a main
+	// in the module's functions/<name>, built and run by the stack like
+	// the pipeline's functions, behind a local Lambda front (Targets).
+	EffectFunctions []string `json:"effect_functions,omitempty"`
 }
 
 // TeamModule reports whether dir holds the go.mod of a module other than
@@ -112,8 +124,13 @@ func (f File) effects() ([]outbox.EffectConfig, error) {
 	if len(f.Effects) == 0 {
 		return nil, nil
 	}
-	cfgs, err := outbox.ParseEffects(f.Effects)
+	// The functions run in localaws.Region: a target must be in it, as
+	// the dispatcher checks at its start.
+	cfgs, err := outbox.ParseEffectsIn(f.Effects, localaws.Region)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTargets(cfgs, f.EffectFunctions); err != nil {
 		return nil, err
 	}
 	for _, c := range cfgs {

@@ -30,7 +30,8 @@ import (
 // they apply is checked across them.
 type Downstream struct {
 	addr    string
-	effects []outbox.EffectConfig // URLs point at addr
+	effects []outbox.EffectConfig // the HTTP effects; URLs point at addr
+	all     []outbox.EffectConfig // every effect, AWS targets included, in order
 	fakes   map[string]*downstream.Fake
 	books   map[string]*downstream.Book // by kind family
 	srv     *http.Server
@@ -62,6 +63,11 @@ func NewDownstream(addr string, cfgs []outbox.EffectConfig, secret func(ref stri
 		return nil
 	}
 	for _, c := range cfgs {
+		if c.Target != "" {
+			// An AWS target's: the local targets perform it (Targets).
+			d.all = append(d.all, c)
+			continue
+		}
 		c.URL, c.StatusURL = d.rebase(c.URL), d.rebase(c.StatusURL)
 		fam := ledger.Family(c.Kind)
 		if d.books[fam] == nil {
@@ -82,6 +88,7 @@ func NewDownstream(addr string, cfgs []outbox.EffectConfig, secret func(ref stri
 		}
 		d.fakes[c.Kind] = f
 		d.effects = append(d.effects, c)
+		d.all = append(d.all, c)
 	}
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = d.srv.Serve(l) }()
@@ -102,9 +109,9 @@ func (d *Downstream) rebase(raw string) string {
 func (d *Downstream) Addr() string { return d.addr }
 
 // Effects is the EFFECTS document the dispatcher gets, with its URLs
-// pointing at this downstream.
+// pointing at this downstream (and its AWS targets as configured).
 func (d *Downstream) Effects() []byte {
-	b, _ := json.Marshal(map[string]any{"effects": d.effects})
+	b, _ := json.Marshal(map[string]any{"effects": d.all})
 	return b
 }
 

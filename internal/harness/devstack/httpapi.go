@@ -48,6 +48,13 @@ func (s *Stack) httpAPI() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s.Downstream.State(r.URL.Query().Get("key")))
 	})
+	mux.HandleFunc("GET /_dev/targets", func(w http.ResponseWriter, _ *http.Request) {
+		cfgs, _ := s.file.effects()
+		w.Header().Set("content-type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.Targets.State(cfgs, s.file.EffectFunctions))
+	})
 	mux.HandleFunc("POST /_dev/downstream/script", func(w http.ResponseWriter, r *http.Request) {
 		var sc Script
 		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))

@@ -69,6 +69,9 @@ type Stack struct {
 	// Stripe is the fake Stripe API the processor fetches the objects of
 	// thin events from.
 	Stripe *StripeAPI
+	// Targets are the local AWS targets the effects may name, and the
+	// team's effect functions behind the local Lambda front.
+	Targets *Targets
 
 	pools   map[string]chan *instance
 	all     []*instance
@@ -134,6 +137,11 @@ func Build(ctx context.Context, cfg Config, logs *Logs) error {
 	if err != nil {
 		return err
 	}
+	extra, err := effectFunctions(cfg)
+	if err != nil {
+		return err
+	}
+	fns = append(fns, extra...)
 	ours, err := ourModuleDir(ctx, cfg.Module)
 	if err != nil {
 		return err
@@ -202,6 +210,32 @@ func moduleFunctions(module string) ([]string, error) {
 		}
 	}
 	return fns, nil
+}
+
+// effectFunctions lists the effect functions the configuration file
+// names (File.EffectFunctions), each of which must have its main in the
+// module's functions/<name>. A file that cannot be read names none here:
+// Start reports it.
+func effectFunctions(cfg Config) ([]string, error) {
+	b, err := os.ReadFile(cfg.ConfigFile)
+	if err != nil {
+		return nil, nil
+	}
+	var f struct {
+		EffectFunctions []string `json:"effect_functions"`
+	}
+	if json.Unmarshal(b, &f) != nil {
+		return nil, nil
+	}
+	for _, fn := range f.EffectFunctions {
+		if slices.Contains(Functions, fn) || strings.ContainsAny(fn, `/\.`) || fn == "" {
+			return nil, fmt.Errorf("%w: %s: effect_functions: %q is not an effect function's name", ErrConfig, cfg.ConfigFile, fn)
+		}
+		if _, err := os.Stat(filepath.Join(cfg.Module, "functions", fn)); err != nil {
+			return nil, fmt.Errorf("%w: %s names effect function %s, and %s has no functions/%s: %v", ErrConfig, cfg.ConfigFile, fn, cfg.Module, fn, err)
+		}
+	}
+	return f.EffectFunctions, nil
 }
 
 // ThisModule is this repository's module path: a team's module requires it.
@@ -330,13 +364,18 @@ func (s *Stack) start(ctx context.Context) error {
 	port := cfg.RIEPort
 	var auto []int
 	if cfg.AutoPorts {
-		total := 0
+		total := 2 * len(s.file.EffectFunctions)
 		for _, fn := range s.running() {
 			total += 2 * cfg.Instances[fn]
 		}
 		if auto, err = FreePorts(total); err != nil {
 			return err
 		}
+	}
+	// The local AWS targets and the team's effect functions, before the
+	// dispatcher that calls them.
+	if err := s.startTargets(ctx, cfgs, dynURL, sq.URL, &port, &auto); err != nil {
+		return err
 	}
 	for _, fn := range s.running() {
 		n := cfg.Instances[fn]
@@ -466,6 +505,7 @@ func (s *Stack) Close() {
 	if s.Stripe != nil {
 		s.Stripe.Close()
 	}
+	s.Targets.Close()
 	if s.dynSrv != nil {
 		_ = s.dynSrv.Close()
 	}
@@ -536,9 +576,12 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 	case "dispatcher":
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),
 			"DISPATCH_LEASE_SECONDS="+strconv.Itoa(int(s.cfg.DispatchLease.Seconds())))
+		env = append(env, s.Targets.Env()...)
 	case "reconciler":
-		// Its downstream drift check asks the effects' status routes.
+		// Its downstream drift check asks the effects' status routes (it
+		// builds the AWS targets' clients too, and calls none).
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()))
+		env = append(env, s.Targets.Env()...)
 		if s.BridgeDLQ != "" {
 			// It redelivers the bridge DLQ's letters the bridge's role wrote.
 			env = append(env, "BRIDGE_DLQ_SENDERS="+FunctionRole("bridge").ID)
@@ -566,7 +609,11 @@ func (s *Stack) startInstance(ctx context.Context, in *instance, dynURL, sqsURL 
 	if in.stream == "" {
 		in.stream = logStreamName(time.Now())
 	}
-	cmd.Env = append(s.functionEnv(in.fn, dynURL, sqsURL),
+	env := s.functionEnv(in.fn, dynURL, sqsURL)
+	if s.isEffectFunction(in.fn) {
+		env = s.effectFunctionEnv(in.fn)
+	}
+	cmd.Env = append(env,
 		// RIE passes it to the runtime (its default is "$LATEST").
 		"AWS_LAMBDA_LOG_STREAM_NAME="+in.stream,
 		// The SDK adds "app/<function>" to its User-Agent, so a proxy in

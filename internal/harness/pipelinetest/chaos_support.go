@@ -321,13 +321,16 @@ func (o *Outbox) NewChaosDispatcherWith(name string, v *Virtual, co ChaosDispatc
 	h := o.h
 	rec := &awstrace.Recorder{}
 	opts := append([]APIOption{rec.APIOption}, co.Extra...)
-	effects := o.Effects
 	if co.Gate != nil {
 		opts = append(opts, co.Gate.APIOption)
-		effects = make(map[string]outbox.Effect, len(o.Effects))
-		for k, e := range o.Effects {
-			effects[k] = gatedEffect{Effect: e, g: co.Gate}
+	}
+	effects := o.effectsFor(opts...)
+	if co.Gate != nil {
+		gated := make(map[string]outbox.Effect, len(effects))
+		for k, e := range effects {
+			gated[k] = gate(e, co.Gate)
 		}
+		effects = gated
 	}
 	var l outbox.Ledger = h.newLedger(h.Dynamo.Client(opts...), name)
 	if co.Ledger != nil {
@@ -347,6 +350,24 @@ func (o *Outbox) NewChaosDispatcherWith(name string, v *Virtual, co ChaosDispatc
 type gatedEffect struct {
 	outbox.Effect
 	g *Gate
+}
+
+// gatedTarget is a gated AWS target's effect: its documented
+// deduplication window stays visible to the dispatcher.
+type gatedTarget struct {
+	gatedEffect
+	w outbox.DedupWindow
+}
+
+// DedupWindow is the wrapped target's.
+func (e gatedTarget) DedupWindow() time.Duration { return e.w.DedupWindow() }
+
+// gate wraps e in g, keeping what the dispatcher asks of it.
+func gate(e outbox.Effect, g *Gate) outbox.Effect {
+	if w, ok := e.(outbox.DedupWindow); ok {
+		return gatedTarget{gatedEffect: gatedEffect{Effect: e, g: g}, w: w}
+	}
+	return gatedEffect{Effect: e, g: g}
 }
 
 var (

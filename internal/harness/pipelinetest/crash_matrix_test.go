@@ -13,6 +13,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/harness/awstrace"
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/processor"
 )
 
@@ -463,5 +464,131 @@ func TestCrashMatrix_DispatcherLostAnswers(t *testing.T) {
 			}
 			t.Logf("%s: %d lost-answer points; dispatcher calls %v", sc.name, len(points), clean.ops)
 		})
+	}
+}
+
+// TestCrashMatrix_TargetCalls crashes and loses answers at the awkward
+// moment of an AWS target call: an order cancellation's refund is
+// performed by a target (its notice still by the HTTP downstream), and
+// the first dispatcher dies right before or right after the target call,
+// or the call's answer is lost on the wire, or the target applies it and
+// answers after the call's timeout. A fresh dispatcher finishes the work.
+// The target's own record decides (executions started, events put per
+// operation id):
+//
+//   - Step Functions deduplicates by execution name and can say what it
+//     started (DescribeExecution): every point ends with one execution
+//     and the intent SUCCEEDED.
+//   - EventBridge does neither: a call that may have reached it is never
+//     made again; the intent is QUARANTINED (idempotency_window_passed)
+//     for its owner, with at most the one event put, never a second.
+func TestCrashMatrix_TargetCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash matrix skipped in -short mode")
+	}
+	type point struct {
+		name string
+		arm  func(tg *pt.AWSTarget, d *pt.Dispatcher)
+	}
+	at := func(when awstrace.When) func(op string) func(*pt.AWSTarget, *pt.Dispatcher) {
+		return func(op string) func(*pt.AWSTarget, *pt.Dispatcher) {
+			return func(_ *pt.AWSTarget, d *pt.Dispatcher) { d.Rec.Arm(awstrace.Crash{Op: op, Nth: 1, When: when}) }
+		}
+	}
+	for _, c := range []struct {
+		kind outbox.TargetKind
+		op   string // the call's operation, as awstrace names it and as X-Amz-Target names it
+		wire string
+		// dedups: the target deduplicates and can be asked, so every point
+		// ends SUCCEEDED with one application.
+		dedups bool
+	}{
+		{outbox.TargetStepFunctions, "SFN.StartExecution", "StartExecution", true},
+		{outbox.TargetEventBridge, "EventBridge.PutEvents", "PutEvents", false},
+	} {
+		points := []point{
+			{"clean", func(*pt.AWSTarget, *pt.Dispatcher) {}},
+			{"crash-before-call", at(awstrace.Before)(c.op)},
+			{"crash-after-call", at(awstrace.After)(c.op)},
+			{"lost-answer", at(awstrace.Lost)(c.op)},
+			{"timeout-after-apply", func(tg *pt.AWSTarget, _ *pt.Dispatcher) { tg.Proxy.HangAfterApply(c.wire) }},
+		}
+		for _, p := range points {
+			t.Run(string(c.kind)+"/"+p.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				h := pt.NewOrders(t, pt.Options{}, pt.OutboxOptions{})
+				tg := h.Outbox.UseTarget(c.kind, "refund")
+				w, d1, d2 := h.NewWorker("proc-1"), h.Outbox.NewDispatcher("disp-1"), h.Outbox.NewDispatcher("disp-2")
+				deliver(t, h, "msg_o42_12", pt.OrderEvent("order.cancelled", o42, 12, "", ""), 202)
+				p.arm(tg, d1)
+				// The first dispatcher works until it dies; a fresh one
+				// takes its messages once they come back (and its lease
+				// once it has expired, on the manual clock).
+				deadline := time.Now().Add(drainTimeout)
+				for h.Depth(h.Queues.Queue)+h.Depth(h.Outbox.Queues.Queue) > 0 {
+					if time.Now().After(deadline) {
+						t.Fatalf("not drained: events %d, effects %d", h.Depth(h.Queues.Queue), h.Depth(h.Outbox.Queues.Queue))
+					}
+					d := d1
+					if d1.Rec.Crashed() {
+						d = d2
+					}
+					if w.PollOnce(ctx)+d.PollOnce(ctx) == 0 {
+						h.Clock.Advance(idle)
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+				crashed := d1.Rec.Crashed()
+				if wantCrash := strings.HasPrefix(p.name, "crash-"); crashed != wantCrash {
+					t.Fatalf("the first dispatcher crashed: %v, want %v (%s)", crashed, wantCrash, d1.Rec)
+				}
+				if p.name == "timeout-after-apply" && tg.Proxy.Held() != 1 {
+					t.Fatalf("the proxy held %d answers", tg.Proxy.Held())
+				}
+				// The notice (HTTP, idempotent downstream) is always
+				// performed once.
+				requireIntentStatus(t, h.Outbox, notify12, ledger.IntentStatusSucceeded, "")
+				requireEffective(t, h.Outbox, map[string]int{notify12: 1})
+				applied := tg.Applied()
+				in := h.Outbox.Intent(refund12)
+				acts := pt.IntentActions(in)
+				switch {
+				case c.dedups || p.name == "clean":
+					// One application, SUCCEEDED.
+					requireIntentStatus(t, h.Outbox, refund12, ledger.IntentStatusSucceeded, "")
+					if !maps.Equal(applied, map[string]int{refund12: 1}) {
+						t.Fatalf("the target's record %v, want %s once", applied, refund12)
+					}
+				default:
+					// Uncertain, and nothing to ask: QUARANTINED for the
+					// owner, and never a second call.
+					requireIntentStatus(t, h.Outbox, refund12, ledger.IntentStatusQuarantined, "idempotency_window_passed")
+					want := map[string]int{refund12: 1}
+					if p.name == "crash-before-call" {
+						// The dispatcher died before the call: nothing was
+						// put, but the lease it held says only that it may
+						// have been, so the next claim does not call either.
+						want = map[string]int{}
+					}
+					if !maps.Equal(applied, want) {
+						t.Fatalf("the target's record %v, want %v: never a second call", applied, want)
+					}
+					// A call that ended without an answer was recorded
+					// UNCERTAIN first, in the intent's audit.
+					uncertain := false
+					for _, a := range in.Audit {
+						uncertain = uncertain || string(a.To) == string(ledger.IntentStatusUncertain)
+					}
+					if lost := p.name == "lost-answer" || p.name == "timeout-after-apply"; uncertain != lost {
+						t.Fatalf("UNCERTAIN in the audit: %v (%v)", uncertain, acts)
+					}
+					if !strings.Contains(in.Detail, "does not deduplicate") {
+						t.Fatalf("detail %q does not tell the owner why", in.Detail)
+					}
+				}
+				t.Logf("%s %s: refund %s %s (audit %v); the target's record %v", c.kind, p.name, in.Status, in.ErrorCode, acts, applied)
+			})
+		}
 	}
 }

@@ -126,6 +126,8 @@ type Outbox struct {
 	URL     string
 	Effects map[string]outbox.Effect
 	opts    OutboxOptions
+	// targets are the effect kinds an AWS target performs (UseTarget).
+	targets map[string]*AWSTarget
 
 	seq      atomic.Int64
 	mu       sync.Mutex
@@ -316,7 +318,7 @@ func (o *Outbox) NewDispatcher(name string) *Dispatcher {
 	h := o.h
 	rec := &awstrace.Recorder{}
 	d := &outbox.Dispatcher{
-		Ledger: h.newLedger(h.Dynamo.Client(rec.APIOption), name), Effects: o.Effects, Clock: h.Clock,
+		Ledger: h.newLedger(h.Dynamo.Client(rec.APIOption), name), Effects: o.effectsFor(rec.APIOption), Clock: h.Clock,
 		Rand: func() float64 { return 0.5 }, Owner: name, Lease: o.opts.Lease, MaxAttempts: 8,
 		Base: time.Second, Cap: time.Minute,
 	}

@@ -1,0 +1,10 @@
+// Command intake is the test module's intake: one line over package app.
+package main
+
+import (
+	"github.com/effectively-once/webhooks/pkg/app"
+
+	"example.com/devshop/rules"
+)
+
+func main() { app.Main(app.Intake, rules.Rules()) }

@@ -1,0 +1,10 @@
+// Command reconciler is the test module's reconciler: one line over package app.
+package main
+
+import (
+	"github.com/effectively-once/webhooks/pkg/app"
+
+	"example.com/devshop/rules"
+)
+
+func main() { app.Main(app.Reconciler, rules.Rules()) }
