@@ -3,8 +3,9 @@ package main
 
 import (
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/dispatcher"
 
 	"example.com/devshop/rules"
 )
 
-func main() { app.Main(app.Dispatcher, rules.Rules()) }
+func main() { app.Main(dispatcher.Function, rules.Rules()) }

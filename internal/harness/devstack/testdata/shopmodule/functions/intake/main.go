@@ -3,8 +3,9 @@ package main
 
 import (
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/intake"
 
 	"example.com/devshop/rules"
 )
 
-func main() { app.Main(app.Intake, rules.Rules()) }
+func main() { app.Main(intake.Function, rules.Rules()) }

@@ -3,8 +3,9 @@ package main
 
 import (
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/processor"
 
 	"example.com/devshop/rules"
 )
 
-func main() { app.Main(app.Processor, rules.Rules()) }
+func main() { app.Main(processor.Function, rules.Rules()) }

@@ -3,8 +3,9 @@ package main
 
 import (
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/app/reconciler"
 
 	"example.com/devshop/rules"
 )
 
-func main() { app.Main(app.Reconciler, rules.Rules()) }
+func main() { app.Main(reconciler.Function, rules.Rules()) }
