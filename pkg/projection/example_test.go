@@ -66,8 +66,10 @@ func Example() {
 // part of the compatibility promise (this example pins it): an upgrade that
 // changed it would perform every in-flight effect again under a new key.
 func ExampleOperationID() {
-	fmt.Println(projection.OperationID("O-42", "refund_due_to_cancellation", "12"))
-	fmt.Println(projection.OperationID("O-42", "refund_due_to_cancellation", "12") == projection.OperationID("O-42", "refund_due_to_cancellation", "12"))
+	first := projection.OperationID("O-42", "refund_due_to_cancellation", "12")
+	again := projection.OperationID("O-42", "refund_due_to_cancellation", "12")
+	fmt.Println(first)
+	fmt.Println(first == again)
 	// Output:
 	// 28786b721640be60c433441e6fece813
 	// true
