@@ -26,9 +26,12 @@ type Config struct {
 	Stage string
 	// Sources are the webhook sources intake accepts (SOURCES).
 	Sources []pipeline.Source
-	// Effects are the outbox's HTTP effects (EFFECTS). None configured means
-	// the dispatcher is deployed with its queue mapping disabled: intents
-	// wait PENDING in the ledger and nothing downstream is called.
+	// Effects are the outbox's effects (EFFECTS): each an HTTP endpoint
+	// ("url") or an AWS target ("target", an ARN; "kmsKeyArn" for an SQS
+	// queue's customer managed key), as pipeline.Effect's JSON form has
+	// them. None configured means the dispatcher is deployed with its
+	// queue mapping disabled: intents wait PENDING in the ledger and
+	// nothing downstream is called.
 	Effects []pipeline.Effect
 	// AlarmEmail, when set, subscribes this address to the alarm topic.
 	AlarmEmail string

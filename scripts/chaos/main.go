@@ -3,6 +3,9 @@
 // exits 1 when our design violates any invariant.
 //
 //	go run ./scripts/chaos -n 1000 -seed 1 -design all -json chaos.json
+//
+// A share of the schedules (-sfn, percent; 25 by default) performs its
+// effects through a Step Functions target instead of the HTTP downstream.
 package main
 
 import (
@@ -28,9 +31,10 @@ func run() int {
 	shrink := flag.Int("shrink", 1, "failures shrunk and printed per design")
 	jsonOut := flag.String("json", "", "write the summaries as JSON to this file")
 	lost := flag.Int("lost", 0, "percent of crash steps that lose the call's answer instead (the SDK retries it; nothing dies)")
+	sfn := flag.Int("sfn", 25, "percent of schedules whose effects a Step Functions target performs instead of the HTTP downstream (0: none)")
 	flag.Parse()
-	if *lost < 0 || *lost > 100 {
-		fmt.Fprintln(os.Stderr, "chaos: -lost is a percent, 0 to 100")
+	if *lost < 0 || *lost > 100 || *sfn < 0 || *sfn > 100 {
+		fmt.Fprintln(os.Stderr, "chaos: -lost and -sfn are percents, 0 to 100")
 		return 2
 	}
 
@@ -45,7 +49,7 @@ func run() int {
 	start := time.Now()
 	step := max(*n/20, 1)
 	sums, err := chaos.RunBatch(chaos.BatchOptions{
-		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink, Config: chaos.Config{LostPercent: *lost},
+		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink, Config: chaos.Config{LostPercent: *lost, StepFunctionsPercent: *sfn},
 		Progress: func(d string, done, total, failed int) {
 			if done%step == 0 || done == total {
 				fmt.Fprintf(os.Stderr, "  %-10s %5d/%d schedules, %d failing, %s\n", d, done, total, failed, time.Since(start).Round(time.Second))

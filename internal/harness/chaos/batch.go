@@ -149,6 +149,7 @@ func (s *Stats) add(o Stats) {
 	s.StripeFetches += o.StripeFetches
 	s.DispatcherPauses += o.DispatcherPauses
 	s.Kills += o.Kills
+	s.StepFunctions += o.StepFunctions
 	s.Waited += o.Waited
 	s.OverrideQueued += o.OverrideQueued
 	s.OverridePerformed += o.OverridePerformed
@@ -178,6 +179,10 @@ func Table(sums []Summary) string {
 		st := s.Stats
 		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d answers lost and retried, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
 			s.Design, st.Steps, st.Crashes, st.Lost, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
+		if st.StepFunctions > 0 {
+			fmt.Fprintf(&b, "%s: %d of %d schedules performed their effects through a Step Functions target (executions started per operation id)\n",
+				s.Design, st.StepFunctions, s.Schedules)
+		}
 		if st.Stripe > 0 {
 			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted; %d facts projected from a thin event's fetch (%d Stripe API requests)\n",
 				s.Design, st.Stripe, st.StripeApplied, st.StripeNoop, st.StripeStale, st.Deleted, st.StripeFetched, st.StripeFetches)

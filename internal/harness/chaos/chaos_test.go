@@ -187,3 +187,27 @@ func TestChaosDispatchEverythingIsCaught(t *testing.T) {
 		})
 	}
 }
+
+// TestChaosOursWithStepFunctions: the same, with every schedule's effects
+// performed by a Step Functions target (each start runs a workflow that
+// makes the call on the downstream). Step Functions deduplicates by
+// execution name and answers DescribeExecution, so the reference model
+// expects what it expects of the idempotent HTTP downstream: every
+// invariant must hold, with one execution per operation id.
+func TestChaosOursWithStepFunctions(t *testing.T) {
+	n := 16
+	if testing.Short() {
+		n = 4
+	}
+	sums, err := chaos.RunBatch(chaos.BatchOptions{N: n, Seed: 2000, Designs: []string{"ours"}, ShrinkFirst: 1, MaxShrinkRuns: 60,
+		Config: chaos.Config{StepFunctionsPercent: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", chaos.Table(sums))
+	s := sums[0]
+	if s.Stats.StepFunctions != n || s.Stats.Crashes == 0 || s.Stats.Intents == 0 || s.Stats.Effects == 0 {
+		t.Errorf("the batch exercised too little to mean anything: %+v", s.Stats)
+	}
+	reportFailures(t, s)
+}

@@ -64,6 +64,21 @@
 // subject were claimed by two dispatchers (two thirds of the schedules
 // have two or three).
 //
+// # Effects through an AWS target
+//
+// A share of the schedules (Config.StepFunctionsPercent; scripts/chaos
+// -sfn, 25% by default) performs every effect through a Step Functions
+// target instead (Schedule.EffectTarget): the dispatcher starts one
+// execution of a local STANDARD state machine per operation
+// (outbox.StepFunctionsEffect), whose workflow makes the call on the same
+// fake downstream before the start is answered. The downstream's scripted
+// failures become the target's (a throttle, a 500 or 503 not acted on,
+// an answer held past the call's timeout after or before the start), and
+// a third of the dispatcher's crash steps hit its StartExecution. Step
+// Functions deduplicates by execution name and answers DescribeExecution,
+// so the reference model is unchanged: the effects the checker counts are
+// the executions started per operation id.
+//
 // # Running one
 //
 // Redelivery follows the manual clock (pipelinetest.Virtual): a message

@@ -5,7 +5,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,6 +100,9 @@ type Stats struct {
 	// TwoDispatchers, intents of one subject claimed by two dispatchers.
 	DispatcherPauses, Kills                                                int
 	Waited, OverrideQueued, OverridePerformed, CheckWindow, TwoDispatchers int
+	// StepFunctions counts the schedules whose effects a Step Functions
+	// target performed (Schedule.EffectTarget).
+	StepFunctions int
 }
 
 // Failed reports whether any invariant broke.
@@ -141,6 +147,9 @@ type run struct {
 	stats    Stats
 	errs     chan string // harness failures inside paused polls
 	forged   []string    // ids of forged deliveries
+	// target performs every effect when the schedule names one
+	// (Schedule.EffectTarget); nil: the HTTP downstream does.
+	target *pt.AWSTarget
 }
 
 // Run plays one schedule against a design and checks it.
@@ -165,6 +174,13 @@ func Run(s Schedule, d Design) (res Result) {
 		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
 	}()
 	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{Lease: DispatcherLease})
+	if s.EffectTarget == TargetStepFunctions && d.Outbox {
+		// Every kind's effect starts an execution; its workflow performs
+		// the call on the downstream the checker reads.
+		r.target = r.h.Outbox.UseTarget(outbox.TargetStepFunctions, slices.Sorted(maps.Keys(r.h.Outbox.Effects))...)
+		r.target.PerformOnDownstream()
+		r.stats.StepFunctions++
+	}
 	r.v = r.h.NewVirtual()
 	r.h.IntakeRec.LostTotal = &r.lost
 	tb.Cleanup(r.deleteQueues)
@@ -411,6 +427,10 @@ func (r *run) step(st Step) {
 		if !r.d.Outbox {
 			return
 		}
+		if r.target != nil {
+			r.targetFails(st.Mode)
+			return
+		}
 		h.Outbox.Down.Then(map[string]downstream.Behavior{
 			Mode429: {Mode: downstream.Throttle429, RetryAfter: 40 * time.Second}, Mode500: {Mode: downstream.Fail500},
 			Mode503:       {Mode: downstream.Unavailable503, RetryAfter: 20 * time.Second},
@@ -420,6 +440,26 @@ func (r *run) step(st Step) {
 		r.replay(st.Event)
 	case OpForge:
 		r.forge(st.Event)
+	}
+}
+
+// targetFails scripts the target's next start as the downstream's mode
+// scripts its next call: a throttle (ThrottlingException) or a 500 or 503
+// answered without starting anything, or an answer held past the call's
+// timeout after or before the start.
+func (r *run) targetFails(mode string) {
+	sf, proxy := r.target.StepFunctions, r.target.Proxy
+	switch mode {
+	case Mode429:
+		sf.FailNext("StartExecution", http.StatusBadRequest, "ThrottlingException")
+	case Mode500:
+		sf.FailNext("StartExecution", http.StatusInternalServerError, "InternalFailure")
+	case Mode503:
+		sf.FailNext("StartExecution", http.StatusServiceUnavailable, "ServiceUnavailable")
+	case ModeHangAfter:
+		proxy.HangAfterApply("StartExecution")
+	case ModeHangBefore:
+		proxy.HangBeforeApply("StartExecution")
 	}
 }
 
@@ -744,7 +784,13 @@ func (r *run) observe() observed {
 	if err != nil {
 		panic(fatal{"snapshot: " + err.Error()})
 	}
-	o := observed{events: map[string]ledger.Event{}, projections: map[string]ledger.Projection{}, effects: r.d.Effects(r.h), outbox: r.d.Outbox,
+	effects := r.d.Effects
+	if r.target != nil {
+		// The target's own record: executions started per operation id
+		// (each ran its workflow once on the downstream).
+		effects = func(*pt.Harness) map[string]int { return r.target.Applied() }
+	}
+	o := observed{events: map[string]ledger.Event{}, projections: map[string]ledger.Projection{}, effects: effects(r.h), outbox: r.d.Outbox,
 		history: r.hist, windows: r.windows}
 	if r.d.Outbox {
 		o.arrivals = r.h.Outbox.Arrivals("")

@@ -114,12 +114,28 @@ type Step struct {
 
 // Schedule is one random run, plain data: printable and replayable.
 type Schedule struct {
-	Seed        uint64  `json:"seed"`
-	Workers     int     `json:"workers"`
-	Dispatchers int     `json:"dispatchers"`
-	Events      []Event `json:"events"`
-	Steps       []Step  `json:"steps"`
+	Seed        uint64 `json:"seed"`
+	Workers     int    `json:"workers"`
+	Dispatchers int    `json:"dispatchers"`
+	// EffectTarget, when set, is the AWS target that performs every
+	// effect instead of the HTTP downstream: TargetStepFunctions.
+	EffectTarget string  `json:"effect_target,omitempty"`
+	Events       []Event `json:"events"`
+	Steps        []Step  `json:"steps"`
 }
+
+// TargetStepFunctions, as a schedule's EffectTarget: every effect starts
+// an execution of a local STANDARD state machine (outbox.StepFunctionsEffect)
+// whose workflow performs the call on the fake downstream, with the
+// operation id as its key. Step Functions deduplicates by execution name
+// (90 days) and answers DescribeExecution, so the reference model
+// expects exactly what it expects of the HTTP downstream, whose key it
+// remembers and whose status endpoint answers: every invariant holds as
+// it is. The downstream's scripted failures become the target's own
+// (a throttle, a 500 or 503 not acted on, an answer held past the timeout
+// after or before the start), and a third of the dispatcher's crash steps
+// hit its StartExecution call.
+const TargetStepFunctions = "states"
 
 // Config bounds the generator. The zero value gives small schedules: 2-4
 // subjects, 3-8 events, about 40% of the subjects Stripe subscriptions.
@@ -135,6 +151,12 @@ type Config struct {
 	// retries it (awstrace.Lost); nothing dies. 0 (the default) leaves
 	// every schedule as it was: the choice has its own random stream.
 	LostPercent int
+	// StepFunctionsPercent is the chance (percent) that a schedule's
+	// effects are performed by a Step Functions target
+	// (TargetStepFunctions) instead of the HTTP downstream. 0 (the
+	// default) leaves every schedule as it was: the choice, and where a
+	// crash step hits the target's call, have their own random stream.
+	StepFunctionsPercent int
 }
 
 func (c Config) withDefaults() Config {
@@ -191,8 +213,12 @@ func Generate(seed uint64, cfg Config) Schedule {
 	cfg = cfg.withDefaults()
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	lost := rand.New(rand.NewPCG(seed, seed^0x10570a5e))
+	target := rand.New(rand.NewPCG(seed, seed^0x5f0a7a3e))
 	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 	s := Schedule{Seed: seed, Workers: between(1, 3), Dispatchers: between(1, 3)}
+	if cfg.StepFunctionsPercent > 0 && target.IntN(100) < cfg.StepFunctionsPercent {
+		s.EffectTarget = TargetStepFunctions
+	}
 
 	nSub := between(cfg.MinSubjects, cfg.MaxSubjects)
 	stripeSub := make([]bool, nSub)
@@ -304,6 +330,9 @@ func Generate(seed uint64, cfg Config) Schedule {
 			}
 			calls := crashCalls[st.Target]
 			st.Call = calls[r.IntN(len(calls))]
+			if s.EffectTarget == TargetStepFunctions && st.Target == TargetDispatcher && target.IntN(3) == 0 {
+				st.Call = "SFN.StartExecution"
+			}
 			if cfg.LostPercent > 0 && lost.IntN(100) < cfg.LostPercent {
 				st.When = "lost"
 			}
@@ -505,7 +534,11 @@ func (st Step) String() string {
 // GoString renders the schedule as a Go expression, for a reproducer.
 func (s Schedule) GoString() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos.Schedule{Seed: %d, Workers: %d, Dispatchers: %d,\n\tEvents: []chaos.Event{\n", s.Seed, s.Workers, s.Dispatchers)
+	fmt.Fprintf(&b, "chaos.Schedule{Seed: %d, Workers: %d, Dispatchers: %d,", s.Seed, s.Workers, s.Dispatchers)
+	if s.EffectTarget != "" {
+		fmt.Fprintf(&b, " EffectTarget: %q,", s.EffectTarget)
+	}
+	b.WriteString("\n\tEvents: []chaos.Event{\n")
 	for _, e := range s.Events {
 		if e.Stripe() {
 			thin := ""

@@ -43,6 +43,12 @@ type StepFunctions struct {
 	URL     string
 	Region  string
 	Account string
+	// OnStart, when set, is called with every execution StartExecution
+	// starts (not with one an idempotent start answered again), before
+	// the start is answered: a test's stand-in for the workflow's first
+	// state. It runs under the endpoint's lock, so it must not call the
+	// endpoint.
+	OnStart func(Execution)
 	srv     *httptest.Server
 	api     *jsonAPI
 
@@ -224,6 +230,9 @@ func (s *StepFunctions) handle(op string, body []byte) (any, *apiError) {
 		ex := &Execution{ARN: arn, StateMachineARN: in.StateMachineArn, Name: exName, Input: input, Status: "RUNNING", Started: time.Now().UTC()}
 		s.executions[arn] = ex
 		s.starts = append(s.starts, arn)
+		if s.OnStart != nil {
+			s.OnStart(*ex)
+		}
 		return map[string]any{"executionArn": arn, "startDate": epoch(ex.Started)}, nil
 	case "DescribeExecution":
 		var in struct {

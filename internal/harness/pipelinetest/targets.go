@@ -79,6 +79,35 @@ func (o *Outbox) UseTarget(kind outbox.TargetKind, kinds ...string) *AWSTarget {
 	return t
 }
 
+// PerformOnDownstream makes every execution the Step Functions target
+// starts run a workflow of one task, before the start is answered: the
+// call, made to the fake downstream as the HTTP effect of its kind makes
+// it (the operation id as its idempotency key, the same headers and
+// body), retried until the downstream answers, as a Task state with a
+// Retry would. The downstream then sees exactly what the target started,
+// in the order it started it: the chaos checker's arrivals and subject
+// views hold for a target as for HTTP.
+func (t *AWSTarget) PerformOnDownstream() {
+	if t.Kind != outbox.TargetStepFunctions {
+		t.o.h.T.Fatalf("PerformOnDownstream: a %s target runs no workflow", t.Kind)
+	}
+	o := t.o
+	client := &http.Client{Timeout: 5 * time.Second}
+	t.StepFunctions.OnStart = func(ex localaws.Execution) {
+		var c outbox.TargetCall
+		if err := json.Unmarshal([]byte(ex.Input), &c); err != nil {
+			return
+		}
+		task := &outbox.HTTPEffect{Name: c.Kind, URL: o.URL + "/" + c.Kind, Secret: DownstreamToken, Window: o.opts.Window, Client: client, Clock: o.h.Clock}
+		call := outbox.Call{Key: c.OperationID, Kind: c.Kind, Subject: c.Subject, Payload: c.Payload, Version: c.Version, Scope: c.Scope, Source: c.Source}
+		for range 5 {
+			if _, err := task.Do(context.Background(), call); err == nil {
+				return
+			}
+		}
+	}
+}
+
 // effect is kind's target effect whose client carries opts.
 func (t *AWSTarget) effect(kind string, opts ...APIOption) outbox.Effect {
 	target, err := outbox.ParseTarget(t.ARN, localaws.Region)
