@@ -90,8 +90,8 @@ var publicPackages = []string{"projection", "builtin", "provider", "app", "state
 
 // Each function links only what it runs: the intake, the bridge and the
 // processor never link the dispatcher's AWS targets (their SDK clients
-// are most of the dispatcher's growth), so their size and cold start stay
-// their own.
+// and the warehouse sink's S3 client are most of the dispatcher's growth),
+// so their size and cold start stay their own.
 func TestOnlyTheDispatcherAndReconcilerLinkTheEffectTargets(t *testing.T) {
 	for _, fn := range []string{"intake", "bridge", "processor"} {
 		out, err := exec.Command("go", "list", "-deps", module+"/functions/"+fn).Output()
@@ -99,7 +99,7 @@ func TestOnlyTheDispatcherAndReconcilerLinkTheEffectTargets(t *testing.T) {
 			t.Fatalf("go list: %v", err)
 		}
 		for _, d := range strings.Fields(string(out)) {
-			for _, svc := range []string{"lambda", "sfn", "eventbridge"} {
+			for _, svc := range []string{"lambda", "sfn", "eventbridge", "s3"} {
 				if d == "github.com/aws/aws-sdk-go-v2/service/"+svc || d == module+"/internal/outbox" {
 					t.Errorf("functions/%s links %s", fn, d)
 				}

@@ -35,6 +35,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/metrics"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // ErrConfig wraps every configuration error.
@@ -71,6 +72,8 @@ type Processor struct {
 	// Visibility is the events queue's visibility timeout; retries are
 	// scheduled within it so a message that comes back finds its retry due.
 	Visibility time.Duration
+	// Warehouse is the warehouse sink (WAREHOUSE_BUCKET, …; nil: off).
+	Warehouse *warehouse.Config
 }
 
 // Metrics returns the EMF emitter every function uses: one JSON line per
@@ -187,6 +190,9 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 		return Processor{}, err
 	}
 	p.Visibility = time.Duration(vis) * time.Second
+	if p.Warehouse, err = warehouse.Load(getenv); err != nil {
+		return Processor{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	for _, name := range c.Sources.Names() {
 		src, _ := c.Sources.Lookup(name)
 		if src.API != nil {
@@ -214,6 +220,9 @@ type Reconciler struct {
 	// function's role id (and any other principal an operator adds); see
 	// queue.ParseSenders. A letter anyone else wrote is refused.
 	BridgeDLQSenders queue.Senders
+	// Warehouse is the warehouse sink whose records the reconciler checks
+	// (WAREHOUSE_BUCKET, …; nil: off).
+	Warehouse *warehouse.Config
 }
 
 // LoadReconciler reads the reconciler's variables: the common ones, the
@@ -221,13 +230,17 @@ type Reconciler struct {
 // EFFECTS_DLQ_URL; all required), BRIDGE_DLQ_URL (optional) and with it
 // BRIDGE_DLQ_SENDERS (required then), RECONCILE_STUCK_SECONDS (default 300),
 // RECONCILE_MAX_ITEMS (default 500) and RECONCILE_BUDGET_SECONDS (default
-// 90; below the function timeout).
+// 90; below the function timeout), and the warehouse sink's
+// (warehouse.Load).
 func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	c, err := LoadCommon(getenv)
 	if err != nil {
 		return Reconciler{}, err
 	}
 	r := Reconciler{Common: c}
+	if r.Warehouse, err = warehouse.Load(getenv); err != nil {
+		return Reconciler{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	for _, v := range []struct {
 		name string
 		dst  *string

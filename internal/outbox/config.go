@@ -14,10 +14,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // ErrConfig wraps every effect configuration error.
@@ -41,7 +43,9 @@ var ErrConfig = errors.New("effects config")
 // LambdaEffect), an SQS queue (arn:…:sqs:…:<queue>, a FIFO one ending in
 // .fifo, SQSEffect), an EventBridge event bus (arn:…:events:…:event-bus/<name>,
 // EventBridgeEffect) or a STANDARD Step Functions state machine
-// (arn:…:states:…:stateMachine:<name>, StepFunctionsEffect). Its region
+// (arn:…:states:…:stateMachine:<name>, StepFunctionsEffect), or, for the
+// kind warehouse.record only, an S3 bucket and prefix
+// (arn:aws:s3:::<bucket>/<prefix>, WarehouseEffect). Its region
 // must be the dispatcher's (ParseEffectsIn). How long the target
 // deduplicates and whether it can say what it applied are the target's
 // documented behaviour, not configuration: status_url, secret and
@@ -190,7 +194,15 @@ func checkEndpoint(c EffectConfig, region string) error {
 		}
 		return nil
 	}
-	if _, err := ParseTarget(c.Target, region); err != nil {
+	if isS3Target(c.Target) {
+		if c.Kind != WarehouseKind {
+			_, err := ParseTarget(c.Target, region)
+			return fmt.Errorf("target: %v; %v", err, errNotWarehouse)
+		}
+		if _, _, err := warehouse.ParseTarget(c.Target); err != nil {
+			return fmt.Errorf("target: %v", err)
+		}
+	} else if _, err := ParseTarget(c.Target, region); err != nil {
 		return fmt.Errorf("target: %v", err)
 	}
 	switch {
@@ -248,6 +260,7 @@ func Build(cfgs []EffectConfig, secrets *source.Secrets, awsCfg aws.Config) (map
 		sqsClient    *sqs.Client
 		ebClient     *eventbridge.Client
 		sfnClient    *sfn.Client
+		s3Client     *s3.Client
 	)
 	for _, c := range cfgs {
 		if c.Target == "" {
@@ -257,6 +270,17 @@ func Build(cfgs []EffectConfig, secrets *source.Secrets, awsCfg aws.Config) (map
 				e.Token = func(ctx context.Context) (string, error) { return secrets.Value(ctx, ref) }
 			}
 			out[c.Kind] = e
+			continue
+		}
+		if isS3Target(c.Target) {
+			bucket, prefix, err := warehouse.ParseTarget(c.Target)
+			if err != nil {
+				return nil, fmt.Errorf("%w: effect %q: target: %v", ErrConfig, c.Kind, err)
+			}
+			if s3Client == nil {
+				s3Client = s3.NewFromConfig(awsCfg)
+			}
+			out[c.Kind] = &WarehouseEffect{Name: c.Kind, Bucket: bucket, Prefix: prefix, Client: s3Client, Timeout: c.Timeout(), Scopes: c.Scopes}
 			continue
 		}
 		t, err := ParseTarget(c.Target, awsCfg.Region)

@@ -5,13 +5,17 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // DispatcherConfig is the dispatcher function's configuration. It reads no
 // sources: it performs effects, it does not verify webhooks.
 type DispatcherConfig struct {
 	config.Common
-	Effects         []EffectConfig
+	Effects []EffectConfig
+	// Warehouse is the warehouse sink (WAREHOUSE_BUCKET, …; nil: off); when
+	// on, its effect is among Effects.
+	Warehouse       *warehouse.Config
 	EffectsQueueURL string
 	MaxAttempts     int
 	Lease           time.Duration
@@ -20,7 +24,7 @@ type DispatcherConfig struct {
 // LoadDispatcherConfig reads the dispatcher function's variables: TABLE_NAME,
 // EFFECTS or EFFECTS_FILE, EFFECTS_QUEUE_URL, DISPATCH_MAX_ATTEMPTS
 // (default 8) and DISPATCH_LEASE_SECONDS (default 60; above the function
-// timeout), plus the common RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS.
+// timeout), the warehouse sink's (warehouse.Load), plus the common RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS.
 func LoadDispatcherConfig(getenv func(string) string) (DispatcherConfig, error) {
 	c, err := config.LoadBase(getenv)
 	if err != nil {
@@ -29,6 +33,17 @@ func LoadDispatcherConfig(getenv func(string) string) (DispatcherConfig, error) 
 	d := DispatcherConfig{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
 	if d.Effects, err = LoadEffects(getenv); err != nil {
 		return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", config.ErrConfig, err)
+	}
+	if d.Warehouse, err = warehouse.Load(getenv); err != nil {
+		return DispatcherConfig{}, fmt.Errorf("%w: %w", config.ErrConfig, err)
+	}
+	if d.Warehouse != nil {
+		for _, e := range d.Effects {
+			if e.Kind == WarehouseKind {
+				return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS configures %s and WAREHOUSE_BUCKET is set: the sink is configured once, by WAREHOUSE_BUCKET", config.ErrConfig, WarehouseKind)
+			}
+		}
+		d.Effects = append(d.Effects, WarehouseEffectConfig(*d.Warehouse))
 	}
 	for _, e := range d.Effects {
 		if e.Secret != "" {

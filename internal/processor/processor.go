@@ -44,6 +44,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/metrics"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -101,6 +102,12 @@ type Options struct {
 	// announcement is recovered within the events queue's visibility
 	// timeout, not the reconciler's threshold.
 	Effects Announcer
+	// Warehouse, when set, makes the commit of every applied revision also
+	// write its warehouse change record's intent (warehouse.Intent): the
+	// same transaction as the revision, so a revision the commit did not
+	// apply (stale, a duplicate, a replay) writes none, and one it applied
+	// always has one. Off (nil) by default.
+	Warehouse *warehouse.Config
 }
 
 // Announcer sends the pointers of the intents a commit wrote to the
@@ -309,6 +316,10 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 			note += "; " + res.Write.Note
 		}
 		res.Write.Note = note
+	}
+	if res.Write != nil && p.o.Warehouse != nil {
+		// After scoping: the record's operation id names the scope itself.
+		res.Intents = append(res.Intents, warehouse.Intent(*res.Write, ev.Source, ev.EventID, p.o.Now(), p.o.Warehouse.MaxState))
 	}
 	done, err := p.ledger.Commit(ctx, c, res.Write, res.Intents)
 	switch {

@@ -105,7 +105,10 @@ type Reconciler struct {
 	// an outbox.SubjectStatus let the drift check ask the downstream which
 	// version of a subject it holds. None: every subject is skipped.
 	Effects map[string]outbox.Effect
-	Opts    Options
+	// Warehouse, when set, checks the warehouse sink's records against
+	// the canonical versions (see WarehouseCheck).
+	Warehouse *WarehouseCheck
+	Opts      Options
 }
 
 // Report is what one run did and saw.
@@ -131,6 +134,9 @@ type Report struct {
 	// CompensationsDue counts the CONTRADICTED intents that wait for the
 	// recovery owner.
 	CompensationsDue int `json:"compensations_due"`
+	// Warehouse is the warehouse drift check (WarehouseDrift is its
+	// Drifting).
+	Warehouse WarehouseReport `json:"warehouse"`
 	// Capped says a count hit MaxItems: there is more than it shows.
 	Capped bool          `json:"capped"`
 	Errors []string      `json:"errors,omitempty"`
@@ -215,6 +221,9 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	}
 	step("truth", func() error { return r.compare(ctx, o, &rep) })
 	step("downstream", func() error { return r.drift(ctx, o, start, &rep) })
+	if r.Warehouse != nil {
+		step("warehouse", func() error { return r.warehouse(ctx, start, &rep) })
+	}
 	step("gauges", func() error { return r.gauges(ctx, o, start, &rep) })
 	rep.Took = o.Now().Sub(start)
 	for _, e := range errs {
@@ -229,7 +238,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
 		"bridge_redelivered", rep.BridgeDLQ.Accepted, "bridge_dlq_refused", rep.BridgeDLQ.Refused, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired,
-		"downstream_drift", rep.Downstream.Drifting, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
+		"downstream_drift", rep.Downstream.Drifting, "warehouse_drift", rep.Warehouse.Drifting, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
 }
 
@@ -416,6 +425,8 @@ func (r *Reconciler) emit(o Options, rep Report) {
 	o.Metrics.Emit(map[string]any{"function": "reconciler", "capped": rep.Capped, "errors": len(rep.Errors)},
 		metrics.N("CompensationsDue", rep.CompensationsDue),
 		metrics.N("DownstreamDrift", rep.Downstream.Drifting),
+		metrics.N("WarehouseDrift", rep.Warehouse.Drifting),
+		metrics.Age("WarehouseDriftOldestAgeSeconds", rep.Warehouse.OldestDrift),
 		metrics.N("Reenqueued", rep.Reenqueued),
 		metrics.N("StuckLeases", rep.StuckLeases),
 		metrics.N("IntentsReannounced", rep.IntentsReannounced),

@@ -42,6 +42,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -91,6 +92,9 @@ type Harness struct {
 	// Outbox is the effects stage, once EnableOutbox has added it; workers
 	// started after that announce their intents on its queue.
 	Outbox *Outbox
+	// Warehouse is the warehouse sink, once EnableWarehouse has added it;
+	// workers started after that write a record intent per applied revision.
+	Warehouse *Warehouse
 	// Stripe is the fake Stripe API, once EnableStripeAPI has added it;
 	// workers started after that fetch thin events' objects from it.
 	Stripe *stripefake.Server
@@ -312,6 +316,9 @@ func (h *Harness) NewWorker(name string) *Worker {
 		RetryCap: h.opts.RetryCap, Now: h.Clock.Now, Rand: func() float64 { return 0.5 }, Log: quietLog(),
 	}
 	opts.Resolvers = h.resolvers()
+	if h.Warehouse != nil {
+		opts.Warehouse = &warehouse.Config{MaxState: h.Warehouse.MaxState}
+	}
 	if h.Outbox != nil {
 		// Through the worker's own recorder, so a crash between the commit
 		// and the announcement can be injected.

@@ -45,7 +45,7 @@ func processorFn(ctx context.Context, getenv func(string) string, rules app.Rule
 	p, err := inprocessor.New(rt.Ledger, cfg.Sources, rules.Registry, inprocessor.Options{
 		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
 		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
-		Resolvers: resolvers,
+		Resolvers: resolvers, Warehouse: cfg.Warehouse,
 	})
 	if err != nil {
 		return nil, err

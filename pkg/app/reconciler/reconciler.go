@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/internal/config"
@@ -57,6 +58,9 @@ func reconcilerFn(ctx context.Context, getenv func(string) string, reg *projecti
 		if r.Effects, err = outbox.Build(effects, rt.Secrets, rt.AWS); err != nil {
 			return nil, fmt.Errorf("EFFECTS/EFFECTS_FILE: %w", err)
 		}
+	}
+	if wc := cfg.Warehouse; wc != nil {
+		r.Warehouse = &inreconciler.WarehouseCheck{Ledger: rt.Ledger, S3: s3.NewFromConfig(rt.AWS), Bucket: wc.Bucket, Prefix: wc.Prefix, MaxState: wc.MaxState}
 	}
 	if cfg.BridgeDLQURL != "" {
 		// The bridge's dead letters go through the bridge's own accept path.

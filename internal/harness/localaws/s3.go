@@ -1,0 +1,200 @@
+package localaws
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+)
+
+// S3 is an in-process S3 for the warehouse sink: github.com/johannesboyne/gofakes3
+// over its in-memory backend (s3mem), spoken to over S3's REST protocol
+// by the real SDK client (path-style addressing).
+//
+// What it does as S3 does: PutObject, GetObject, HeadObject, DeleteObject
+// and ListObjectsV2 on buckets; PutObject with If-None-Match: * is a
+// conditional create, checked and written under one lock (412
+// PreconditionFailed when the key exists), as are If-Match puts.
+//
+// Where it differs from S3 (AWS, not the emulator, is the truth):
+//   - it never answers 409 ConditionalRequestConflict: concurrent
+//     conditional writes to one key are serialized, one wins and the
+//     others get 412. FailNext injects a 409 so the sink's handling of it
+//     is tested;
+//   - nothing checks a signature, a permission, a bucket policy (such as
+//     aws:SecureTransport) or encryption; it has no lifecycle rules;
+//   - objects live in memory only, for the life of the process;
+//   - ETags are MD5 of the body for every object (S3's are not for
+//     multipart or SSE-KMS objects); the sink compares SHA-256 of the bytes
+//     it reads, never an ETag.
+//
+// Down makes every request answer 503 SlowDown (S3's throttle) without
+// touching the store: the warehouse unavailable.
+type S3 struct {
+	URL     string
+	Backend *s3mem.Backend
+	srv     *httptest.Server
+
+	mu       sync.Mutex
+	down     bool
+	failNext []s3Failure
+	requests map[string]int // by operation, as S3 would bill them
+}
+
+type s3Failure struct {
+	status int
+	code   string
+}
+
+// NewS3 starts an empty local S3 with the given buckets.
+func NewS3(buckets ...string) *S3 {
+	be := s3mem.New()
+	for _, b := range buckets {
+		if err := be.CreateBucket(b); err != nil {
+			panic(fmt.Sprintf("localaws: create bucket %s: %v", b, err))
+		}
+	}
+	faker := gofakes3.New(be, gofakes3.WithoutVersioning())
+	s := &S3{Backend: be, requests: map[string]int{}}
+	h := faker.Server()
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := s3Operation(r)
+		s.mu.Lock()
+		s.requests[op]++
+		down := s.down
+		var f *s3Failure
+		if !down && len(s.failNext) > 0 && (op == "PutObject") {
+			f = &s.failNext[0]
+			s.failNext = s.failNext[1:]
+		}
+		s.mu.Unlock()
+		switch {
+		case down:
+			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+		case f != nil:
+			writeS3Error(w, f.status, f.code, "injected by the local S3")
+		default:
+			h.ServeHTTP(w, r)
+		}
+	}))
+	s.URL = s.srv.URL
+	return s
+}
+
+// s3Operation names a REST request by the S3 operation it is.
+func s3Operation(r *http.Request) string {
+	path := strings.Trim(r.URL.Path, "/")
+	object := strings.Contains(path, "/")
+	switch {
+	case r.Method == http.MethodPut && object:
+		return "PutObject"
+	case r.Method == http.MethodGet && object:
+		return "GetObject"
+	case r.Method == http.MethodHead && object:
+		return "HeadObject"
+	case r.Method == http.MethodDelete && object:
+		return "DeleteObject"
+	case r.Method == http.MethodGet:
+		return "ListObjects"
+	default:
+		return r.Method + " " + path
+	}
+}
+
+func writeS3Error(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>local</RequestId></Error>`, code, msg)
+}
+
+// Close stops it.
+func (s *S3) Close() { s.srv.Close() }
+
+// Client returns an S3 client for it (path-style); apiOptions are added
+// to the client's middleware (for example an awstrace.Recorder).
+func (s *S3) Client(apiOptions ...func(*middlewareStack) error) *s3.Client {
+	return S3At(s.URL, apiOptions...)
+}
+
+// S3At returns an S3 client for a local S3 at url.
+func S3At(url string, apiOptions ...func(*middlewareStack) error) *s3.Client {
+	return s3.NewFromConfig(Config(), func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(url)
+		o.UsePathStyle = true
+		o.APIOptions = append(o.APIOptions, apiOptions...)
+	})
+}
+
+// SetDown makes the local S3 unavailable (every request answers 503
+// SlowDown) or available again.
+func (s *S3) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+// FailNext makes the next PutObject answer status and code without
+// writing (for example 409 ConditionalRequestConflict).
+func (s *S3) FailNext(status int, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext = append(s.failNext, s3Failure{status: status, code: code})
+}
+
+// Requests returns the requests served (or refused) so far, by operation.
+func (s *S3) Requests() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.requests))
+	for k, v := range s.requests {
+		out[k] = v
+	}
+	return out
+}
+
+// Keys lists a bucket's object keys under prefix, sorted, straight from
+// the store.
+func (s *S3) Keys(bucket, prefix string) []string {
+	list, err := s.Backend.ListBucket(bucket, &gofakes3.Prefix{HasPrefix: prefix != "", Prefix: prefix}, gofakes3.ListBucketPage{})
+	if err != nil {
+		return nil
+	}
+	var keys []string
+	for _, c := range list.Contents {
+		keys = append(keys, c.Key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Object reads an object's bytes straight from the store.
+func (s *S3) Object(bucket, key string) ([]byte, error) {
+	obj, err := s.Backend.GetObject(bucket, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Contents.Close()
+	return io.ReadAll(obj.Contents)
+}
+
+// Put writes an object straight into the store, unconditionally (a test
+// planting a conflicting record).
+func (s *S3) Put(bucket, key string, body []byte) error {
+	_, err := s.Backend.PutObject(bucket, key, map[string]string{}, bytes.NewReader(body), int64(len(body)), nil)
+	return err
+}
+
+// Delete removes an object straight from the store (a record lost).
+func (s *S3) Delete(bucket, key string) error {
+	_, err := s.Backend.DeleteObject(bucket, key)
+	return err
+}
