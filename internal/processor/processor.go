@@ -154,6 +154,9 @@ func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*P
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if err := o.Warehouse.Check(reg); err != nil {
+		return nil, err
+	}
 	return &Processor{ledger: l, sources: sources, reg: reg, o: o}, nil
 }
 
@@ -317,7 +320,7 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		}
 		res.Write.Note = note
 	}
-	if res.Write != nil && p.o.Warehouse != nil {
+	if res.Write != nil && p.o.Warehouse.Includes(res.Write.Name) {
 		// After scoping: the record's operation id names the scope itself.
 		res.Intents = append(res.Intents, warehouse.Intent(*res.Write, ev.Source, ev.EventID, p.o.Now(), p.o.Warehouse.MaxState))
 	}

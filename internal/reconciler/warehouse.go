@@ -59,6 +59,9 @@ type WarehouseCheck struct {
 	Bucket, Prefix string
 	// MaxState is the processors' limit (warehouse.Intent).
 	MaxState int
+	// Projections are the recorded projections (warehouse.Config); nil:
+	// every one. Others are not checked: they have no records.
+	Projections []string
 	// Lookback: projections updated this recently are checked. Default 24h.
 	Lookback time.Duration
 	// Checks bounds the subjects one run checks (one HeadObject each).
@@ -112,7 +115,11 @@ func (r *Reconciler) warehouse(ctx context.Context, now time.Time, rep *Report) 
 	}
 	var errs []error
 	var announce []queue.IntentPointer
+	recorded := &warehouse.Config{Projections: w.Projections}
 	for _, p := range ps {
+		if !recorded.Includes(p.Name) {
+			continue
+		}
 		rep.Warehouse.Checked++
 		scope, base := projection.SplitScoped(p.Name)
 		key := warehouse.Key(w.Prefix, scope, base, p.Subject, p.Version)

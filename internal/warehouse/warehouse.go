@@ -184,6 +184,46 @@ func FromPayload(p map[string]any) (Record, error) {
 type Config struct {
 	Bucket, Prefix string
 	MaxState       int
+	// Projections are the projection names whose revisions are recorded
+	// (WAREHOUSE_PROJECTIONS); nil records every projection.
+	Projections []string
+}
+
+// Includes reports whether the revisions of projection name (its base
+// name, or the ledger's scoped "<scope>/<name>") are recorded.
+func (c *Config) Includes(name string) bool {
+	if c == nil {
+		return false
+	}
+	if c.Projections == nil {
+		return true
+	}
+	_, base := projection.SplitScoped(name)
+	for _, p := range c.Projections {
+		if p == base {
+			return true
+		}
+	}
+	return false
+}
+
+// Check refuses projection names the registry does not know, so a typo
+// in WAREHOUSE_PROJECTIONS fails at cold start instead of recording
+// nothing.
+func (c *Config) Check(reg *projection.Registry) error {
+	if c == nil || c.Projections == nil || reg == nil {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, n := range reg.Names() {
+		known[n] = true
+	}
+	for _, p := range c.Projections {
+		if !known[p] {
+			return fmt.Errorf("%w: WAREHOUSE_PROJECTIONS names %q, which no registered projection is (registered: %s)", ErrConfig, p, strings.Join(reg.Names(), ", "))
+		}
+	}
+	return nil
 }
 
 // Target is the sink's effect target, arn:aws:s3:::<bucket>[/<prefix>].
@@ -195,8 +235,9 @@ func (c Config) Target() string {
 }
 
 // Load reads WAREHOUSE_BUCKET (the sink is off without it: nil),
-// WAREHOUSE_PREFIX and WAREHOUSE_MAX_STATE_BYTES (default DefaultMaxState,
-// at most MaxRecord/2).
+// WAREHOUSE_PREFIX, WAREHOUSE_MAX_STATE_BYTES (default DefaultMaxState,
+// at most MaxRecord/2) and WAREHOUSE_PROJECTIONS (comma-separated
+// projection names, or "*", the default: every projection).
 func Load(getenv func(string) string) (*Config, error) {
 	b := getenv("WAREHOUSE_BUCKET")
 	if b == "" {
@@ -212,6 +253,15 @@ func Load(getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("%w: WAREHOUSE_MAX_STATE_BYTES must be between 1 and %d", ErrConfig, MaxRecord/2)
 		}
 		c.MaxState = n
+	}
+	if v := strings.TrimSpace(getenv("WAREHOUSE_PROJECTIONS")); v != "" && v != "*" {
+		for _, n := range strings.Split(v, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" || n == "*" || strings.Contains(n, "/") {
+				return nil, fmt.Errorf("%w: WAREHOUSE_PROJECTIONS: %q is not a projection name (a comma-separated list of names, or *)", ErrConfig, n)
+			}
+			c.Projections = append(c.Projections, n)
+		}
 	}
 	return c, nil
 }

@@ -85,3 +85,12 @@ func ExampleFingerprint() {
 	// Output:
 	// 1d25f3be50714228faff3ab6a7a08571 true
 }
+
+// Names lists what a registry projects, once per projection however many
+// event types it serves: what WAREHOUSE_PROJECTIONS is checked against.
+func ExampleRegistry_Names() {
+	reg := projection.NewRegistry()
+	reg.Register("shop", []string{"order.paid", "order.refunded"}, paidOrders{})
+	fmt.Println(reg.Names())
+	// Output: [order]
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 )
@@ -84,6 +85,23 @@ func (r *Registry) Lookup(kind, eventType string) (Projection, bool) {
 	defer r.mu.RUnlock()
 	p, ok := r.m[kind+"\x00"+eventType]
 	return p, ok
+}
+
+// Names returns the names of the registered projections, sorted, each
+// once (a projection registered for several event types is one name).
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range r.m {
+		if n := p.Name(); !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Fingerprint hashes a state canonically (sorted keys): equal business state,
