@@ -427,7 +427,7 @@ func (s *Pipeline) warehouseAthena(res *WarehouseResources) {
 		WorkGroup:   res.WorkGroup.Ref(),
 		QueryString: jsii.String(currentStateSQL(res.DatabaseName, res.TableName)),
 	})
-	q.AddDependency(res.Table)
+	q.Node().AddDependency(res.Table)
 	res.NamedQueries[WarehouseViewName] = q
 }
 
