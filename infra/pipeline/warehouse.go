@@ -178,7 +178,7 @@ func (p Props) validateWarehouse() error {
 	case w.RetentionDays < 0 || w.RetentionDays > maxWarehouseRetentionDays:
 		return propErr("Warehouse.RetentionDays", "%d is outside 0..%d (0: kept forever)", w.RetentionDays, maxWarehouseRetentionDays)
 	case !w.Versioned && w.NoncurrentVersionDays != 0:
-		return propErr("Warehouse.NoncurrentVersionDays", "%d is set but the bucket is not Versioned: there are no noncurrent versions to expire", w.NoncurrentVersionDays)
+		return propErr("Warehouse.NoncurrentVersionDays", "%d is set but Versioned is false: the bucket keeps no noncurrent versions to expire", w.NoncurrentVersionDays)
 	case w.NoncurrentVersionDays < 0 || w.NoncurrentVersionDays > 3650:
 		return propErr("Warehouse.NoncurrentVersionDays", "%d is outside 1..3650", w.NoncurrentVersionDays)
 	case w.QueryResultsDays < 1 || w.QueryResultsDays > 3650:

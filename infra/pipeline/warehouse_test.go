@@ -573,7 +573,7 @@ func TestWarehousePropsAreCheckedNamingTheProp(t *testing.T) {
 		"a negative state limit":         {pipeline.WarehouseProps{MaxStateBytes: -1}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
 		"a state limit no state reaches": {pipeline.WarehouseProps{MaxStateBytes: 2 << 20}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
 		"a negative retention":           {pipeline.WarehouseProps{RetentionDays: -1}, "Warehouse.RetentionDays", "outside 0..36500"},
-		"noncurrent days, not versioned": {pipeline.WarehouseProps{NoncurrentVersionDays: 7}, "Warehouse.NoncurrentVersionDays", "not Versioned"},
+		"noncurrent days, not versioned": {pipeline.WarehouseProps{NoncurrentVersionDays: 7}, "Warehouse.NoncurrentVersionDays", "Versioned is false"},
 		"noncurrent days out of range":   {pipeline.WarehouseProps{Versioned: true, NoncurrentVersionDays: 4000}, "Warehouse.NoncurrentVersionDays", "outside 1..3650"},
 		"query results kept forever":     {pipeline.WarehouseProps{QueryResultsDays: 5000}, "Warehouse.QueryResultsDays", "outside 1..3650"},
 	} {
