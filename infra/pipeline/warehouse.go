@@ -37,8 +37,10 @@ type WarehouseProps struct {
 	// Prefix is the records' key prefix (WAREHOUSE_PREFIX) and the Glue
 	// table's location under the bucket: one or more segments of
 	// lowercase letters, digits, '.', '_' and '-', separated by '/', each
-	// starting with a letter or digit (Athena skips paths that start with
-	// '_' or '.'), no leading or trailing '/'. Default "changes".
+	// starting with a letter or digit (the Athena user guide warns against
+	// underscores in a table's location, and Hadoop's readers skip names
+	// that start with '_' or '.'), no leading or trailing '/'. Default
+	// "changes".
 	Prefix string
 	// MaxStateBytes is WAREHOUSE_MAX_STATE_BYTES, the largest state the
 	// dispatcher writes into a record: 0 leaves it to the runtime's
@@ -128,16 +130,21 @@ const (
 	s3Get  = "s3:GetObject" // also authorizes HeadObject
 	s3Put  = "s3:PutObject"
 	s3List = "s3:ListBucket"
-	// Athena's query results location needs these too (the Athena user
-	// guide's workgroup policy examples).
+	// On a query results location Athena needs these too (what the
+	// AmazonAthenaFullAccess managed policy allows on its results buckets:
+	// the Athena user guide, "AWS managed policies for Amazon Athena").
 	s3BucketLocation   = "s3:GetBucketLocation"
 	s3ListUploads      = "s3:ListBucketMultipartUploads"
 	s3ListUploadParts  = "s3:ListMultipartUploadParts"
 	s3AbortUpload      = "s3:AbortMultipartUpload"
-	warehouseSerDe     = "org.openx.data.jsonserde.JsonSerDe"
-	warehouseInput     = "org.apache.hadoop.mapred.TextInputFormat"
-	warehouseOutput    = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
-	logDeliveryService = "logging.s3.amazonaws.com"
+	logDeliveryService = "logging.s3.amazonaws.com" // server access log delivery's principal
+)
+
+// The Glue table's formats: JSON lines read as text by the OpenX SerDe.
+const (
+	warehouseSerDe  = "org.openx.data.jsonserde.JsonSerDe"
+	warehouseInput  = "org.apache.hadoop.mapred.TextInputFormat"
+	warehouseOutput = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
 )
 
 // warehousePrefixRE is Prefix's rule: segments that start with a letter or
@@ -216,7 +223,9 @@ func (s *Pipeline) warehouse() {
 	// bucket owner enforced setting takes no ACL grant); a log bucket's own
 	// access is not logged. Kept as long as the functions' logs.
 	logs := awss3.NewBucket(s, jsii.String("WarehouseAccessLogs"), &awss3.BucketProps{
-		Encryption:        awss3.BucketEncryption_S3_MANAGED, // log delivery writes only SSE-S3 buckets
+		// SSE-S3: log delivery cannot use the AWS managed aws/s3 KMS key,
+		// and a key of our own would need a key policy for it.
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
 		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
@@ -262,8 +271,10 @@ func (s *Pipeline) warehouse() {
 	// A record is created once: under the prefix, S3 refuses a PutObject
 	// (and so a multipart upload or a copy) that does not carry
 	// If-None-Match, whoever sends it (the S3 user guide, "Enforce
-	// conditional writes on Amazon S3 buckets"). The dispatcher always
-	// sends it; an overwrite by anyone else is refused.
+	// conditional writes on Amazon S3 buckets"), and answers 412 to one
+	// that does when the key exists. So no write replaces a record; the
+	// dispatcher's writes always carry the header. (Deleting a record
+	// stays possible for whoever may delete: no role here may.)
 	records.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("RecordsAreCreatedOnlyConditionally"),
 		Effect:     awsiam.Effect_DENY,
