@@ -39,8 +39,8 @@ type WarehouseProps struct {
 	// lowercase letters, digits, '.', '_' and '-', separated by '/', each
 	// starting with a letter or digit (the Athena user guide warns against
 	// underscores in a table's location, and Hadoop's readers skip names
-	// that start with '_' or '.'), no leading or trailing '/'. Default
-	// "changes".
+	// that start with '_' or '.'), no leading or trailing '/', at most 64
+	// characters. Default "changes".
 	Prefix string
 	// MaxStateBytes is WAREHOUSE_MAX_STATE_BYTES, the largest state the
 	// dispatcher writes into a record: 0 leaves it to the runtime's
@@ -99,7 +99,11 @@ const (
 	// the name of the named query that creates it.
 	WarehouseViewName = "current_state"
 
-	defaultWarehousePrefix       = "changes"
+	defaultWarehousePrefix = "changes"
+	// maxWarehousePrefix keeps the variables small: the prefix goes into
+	// the 4 KB environment of three functions, which SOURCES and EFFECTS
+	// mostly fill (maxDocumentBytes).
+	maxWarehousePrefix           = 64
 	maxWarehouseStateBytes       = 1 << 20
 	maxWarehouseRetentionDays    = 36500
 	defaultNoncurrentVersionDays = 30
@@ -178,8 +182,8 @@ func (p Props) validateWarehouse() error {
 		return nil
 	}
 	switch {
-	case len(w.Prefix) > 200 || !warehousePrefixRE.MatchString(w.Prefix):
-		return propErr("Warehouse.Prefix", "%q must be at most 200 characters matching %s (no leading or trailing '/')", w.Prefix, warehousePrefixRE)
+	case len(w.Prefix) > maxWarehousePrefix || !warehousePrefixRE.MatchString(w.Prefix):
+		return propErr("Warehouse.Prefix", "%q must be at most %d characters matching %s (no leading or trailing '/')", w.Prefix, maxWarehousePrefix, warehousePrefixRE)
 	case w.MaxStateBytes < 0 || w.MaxStateBytes > maxWarehouseStateBytes:
 		return propErr("Warehouse.MaxStateBytes", "%d is outside 0..%d (0: the runtime's default)", w.MaxStateBytes, maxWarehouseStateBytes)
 	case w.RetentionDays < 0 || w.RetentionDays > maxWarehouseRetentionDays:

@@ -565,11 +565,12 @@ func TestWarehousePropsAreCheckedNamingTheProp(t *testing.T) {
 		w          pipeline.WarehouseProps
 		prop, says string
 	}{
-		"a prefix with a trailing slash": {pipeline.WarehouseProps{Prefix: "changes/"}, "Warehouse.Prefix", "must be at most 200 characters"},
+		"a prefix with a trailing slash": {pipeline.WarehouseProps{Prefix: "changes/"}, "Warehouse.Prefix", "must be at most 64 characters"},
 		"a prefix with a leading slash":  {pipeline.WarehouseProps{Prefix: "/changes"}, "Warehouse.Prefix", "no leading or trailing '/'"},
 		"a prefix with a wildcard":       {pipeline.WarehouseProps{Prefix: "chan*ges"}, "Warehouse.Prefix", "must be"},
 		"a prefix Athena would skip":     {pipeline.WarehouseProps{Prefix: "_changes"}, "Warehouse.Prefix", "must be"},
 		"an empty segment":               {pipeline.WarehouseProps{Prefix: "a//b"}, "Warehouse.Prefix", "must be"},
+		"a prefix too long":              {pipeline.WarehouseProps{Prefix: strings.Repeat("a", 65)}, "Warehouse.Prefix", "at most 64 characters"},
 		"a negative state limit":         {pipeline.WarehouseProps{MaxStateBytes: -1}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
 		"a state limit no state reaches": {pipeline.WarehouseProps{MaxStateBytes: 2 << 20}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
 		"a negative retention":           {pipeline.WarehouseProps{RetentionDays: -1}, "Warehouse.RetentionDays", "outside 0..36500"},
