@@ -503,21 +503,26 @@ func (s *Pipeline) nagResource(bucket awss3.Bucket, pattern string) string {
 
 // Athena and Glue actions of GrantReadWarehouse: run and read queries in
 // the workgroup (and its named queries), and read the catalog entries the
-// queries resolve.
+// queries resolve. Athena reads the Glue catalog with the caller's
+// permissions, on the resource and each of its ancestors (the catalog, the
+// database), and needs GetDatabase on the default database as well (the
+// Athena user guide, "Fine-grained access to databases and tables in the
+// AWS Glue Data Catalog").
 var (
 	athenaQueryActions = []string{"athena:StartQueryExecution", "athena:StopQueryExecution", "athena:GetQueryExecution",
 		"athena:GetQueryResults", "athena:GetQueryResultsStream", "athena:ListQueryExecutions", "athena:BatchGetQueryExecution",
 		"athena:GetWorkGroup", "athena:ListNamedQueries", "athena:GetNamedQuery", "athena:BatchGetNamedQuery"}
-	glueReadActions = []string{"glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartition", "glue:GetPartitions"}
+	glueDatabaseActions = []string{"glue:GetDatabase", "glue:GetDatabases"}
+	glueTableActions    = []string{"glue:GetTable", "glue:GetTables", "glue:GetPartition", "glue:GetPartitions"}
 )
 
 // GrantReadWarehouse lets grantee (an analyst's role) query the warehouse
 // with Athena in its workgroup: read the change records (GetObject under the
-// prefix, ListBucket for keys under the prefix), read the Glue database,
-// the records table and the current_state view, run queries in the
-// workgroup and read its named queries, and write and read the query
-// results in the results bucket. No write to the records, no other
-// workgroup, nothing of the ledger. Creating the view (running the
+// prefix, ListBucket for keys under the prefix), read the Glue database and
+// its tables (the records table and the current_state view), run queries in
+// the workgroup and read its named queries, and write and read the query
+// results in the results bucket. No write to the records or the catalog,
+// no other workgroup, nothing of the ledger. Creating the view (running the
 // current_state named query) also needs glue:CreateTable and
 // glue:UpdateTable on the view: an operator's permission, not granted
 // here. It returns ErrNoWarehouse when the warehouse is off.
@@ -545,14 +550,19 @@ func (s *Pipeline) GrantReadWarehouse(grantee awsiam.IGrantable) (awsiam.Grant, 
 	g = g.Combine(add([]string{s3List, s3ListUploads}, nil, res.ResultsBucket.BucketArn()))
 	g = g.Combine(add([]string{s3Get, s3Put, s3ListUploadParts, s3AbortUpload}, nil, results))
 	g = g.Combine(add(athenaQueryActions, nil, arn("athena", "workgroup/"+res.WorkGroupName)))
-	g = g.Combine(add(glueReadActions, nil, arn("glue", "catalog"), arn("glue", "database/"+res.DatabaseName),
-		arn("glue", "table/"+res.DatabaseName+"/"+res.TableName), arn("glue", "table/"+res.DatabaseName+"/"+res.ViewName)))
+	g = g.Combine(add(glueDatabaseActions, nil, arn("glue", "catalog"), arn("glue", "database/default"), arn("glue", "database/"+res.DatabaseName)))
+	// The warehouse database's tables: the records table and the views
+	// made from it (current_state); GetTables lists them.
+	tables := "table/" + res.DatabaseName + "/*"
+	g = g.Combine(add(glueTableActions, nil, arn("glue", "catalog"), arn("glue", "database/"+res.DatabaseName), arn("glue", tables)))
 	if c, ok := grantee.(constructs.IConstruct); ok {
 		cdknag.NagSuppressions_AddResourceSuppressions(c, &[]*cdknag.NagPackSuppression{{
 			Id: jsii.String("AwsSolutions-IAM5"),
-			Reason: jsii.String("Warehouse read grant: the change records under " + res.Prefix + "/ (read only) and Athena's query " +
-				"results under " + warehouseResultsPrefix + " (named by query id) are named at run time; the object name is the only wildcard."),
-			AppliesTo: &[]any{s.nagResource(res.Bucket, res.Prefix+"/*"), s.nagResource(res.ResultsBucket, warehouseResultsPrefix+"*")},
+			Reason: jsii.String("Warehouse read grant: the change records under " + res.Prefix + "/ (read only), Athena's query " +
+				"results under " + warehouseResultsPrefix + " (named by query id) and the tables of the warehouse's Glue database " +
+				"(read only: the records table and the views made from it) are named at run time; the name is the only wildcard."),
+			AppliesTo: &[]any{s.nagResource(res.Bucket, res.Prefix+"/*"), s.nagResource(res.ResultsBucket, warehouseResultsPrefix+"*"),
+				"Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:" + tables},
 		}}, jsii.Bool(true))
 	}
 	return g, nil
