@@ -101,6 +101,13 @@ func (s *Pipeline) alarms() {
 	add("EffectsScopeRefused", "Intents quarantined without a call because their scope may not use their effect (the effect's scopes): "+
 		"another source's facts tried to reach the endpoint, or the effect's scopes miss a source. The intent's detail names scope, source and kind.",
 		s.metric("EffectsScopeRefused", "Sum"), 1)
+	if s.Warehouse != nil {
+		// On the age, not the count: see warehouseDriftAlarmSeconds.
+		add("WarehouseDriftAge", "A subject's canonical revision has not been in the warehouse for an hour or more "+
+			"(WarehouseDriftOldestAgeSeconds): the reconciler re-drives the missing record every run, so the dispatcher's write keeps failing. "+
+			"Look for the dispatcher's errors and the effects DLQ; WarehouseDrift counts the subjects behind.",
+			s.metric("WarehouseDriftOldestAgeSeconds", "Maximum"), warehouseDriftAlarmSeconds)
+	}
 	s.AlarmTopic = topic
 }
 
@@ -117,7 +124,8 @@ func (s *Pipeline) functionNames() []string {
 // dashboard leads with what the business asks, first whether the
 // downstream follows the truth (effects performed and then contradicted,
 // waiting for the recovery owner; subjects whose downstream is not at the
-// canonical version), then is every accepted event reconciled, how old is
+// canonical version; with the warehouse on, subjects whose warehouse
+// record is not the canonical revision), then is every accepted event reconciled, how old is
 // the oldest that is not, what effects are pending or uncertain,
 // duplicates, stale, quarantined, DLQ age; run metrics go below.
 func (s *Pipeline) dashboard() {
@@ -177,12 +185,24 @@ func (s *Pipeline) dashboard() {
 	api := []awscloudwatch.IMetric{
 		s.API.MetricCount(nil), s.API.MetricClientError(nil), s.API.MetricServerError(nil),
 	}
+	lead := []awscloudwatch.IWidget{
+		singleWide("Compensations due (effects performed, then contradicted: the recovery owner acts)", maxOf("CompensationsDue")),
+		singleWide("Downstream drift (subjects not at the canonical version, per reconciler run)", maxOf("DownstreamDrift")),
+	}
+	if s.Warehouse != nil {
+		// Three in the leading row: does the warehouse follow the truth too.
+		third := func(title string, ms *[]awscloudwatch.IMetric) awscloudwatch.IWidget {
+			return awscloudwatch.NewSingleValueWidget(&awscloudwatch.SingleValueWidgetProps{Title: jsii.String(title), Metrics: ms, Width: jsii.Number(8), Height: jsii.Number(4), Sparkline: jsii.Bool(true)})
+		}
+		lead = []awscloudwatch.IWidget{
+			third("Compensations due (effects performed, then contradicted: the recovery owner acts)", maxOf("CompensationsDue")),
+			third("Downstream drift (subjects not at the canonical version, per reconciler run)", maxOf("DownstreamDrift")),
+			third("Warehouse: canonical revision != warehouse revision (subjects; oldest, seconds)", maxOf(WarehouseMetrics...)),
+		}
+	}
 	rows := [][]awscloudwatch.IWidget{
 		{text("## Business outcome: does the downstream follow the truth, is every accepted fact applied once, and every effect known?")},
-		{
-			singleWide("Compensations due (effects performed, then contradicted: the recovery owner acts)", maxOf("CompensationsDue")),
-			singleWide("Downstream drift (subjects not at the canonical version, per reconciler run)", maxOf("DownstreamDrift")),
-		},
+		lead,
 		{
 			single("Accepted but not reconciled (unfinished events)", maxOf("UnfinishedEvents")),
 			single("Oldest unreconciled (seconds)", maxOf("OldestUnfinishedAgeSeconds")),

@@ -103,6 +103,9 @@ type Pipeline struct {
 	// LedgerTrail records the ledger table's writes (nil unless
 	// Props.LedgerDataEvents; see trail.go).
 	LedgerTrail *LedgerTrailResources
+	// Warehouse is the change records' bucket, catalog and workgroup (nil
+	// unless Props.Warehouse; see warehouse.go).
+	Warehouse *WarehouseResources
 	// AlarmTopic receives every alarm's state changes.
 	AlarmTopic awssns.Topic
 	// Dashboard is the overview dashboard, named DashboardName.
@@ -200,6 +203,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Pipeline, error)
 		return nil, err
 	}
 	s.grants()
+	s.warehouse()
 	s.mappings()
 	s.schedule()
 	s.httpAPI()
@@ -804,7 +808,8 @@ func (s *Pipeline) grants() {
 //   - dispatcher: 10 messages dispatched concurrently (each effect has its
 //     own timeout), no window (an effect should go out as soon as it is
 //     committed), at most 5 concurrent invocations: 50 calls in flight is
-//     the most a downstream sees from us.
+//     the most a downstream sees from us. Enabled when effects are
+//     configured or the warehouse is on (the dispatcher writes its records).
 func (s *Pipeline) mappings() {
 	type m struct {
 		id          string
@@ -817,7 +822,7 @@ func (s *Pipeline) mappings() {
 	}
 	for _, x := range []m{
 		{"EventsMapping", s.Functions[Processor], s.Events.Queue, 10, 1, 10, true},
-		{"EffectsMapping", s.Functions[Dispatcher], s.Effects.Queue, 10, 0, 5, len(s.props().Effects) > 0},
+		{"EffectsMapping", s.Functions[Dispatcher], s.Effects.Queue, 10, 0, 5, len(s.props().Effects) > 0 || s.Warehouse != nil},
 	} {
 		esm := awslambda.NewEventSourceMapping(x.fn.Scope, jsii.String(x.id), &awslambda.EventSourceMappingProps{
 			Target:                  x.fn.Fn,

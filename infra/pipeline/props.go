@@ -33,7 +33,9 @@ type Props struct {
 	Sources []Source
 	// Effects are the outbox's effects (the EFFECTS document): HTTP
 	// endpoints or AWS targets. None means the dispatcher is deployed with its queue mapping disabled:
-	// intents wait PENDING in the ledger and nothing downstream is called.
+	// intents wait PENDING in the ledger and nothing downstream is called
+	// (unless the warehouse is on: the dispatcher writes its records, so
+	// the mapping is enabled).
 	Effects []Effect
 	// Code says where each function's built bootstrap is.
 	Code Code
@@ -99,6 +101,11 @@ type Props struct {
 	// MetricsNamespace is where the functions' embedded metrics land and
 	// the alarms and dashboard read. Default "EffectivelyOnce/<Name>-<Stage>".
 	MetricsNamespace string
+	// Warehouse, when set, turns on the warehouse sink: every applied
+	// projection revision becomes an immutable JSON change record in an S3
+	// bucket, queried with Athena (see WarehouseProps and warehouse.go).
+	// nil, the default: no bucket, no catalog, no variable.
+	Warehouse *WarehouseProps
 }
 
 // Source is one webhook source; its JSON form is the CDK context's:
@@ -345,6 +352,7 @@ func (p Props) withDefaults() Props {
 	if p.MetricsNamespace == "" {
 		p.MetricsNamespace = "EffectivelyOnce/" + p.Name + "-" + p.Stage
 	}
+	p.Warehouse = withWarehouseDefaults(p.Warehouse)
 	if pr := p.Billing.Provisioned; pr != nil {
 		c := *pr
 		def(&c.TargetUtilizationPercent, 70)
@@ -424,6 +432,9 @@ func (p Props) validate() error {
 		}
 	}
 	if err := p.validateBilling(); err != nil {
+		return err
+	}
+	if err := p.validateWarehouse(); err != nil {
 		return err
 	}
 	if err := p.validateSources(); err != nil {

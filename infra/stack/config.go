@@ -83,6 +83,11 @@ type Config struct {
 	// Billing is the ledger table's billing: on demand unless it names
 	// provisioned capacity (pipeline.Billing's JSON form).
 	Billing pipeline.Billing
+	// Warehouse turns on the warehouse sink (warehouse=true): change
+	// records in S3, queried with Athena (pipeline.WarehouseProps). The
+	// warehouse* keys set its fields and need warehouse=true; nil, the
+	// default, creates nothing.
+	Warehouse *pipeline.WarehouseProps
 	// Assets finds each function's code; AssetsFromBuild is the default.
 	Assets AssetResolver
 }
@@ -106,6 +111,15 @@ const (
 	KeyBridgeDLQSenders   = "bridgeDlqSenders"
 	KeyLedgerDataEvents   = "ledgerDataEvents"
 	KeyBilling            = "billing"
+	// The warehouse: warehouse=true turns it on; the others set
+	// pipeline.WarehouseProps' fields of the same names.
+	KeyWarehouse                      = "warehouse"
+	KeyWarehousePrefix                = "warehousePrefix"
+	KeyWarehouseMaxStateBytes         = "warehouseMaxStateBytes"
+	KeyWarehouseRetentionDays         = "warehouseRetentionDays"
+	KeyWarehouseVersioned             = "warehouseVersioned"
+	KeyWarehouseNoncurrentVersionDays = "warehouseNoncurrentVersionDays"
+	KeyWarehouseQueryResultsDays      = "warehouseQueryResultsDays"
 )
 
 // FromContext reads the configuration. get returns a context value or nil;
@@ -172,7 +186,50 @@ func FromContext(get func(key string) any) (Config, error) {
 	if v := get(KeyLogLevel); v != nil {
 		c.LogLevel = strings.ToLower(fmt.Sprint(v))
 	}
+	if c.Warehouse, err = warehouseFromContext(get); err != nil {
+		return c, err
+	}
 	return c, contextError(c.Props().Validate())
+}
+
+// warehouseFromContext reads warehouse=true and the warehouse* keys. A
+// warehouse* key without warehouse=true is an error: it would silently
+// configure nothing.
+func warehouseFromContext(get func(key string) any) (*pipeline.WarehouseProps, error) {
+	on, err := boolValue(get(KeyWarehouse), false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeyWarehouse, err)
+	}
+	if !on {
+		for _, k := range []string{KeyWarehousePrefix, KeyWarehouseMaxStateBytes, KeyWarehouseRetentionDays, KeyWarehouseVersioned,
+			KeyWarehouseNoncurrentVersionDays, KeyWarehouseQueryResultsDays} {
+			if get(k) != nil {
+				return nil, fmt.Errorf("%w: %s is set but %s is not true: the warehouse is off", ErrConfig, k, KeyWarehouse)
+			}
+		}
+		return nil, nil
+	}
+	w := &pipeline.WarehouseProps{}
+	if v := get(KeyWarehousePrefix); v != nil {
+		w.Prefix = strings.TrimSpace(fmt.Sprint(v))
+	}
+	if w.Versioned, err = boolValue(get(KeyWarehouseVersioned), false); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrConfig, KeyWarehouseVersioned, err)
+	}
+	for _, iv := range []struct {
+		key string
+		dst *int
+	}{
+		{KeyWarehouseMaxStateBytes, &w.MaxStateBytes},
+		{KeyWarehouseRetentionDays, &w.RetentionDays},
+		{KeyWarehouseNoncurrentVersionDays, &w.NoncurrentVersionDays},
+		{KeyWarehouseQueryResultsDays, &w.QueryResultsDays},
+	} {
+		if *iv.dst, err = intValue(get(iv.key), 0); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrConfig, iv.key, err)
+		}
+	}
+	return w, nil
 }
 
 // Props maps the configuration to the construct's props: the physical
@@ -202,6 +259,7 @@ func (c Config) Props() pipeline.Props {
 		BridgeDLQSenders:          c.BridgeDLQSenders,
 		LedgerDataEvents:          c.LedgerDataEvents,
 		MetricsNamespace:          c.MetricsNamespace(),
+		Warehouse:                 c.Warehouse,
 	}
 }
 
@@ -218,16 +276,24 @@ var (
 	fieldRE    = regexp.MustCompile(`\.([A-Z][A-Za-z]*)`)
 )
 
+// warehouseKeys names, for each warehouse prop, its context key.
+var warehouseKeys = strings.NewReplacer(
+	"Warehouse.Prefix", KeyWarehousePrefix, "Warehouse.MaxStateBytes", KeyWarehouseMaxStateBytes,
+	"Warehouse.RetentionDays", KeyWarehouseRetentionDays, "Warehouse.NoncurrentVersionDays", KeyWarehouseNoncurrentVersionDays,
+	"Warehouse.QueryResultsDays", KeyWarehouseQueryResultsDays, "Versioned", KeyWarehouseVersioned,
+)
+
 // contextError rewrites a *pipeline.PropError in the context's words: the
 // props' names become context keys ("DueShards" → "dueShards",
-// "Sources[0].SecretArn" → "sources[0].secretArn"), and the error wraps
-// ErrConfig.
+// "Sources[0].SecretArn" → "sources[0].secretArn",
+// "Warehouse.Prefix" → "warehousePrefix"), and the error wraps ErrConfig.
 func contextError(err error) error {
 	var pe *pipeline.PropError
 	if err == nil || errors.Is(err, ErrConfig) || !errors.As(err, &pe) {
 		return err
 	}
 	words := func(s string) string {
+		s = warehouseKeys.Replace(s)
 		s = propNameRE.ReplaceAllStringFunc(s, func(m string) string { return contextKeys[m] })
 		return fieldRE.ReplaceAllStringFunc(s, func(m string) string { return "." + jsonName(m[1:]) })
 	}

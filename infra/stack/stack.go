@@ -90,6 +90,12 @@ func (s *Stack) outputs() {
 		out("LedgerTrailArn", "CloudTrail trail that records every write to the ledger table", s.LedgerTrail.Trail.TrailArn())
 		out("LedgerTrailBucketName", "Bucket of the ledger trail's log files", s.LedgerTrail.Bucket.BucketName())
 	}
+	if w := s.Warehouse; w != nil {
+		out("WarehouseBucketName", "Bucket of the warehouse's change records (under "+w.Prefix+"/)", w.Bucket.BucketName())
+		out("WarehouseDatabase", "Glue database of the warehouse", jsii.String(w.DatabaseName))
+		out("WarehouseTable", "Glue table over the change records (the current_state named query creates the view)", jsii.String(w.TableName))
+		out("WarehouseWorkGroup", "Athena workgroup to query the warehouse in", jsii.String(w.WorkGroupName))
+	}
 	out("AlarmTopicArn", "SNS topic every alarm notifies", s.AlarmTopic.TopicArn())
 	out("DashboardUrl", "CloudWatch dashboard", jsii.String("https://"+*awscdk.Aws_REGION()+
 		".console.aws.amazon.com/cloudwatch/home?region="+*awscdk.Aws_REGION()+"#dashboards:name="+s.DashboardName))
