@@ -48,6 +48,11 @@ type WarehouseProps struct {
 	// held in one ledger item (under DynamoDB's 400 KB), so its JSON stays
 	// well under 1 MiB and a larger limit would never apply.
 	MaxStateBytes int
+	// Projections are the projection names whose revisions are recorded
+	// (WAREHOUSE_PROJECTIONS); empty, the default, records every one. A
+	// name the processor's registry does not have fails the processor at
+	// cold start (the construct does not know the registry).
+	Projections []string
 	// RetentionDays is how long a record is kept (a lifecycle expiration on
 	// the prefix, counted from its creation); 0, the default, keeps records
 	// forever. A record that expires while its revision is still a
@@ -175,6 +180,20 @@ func withWarehouseDefaults(w *WarehouseProps) *WarehouseProps {
 	return &c
 }
 
+// badProjectionName returns the first of names that WAREHOUSE_PROJECTIONS
+// could not carry, or "".
+func badProjectionName(names []string) string {
+	for _, n := range names {
+		if n == "" || strings.ContainsAny(n, "/,* \t") {
+			if n == "" {
+				return "(empty)"
+			}
+			return n
+		}
+	}
+	return ""
+}
+
 // validateWarehouse checks Props.Warehouse (with its defaults applied).
 func (p Props) validateWarehouse() error {
 	w := p.Warehouse
@@ -186,6 +205,8 @@ func (p Props) validateWarehouse() error {
 		return propErr("Warehouse.Prefix", "%q must be at most %d characters matching %s (no leading or trailing '/')", w.Prefix, maxWarehousePrefix, warehousePrefixRE)
 	case w.MaxStateBytes < 0 || w.MaxStateBytes > maxWarehouseStateBytes:
 		return propErr("Warehouse.MaxStateBytes", "%d is outside 0..%d (0: the runtime's default)", w.MaxStateBytes, maxWarehouseStateBytes)
+	case badProjectionName(w.Projections) != "":
+		return propErr("Warehouse.Projections", "%q is not a projection name (no '/', ',', '*' or spaces; empty records every projection)", badProjectionName(w.Projections))
 	case w.RetentionDays < 0 || w.RetentionDays > maxWarehouseRetentionDays:
 		return propErr("Warehouse.RetentionDays", "%d is outside 0..%d (0: kept forever)", w.RetentionDays, maxWarehouseRetentionDays)
 	case !w.Versioned && w.NoncurrentVersionDays != 0:
@@ -456,6 +477,9 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 		f.AddEnvironment(jsii.String("WAREHOUSE_PREFIX"), jsii.String(w.Prefix), nil)
 		if w.MaxStateBytes > 0 {
 			f.AddEnvironment(jsii.String("WAREHOUSE_MAX_STATE_BYTES"), jsii.String(itoa(w.MaxStateBytes)), nil)
+		}
+		if len(w.Projections) > 0 {
+			f.AddEnvironment(jsii.String("WAREHOUSE_PROJECTIONS"), jsii.String(strings.Join(w.Projections, ",")), nil)
 		}
 	}
 }

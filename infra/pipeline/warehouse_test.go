@@ -405,10 +405,16 @@ func TestTheProcessorDispatcherAndReconcilerAreToldWhereTheWarehouseIs(t *testin
 			t.Errorf("effects mapping %v", props(m)["Enabled"])
 		}
 	}
-	// AND without MaxStateBytes the runtime's default applies: no variable
+	// AND without MaxStateBytes or Projections the runtime's defaults
+	// apply: no variable
 	_, _, res = warehouseStack(t, &pipeline.WarehouseProps{})
-	if env := functionEnv(t, res, pipeline.Dispatcher); env["WAREHOUSE_MAX_STATE_BYTES"] != nil || env["WAREHOUSE_PREFIX"] != "changes" {
-		t.Errorf("default env %v %v", env["WAREHOUSE_MAX_STATE_BYTES"], env["WAREHOUSE_PREFIX"])
+	if env := functionEnv(t, res, pipeline.Dispatcher); env["WAREHOUSE_MAX_STATE_BYTES"] != nil || env["WAREHOUSE_PROJECTIONS"] != nil || env["WAREHOUSE_PREFIX"] != "changes" {
+		t.Errorf("default env %v %v %v", env["WAREHOUSE_MAX_STATE_BYTES"], env["WAREHOUSE_PROJECTIONS"], env["WAREHOUSE_PREFIX"])
+	}
+	// AND the projections a team records reach the processor as one list
+	_, _, res = warehouseStack(t, &pipeline.WarehouseProps{Projections: []string{"order", "invoice"}})
+	if env := functionEnv(t, res, pipeline.Processor); env["WAREHOUSE_PROJECTIONS"] != "order,invoice" {
+		t.Errorf("projections env %v", env["WAREHOUSE_PROJECTIONS"])
 	}
 }
 
@@ -580,6 +586,8 @@ func TestWarehousePropsAreCheckedNamingTheProp(t *testing.T) {
 		"a prefix too long":              {pipeline.WarehouseProps{Prefix: strings.Repeat("a", 65)}, "Warehouse.Prefix", "at most 64 characters"},
 		"a negative state limit":         {pipeline.WarehouseProps{MaxStateBytes: -1}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
 		"a state limit no state reaches": {pipeline.WarehouseProps{MaxStateBytes: 2 << 20}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
+		"a projection path":              {pipeline.WarehouseProps{Projections: []string{"orders/order"}}, "Warehouse.Projections", `"orders/order" is not a projection name`},
+		"an empty projection":            {pipeline.WarehouseProps{Projections: []string{"order", ""}}, "Warehouse.Projections", "(empty)"},
 		"a negative retention":           {pipeline.WarehouseProps{RetentionDays: -1}, "Warehouse.RetentionDays", "outside 0..36500"},
 		"noncurrent days, not versioned": {pipeline.WarehouseProps{NoncurrentVersionDays: 7}, "Warehouse.NoncurrentVersionDays", "Versioned is false"},
 		"noncurrent days out of range":   {pipeline.WarehouseProps{Versioned: true, NoncurrentVersionDays: 4000}, "Warehouse.NoncurrentVersionDays", "outside 1..3650"},

@@ -1,7 +1,9 @@
 package outbox
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/config"
@@ -24,18 +26,23 @@ type DispatcherConfig struct {
 // LoadDispatcherConfig reads the dispatcher function's variables: TABLE_NAME,
 // EFFECTS or EFFECTS_FILE, EFFECTS_QUEUE_URL, DISPATCH_MAX_ATTEMPTS
 // (default 8) and DISPATCH_LEASE_SECONDS (default 60; above the function
-// timeout), the warehouse sink's (warehouse.Load), plus the common RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS.
+// timeout), the warehouse sink's (warehouse.Load), plus the common
+// RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS. With the warehouse on, an
+// empty effects document (or none) is accepted: the dispatcher then
+// writes the warehouse's records alone.
 func LoadDispatcherConfig(getenv func(string) string) (DispatcherConfig, error) {
 	c, err := config.LoadBase(getenv)
 	if err != nil {
 		return DispatcherConfig{}, err
 	}
 	d := DispatcherConfig{Common: c, EffectsQueueURL: getenv("EFFECTS_QUEUE_URL")}
-	if d.Effects, err = LoadEffects(getenv); err != nil {
-		return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", config.ErrConfig, err)
-	}
 	if d.Warehouse, err = warehouse.Load(getenv); err != nil {
 		return DispatcherConfig{}, fmt.Errorf("%w: %w", config.ErrConfig, err)
+	}
+	if d.Warehouse == nil || !noEffects(getenv) {
+		if d.Effects, err = LoadEffects(getenv); err != nil {
+			return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", config.ErrConfig, err)
+		}
 	}
 	if d.Warehouse != nil {
 		for _, e := range d.Effects {
@@ -64,4 +71,19 @@ func LoadDispatcherConfig(getenv func(string) string) (DispatcherConfig, error) 
 	}
 	d.Lease = time.Duration(secs) * time.Second
 	return d, nil
+}
+
+// noEffects reports whether the effects document is absent or an empty
+// list ({"effects":[]}, what the construct renders when none exist).
+func noEffects(getenv func(string) string) bool {
+	doc := strings.TrimSpace(getenv("EFFECTS"))
+	if doc == "" {
+		return getenv("EFFECTS_FILE") == ""
+	}
+	var d struct {
+		Effects []json.RawMessage `json:"effects"`
+	}
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&d) == nil && len(d.Effects) == 0
 }

@@ -61,3 +61,28 @@ func TestLoadDispatcher(t *testing.T) {
 		t.Fatalf("local stack effects: %+v %v", local.Effects, err)
 	}
 }
+
+// With the warehouse on, the dispatcher has work even when no other effect
+// exists: the construct's empty effects list is accepted then, and only then.
+func TestADispatcherWithTheWarehouseAloneStarts(t *testing.T) {
+	env := func(e map[string]string) func(string) string {
+		base := map[string]string{"TABLE_NAME": "ledger", "EFFECTS_QUEUE_URL": effectsURL}
+		maps.Copy(base, e)
+		return func(k string) string { return base[k] }
+	}
+	for _, doc := range []string{"", `{"effects":[]}`} {
+		d, err := outbox.LoadDispatcherConfig(env(map[string]string{"EFFECTS": doc, "WAREHOUSE_BUCKET": "acme-warehouse", "WAREHOUSE_PREFIX": "changes"}))
+		if err != nil {
+			t.Fatalf("EFFECTS=%q with the warehouse: %v", doc, err)
+		}
+		if len(d.Effects) != 1 || d.Effects[0].Kind != outbox.WarehouseKind || d.Effects[0].Target != "arn:aws:s3:::acme-warehouse/changes" {
+			t.Errorf("EFFECTS=%q: effects %+v, want the warehouse's alone", doc, d.Effects)
+		}
+		if _, err := outbox.LoadDispatcherConfig(env(map[string]string{"EFFECTS": doc})); !errors.Is(err, config.ErrConfig) {
+			t.Errorf("EFFECTS=%q without the warehouse: %v, want a config error", doc, err)
+		}
+	}
+	if _, err := outbox.LoadDispatcherConfig(env(map[string]string{"EFFECTS": `{"effects":[], "x":1}`, "WAREHOUSE_BUCKET": "acme-warehouse"})); !errors.Is(err, config.ErrConfig) {
+		t.Errorf("a malformed document beside the warehouse: %v, want a config error", err)
+	}
+}
