@@ -55,7 +55,7 @@ func run() error {
 	flag.StringVar(&rates, "rates", "5,10,20,30,40", "offered rates of the load sweep (deliveries/s); the local stack on 2 CPUs saturates near 40/s")
 	flag.DurationVar(&o.loadDuration, "load-duration", 10*time.Second, "send phase of each load run")
 	flag.IntVar(&o.chaosN, "chaos", 300, "chaos schedules per design")
-	flag.StringVar(&skip, "skip", "", "comma-separated sections to skip: gobench,capacity,policies,scale,designs,thin,intakeside,ledgersize,soak,coldstart,load,recovery,chaos")
+	flag.StringVar(&skip, "skip", "", "comma-separated sections to skip: gobench,capacity,policies,scale,designs,warehouse,thin,intakeside,ledgersize,soak,coldstart,load,recovery,chaos")
 	flag.Parse()
 	for _, f := range strings.Split(rates, ",") {
 		var r float64
@@ -91,6 +91,7 @@ func run() error {
 		{"policies", policySection},
 		{"scale", scaleSection},
 		{"designs", designsSection},
+		{"warehouse", warehouseSection},
 		{"thin", thinSection},
 		{"intakeside", intakeSideSection},
 		{"ledgersize", ledgerSizeSection},

@@ -27,6 +27,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -109,6 +110,9 @@ type designRig struct {
 	meteredTable
 	sources *source.Set
 	down    *httptest.Server
+	// s3, when set, is the warehouse sink's store: ours then commits a
+	// record intent with the revision and dispatches it there.
+	s3 *localaws.S3
 }
 
 func (r *designRig) close() {
@@ -270,6 +274,9 @@ func (r *designRig) ours(ctx context.Context, ev DesignEvent, blind bool, row *D
 		return err
 	}
 	po := processor.Options{Owner: ProcessorOwner, Now: r.clock.Now, Log: slog.New(slog.DiscardHandler), Effects: queue.Sender{Client: sq.Client(r.rec.APIOption), URL: efq.Queue}}
+	if r.s3 != nil {
+		po.Warehouse = &warehouse.Config{Bucket: warehouseBucket, Prefix: "changes"}
+	}
 	proc, err := processor.New(r.led, r.sources, builtin.Default(builtin.StripeOptions{}), po)
 	if err != nil {
 		return err
@@ -289,6 +296,11 @@ func (r *designRig) ours(ctx context.Context, ev DesignEvent, blind bool, row *D
 	}
 	disp := &outbox.Dispatcher{Ledger: l, Clock: r.clock, Owner: DispatcherOwner, Effects: map[string]outbox.Effect{}}
 	for _, in := range snap.Intents {
+		if in.Kind == warehouse.Kind && r.s3 != nil {
+			disp.Effects[in.Kind] = &outbox.WarehouseEffect{Name: in.Kind, Bucket: warehouseBucket, Prefix: "changes",
+				Client: r.s3.Client(r.rec.APIOption), Scopes: anyScope}
+			continue
+		}
 		disp.Effects[in.Kind] = &outbox.HTTPEffect{Name: in.Kind, URL: r.down.URL, Client: &http.Client{Timeout: 5 * time.Second}, Scopes: anyScope}
 	}
 	r.start()
