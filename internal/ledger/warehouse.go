@@ -163,7 +163,7 @@ func (l *Ledger) ScanProjections(ctx context.Context, db Scanner, name, cursor s
 	if err != nil {
 		return page, fmt.Errorf("scan %s for projections: %w", l.opts.Table, translate(err))
 	}
-	page.Read = int(out.ScannedCount)
+	page.Read = max(int(out.ScannedCount), len(out.Items))
 	for _, it := range out.Items {
 		p, err := decodeProjection(it)
 		if err != nil {
