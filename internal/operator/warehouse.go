@@ -567,7 +567,7 @@ func (a *App) backfillOne(ctx context.Context, p ledger.Projection, q BackfillQu
 		wi := warehouse.Intent(projection.Write{Name: p.Name, Subject: p.Subject, Version: p.Version, State: p.State},
 			source, event, time.UnixMilli(p.UpdatedAt), 0)
 		act.Action, act.OperationID = "write", op
-		return a.backfillWrite(ctx, act, p, ledger.Intent(wi), source, event, q, sum, "its record intent")
+		return a.backfillWrite(ctx, act, p, ledger.Intent(wi), source, event, q, sum, "its record intent "+op)
 	case err != nil:
 		return act, err
 	}
@@ -599,7 +599,7 @@ func (a *App) backfillRepair(ctx context.Context, act backfillAction, p ledger.P
 		case errors.Is(err, ledger.ErrNotFound):
 			act.Action, act.OperationID = "repair", id
 			return a.backfillWrite(ctx, act, p, ledger.Intent{OperationID: id, Kind: warehouse.Kind, Subject: orig.Subject, Payload: orig.Payload, Policy: ledger.PolicyOnce},
-				source, event, q, sum, fmt.Sprintf("repair %d of record intent %s (%s, the object is not there)", n, orig.OperationID, orig.Status))
+				source, event, q, sum, fmt.Sprintf("repair intent %s (repair %d of record intent %s, %s without its object)", id, n, orig.OperationID, orig.Status))
 		case err != nil:
 			return act, err
 		case in.Status == ledger.IntentStatusSucceeded || in.Status == ledger.IntentStatusFailed:
@@ -625,7 +625,7 @@ func (a *App) backfillRepair(ctx context.Context, act backfillAction, p ledger.P
 // backfillWrite writes one intent for act (unless q.DryRun), audited.
 func (a *App) backfillWrite(ctx context.Context, act backfillAction, p ledger.Projection, in ledger.Intent, source, event string, q BackfillQuery, sum *BackfillSummary, what string) (backfillAction, error) {
 	if q.DryRun {
-		act.Detail = "would write " + what + " " + act.OperationID
+		act.Detail = "would write " + what
 		sum.Written++
 		return act, nil
 	}
@@ -637,11 +637,11 @@ func (a *App) backfillWrite(ctx context.Context, act backfillAction, p ledger.Pr
 		// Written meanwhile (the reconciler, another backfill): announced
 		// again, harmlessly.
 		sum.Reannounced++
-		act.Action, act.Detail = "announce", what+" "+act.OperationID+" was written meanwhile: announced again"
+		act.Action, act.Detail = "announce", what+" was written meanwhile: announced again"
 		return act, nil
 	}
 	sum.Written++
-	act.Detail = "wrote " + what + " " + act.OperationID + ", announced"
+	act.Detail = "wrote " + what + ", announced"
 	return act, nil
 }
 
