@@ -144,10 +144,11 @@ func (a *App) warehouseStats(ctx context.Context, now time.Time) *WarehouseStats
 		ok, err := a.recordExists(ctx, a.recordKey(p))
 		switch {
 		case err != nil:
+			// The warehouse cannot answer (each request has already been
+			// retried): the rest would only wait for the same answer.
 			w.Unreadable++
-			if w.Error == "" {
-				w.Error = err.Error()
-			}
+			w.Error = err.Error()
+			return w
 		case !ok:
 			w.Drifting++
 			w.OldestDriftSeconds = max(w.OldestDriftSeconds, int64(now.Sub(time.UnixMilli(p.UpdatedAt))/time.Second))
@@ -173,7 +174,7 @@ func (a *App) printWarehouseStats(w *WarehouseStats) {
 		checked += fmt.Sprintf(" (capped at %d subjects or %d items read: more may drift)", driftChecks, driftReadMax)
 	}
 	if w.Unreadable > 0 {
-		checked += fmt.Sprintf("; %d unreadable: %s", w.Unreadable, safe(w.Error))
+		checked += "; stopped at an unreadable record: " + safe(w.Error)
 	}
 	fmt.Fprintln(out, checked)
 }
@@ -408,6 +409,9 @@ type BackfillSummary struct {
 	// the table.
 	Next        string `json:"next_cursor,omitempty"`
 	Interrupted bool   `json:"interrupted,omitempty"`
+	// Stopped: the backfill stopped before the end of its page (an
+	// error, an interruption): Next resumes at that page.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // backfillAction is what one projection needs.
@@ -465,7 +469,7 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 	var failed error
 	for {
 		if ctx.Err() != nil {
-			sum.Interrupted = true
+			sum.Interrupted, sum.Stopped = true, true
 			break
 		}
 		page, err := a.Ledger.ScanProjections(ctx, a.Scanner, q.Projection, cursor, q.Page)
@@ -484,10 +488,12 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 			sum.Examined++
 			act, err := a.backfillOne(ctx, p, q, &sum)
 			if err != nil {
+				// S3 or the ledger cannot answer: stop here; the page is
+				// done again on resume (what it wrote is then found).
 				sum.Unreadable++
 				failed = err
 				fmt.Fprintf(progressOut, "  %s %s v%d: %s\n", safe(p.Name), safe(p.Subject), p.Version, safe(err.Error()))
-				continue
+				break
 			}
 			switch act.Action {
 			case "":
@@ -513,6 +519,14 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 			if err != nil && len(unsent) == 0 {
 				failed = err
 			}
+		}
+		if failed != nil {
+			if ctx.Err() != nil {
+				failed, sum.Interrupted = nil, true
+			}
+			sum.Stopped = true
+			fmt.Fprintf(progressOut, "page %d: stopped; it is done again on resume\n", sum.Pages)
+			break
 		}
 		cursor = page.Next
 		line := fmt.Sprintf("page %d: %d projections: %d present, %d written", sum.Pages, len(page.Projections), present, written)
@@ -541,7 +555,7 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 	case failed != nil:
 		return fmt.Errorf("%w: backfill stopped: %w", ErrIncomplete, failed)
 	case sum.Interrupted:
-		return fmt.Errorf("%w: backfill interrupted; resume with --cursor %s", ErrIncomplete, sum.Next)
+		return fmt.Errorf("%w: backfill interrupted; run it again to resume (with the cursor above, if any)", ErrIncomplete)
 	case len(sum.NotAnnounced) > 0:
 		return fmt.Errorf("%w: %d intents written but not announced (the reconciler announces PENDING intents it finds stuck)", ErrIncomplete, len(sum.NotAnnounced))
 	}
@@ -663,13 +677,15 @@ func (a *App) printBackfill(sum BackfillSummary, q BackfillQuery) {
 	}
 	fmt.Fprintf(a.Out, "%s %d record intents%s; %d of %d projections already in the warehouse, %d waiting (announced again), %d left to an operator; %d announced\n",
 		verb, sum.Written, audit, sum.Present, sum.Examined, sum.Reannounced, sum.NeedsOperator, sum.Announced)
+	proj := ""
+	if q.Projection != "" {
+		proj = " --projection " + q.Projection
+	}
 	switch {
-	case sum.Interrupted, sum.Next != "":
-		proj := ""
-		if q.Projection != "" {
-			proj = " --projection " + q.Projection
-		}
+	case sum.Next != "":
 		fmt.Fprintf(a.Out, "more projections remain: resume with webhookctl warehouse backfill%s --cursor %s\n", safe(proj), sum.Next)
+	case sum.Stopped:
+		fmt.Fprintf(a.Out, "stopped on the first page: run webhookctl warehouse backfill%s again\n", safe(proj))
 	default:
 		fmt.Fprintln(a.Out, "reached the end of the table")
 	}

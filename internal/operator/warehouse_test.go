@@ -382,7 +382,23 @@ func TestWarehouseDriftInStatsAndProjectionsShow(t *testing.T) {
 		t.Fatalf("O-3: %q", l)
 	}
 
-	// The warehouse down: the backfilled record waits (RETRY_WAIT).
+	// The warehouse unavailable: stats and a backfill stop at the first
+	// record they cannot read, say so and exit 1, writing nothing.
+	f.wh.S3.SetDown(true)
+	out, errOut, code := f.run("stats")
+	if code != 1 || !strings.Contains(out, "  checked 1 subjects; stopped at an unreadable record: head s3://") || errOut != "webhookctl: incomplete: the warehouse could not be read\n" {
+		t.Fatalf("stats with the warehouse down: exit %d\n%s%s", code, out, errOut)
+	}
+	intents := f.intents()
+	out, errOut, code = f.run("warehouse", "backfill", "--reason", backfillReason)
+	if code != 1 || !strings.Contains(out, "page 1: stopped; it is done again on resume\n") || !strings.Contains(out, "stopped on the first page: run webhookctl warehouse backfill again\n") ||
+		!strings.HasPrefix(errOut, "webhookctl: incomplete: backfill stopped: head s3://") || !mapsEqual(f.intents(), intents) {
+		t.Fatalf("backfill with the warehouse down: exit %d\n%s%s", code, out, errOut)
+	}
+	f.wh.S3.SetDown(false)
+
+	// The warehouse down while the dispatcher writes: the backfilled
+	// record waits (RETRY_WAIT).
 	f.mustRun("warehouse", "backfill", "--projection", "orders/order", "--reason", backfillReason)
 	f.wh.S3.SetDown(true)
 	f.d.PollOnce(context.Background())
