@@ -4,7 +4,7 @@ GO    ?= go
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
 BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 
-.PHONY: help dev dev-shop demo build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
+.PHONY: help dev dev-shop demo warehouse build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,11 @@ dev-shop: ## `make dev` for the example shop (examples/shop): its own function m
 
 demo: ## send the demo story to the local stack (starts one if none runs) and print the business outcome
 	$(GO) run ./scripts/demo
+
+# SQL reaches the script through the environment (make exports a variable
+# set on its command line), so no quoting of the query is needed here.
+warehouse: ## query the running make dev's warehouse with DuckDB: current_state, or SQL='SELECT … FROM records' (views records, current_state)
+	@$(GO) run ./scripts/warehouse "$$SQL"
 
 bench: ## reproduce BENCHMARKS.md and its plots (docs/bench/*.png): benchmarks, requests, write units, cost, cold start, load, chaos (~10 min)
 	$(GO) run ./scripts/bench $(BENCH_ARGS)

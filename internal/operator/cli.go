@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // Settings are the connection and identity settings every command takes,
@@ -31,6 +32,12 @@ type Settings struct {
 	// (DUE_SHARDS_READ, else DUE_SHARDS, default 4: the deployed
 	// functions' read width, or more).
 	DueShards int
+	// WarehouseBucket and WarehousePrefix name the warehouse sink's
+	// records (WAREHOUSE_BUCKET, WAREHOUSE_PREFIX, as the functions read
+	// them; --local: the make-dev stack's unless DEV_WAREHOUSE=off). No
+	// bucket: the warehouse is not configured, and the commands about it
+	// say so.
+	WarehouseBucket, WarehousePrefix string
 }
 
 // Clients are what Connect builds.
@@ -40,6 +47,9 @@ type Clients struct {
 	// STS verifies who is calling before a write; nil with --local (the
 	// `make dev` stack has no AWS identity).
 	STS STS
+	// S3 reads the warehouse sink's records; nil leaves the warehouse
+	// unread.
+	S3 S3
 }
 
 // DynamoDB is the ledger's client plus Scan.
@@ -78,10 +88,14 @@ Commands:
   intents list       open outbox intents by --status
   intents show       OPERATION_ID: one intent with its audit trail
   intents resolve    OPERATION_ID --outcome succeeded|failed --reason R
-  stats              the dashboard: open work, oldest, DEAD, QUARANTINED, intents, DLQ depths
+  stats              the dashboard: open work, oldest, DEAD, QUARANTINED, intents, DLQ depths,
+                     and with a warehouse its drift (canonical revision != warehouse revision)
   dlq status         depth and oldest sampled age of each dead-letter queue
+  projections show   PROJECTION SUBJECT: canonical version, warehouse version and record status
+  warehouse backfill [--projection P] --reason R [--dry-run]: write each current version's
+                     missing record intent (resumable with --cursor)
 
-A write (replay, quarantine, release, intents resolve) records --actor beside the ARN of
+A write (replay, quarantine, release, intents resolve, warehouse backfill) records --actor beside the ARN of
 the AWS credentials that sign it (sts:GetCallerIdentity, asked of the region's STS whatever
 endpoint the configuration names), or the local user with --local. It writes nothing when
 that cannot be verified.
@@ -196,7 +210,7 @@ func findCommand(args []string) (command, []string, error) {
 			}
 		}
 	}
-	if args[0] == "events" || args[0] == "intents" || args[0] == "dlq" {
+	if args[0] == "events" || args[0] == "intents" || args[0] == "dlq" || args[0] == "projections" || args[0] == "warehouse" {
 		var subs []string
 		for _, c := range cmds {
 			if strings.HasPrefix(c.name, args[0]+" ") {
@@ -232,7 +246,8 @@ func settingsFromEnv(getenv func(string) string) Settings {
 			Events: getenv("EVENTS_QUEUE_URL"), EventsDLQ: getenv("EVENTS_DLQ_URL"),
 			Effects: getenv("EFFECTS_QUEUE_URL"), EffectsDLQ: getenv("EFFECTS_DLQ_URL"),
 		},
-		RetentionDays: 30,
+		RetentionDays:   30,
+		WarehouseBucket: getenv("WAREHOUSE_BUCKET"), WarehousePrefix: getenv("WAREHOUSE_PREFIX"),
 	}
 	if n, err := strconv.Atoi(getenv("RETENTION_DAYS")); err == nil && n > 0 {
 		s.RetentionDays = n
@@ -275,6 +290,8 @@ func addConnectionFlags(fs *flag.FlagSet, s *Settings) {
 	fs.BoolVar(&s.JSON, "json", s.JSON, "print JSON instead of a table")
 	fs.IntVar(&s.RetentionDays, "retention-days", s.RetentionDays, "days a resolved intent is kept (env RETENTION_DAYS)")
 	fs.IntVar(&s.DueShards, "due-shards", s.DueShards, "due-index shards to read: the stack's dueShardsRead (env DUE_SHARDS_READ, else DUE_SHARDS)")
+	fs.StringVar(&s.WarehouseBucket, "warehouse-bucket", s.WarehouseBucket, "the warehouse sink's S3 bucket (env WAREHOUSE_BUCKET; --local: local-warehouse unless DEV_WAREHOUSE=off)")
+	fs.StringVar(&s.WarehousePrefix, "warehouse-prefix", s.WarehousePrefix, "the warehouse records' key prefix (env WAREHOUSE_PREFIX; --local: records)")
 }
 
 func printTopUsage(w io.Writer, fs *flag.FlagSet) {
@@ -300,6 +317,13 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 		}
 		if !s.HavePrefix {
 			s.Prefix, s.HavePrefix = LocalPrefix, true
+		}
+		// The make-dev stack runs the warehouse sink unless told not to.
+		if off := strings.ToLower(env.Getenv("DEV_WAREHOUSE")); s.WarehouseBucket == "" && off != "off" && off != "0" && off != "false" {
+			s.WarehouseBucket = LocalWarehouseBucket
+			if s.WarehousePrefix == "" {
+				s.WarehousePrefix = LocalWarehousePrefix
+			}
 		}
 	}
 	if s.Table == "" {
@@ -361,8 +385,18 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 	}
 	q := s.Queues
 	q.Prefix, q.HavePrefix = s.Prefix, s.HavePrefix
-	return &App{Ledger: l, Scanner: c.DynamoDB, SQS: c.SQS, Queues: q, Out: env.Stdout, Err: env.Stderr, Clock: env.Clock,
-		Claim: claim, Verifier: verifier, JSON: s.JSON, NewLimiter: env.NewLimiter}, nil
+	a := &App{Ledger: l, Scanner: c.DynamoDB, SQS: c.SQS, Queues: q, Out: env.Stdout, Err: env.Stderr, Clock: env.Clock,
+		Claim: claim, Verifier: verifier, JSON: s.JSON, NewLimiter: env.NewLimiter, S3: c.S3}
+	if s.WarehouseBucket != "" {
+		w, err := warehouse.Load(func(k string) string {
+			return map[string]string{"WAREHOUSE_BUCKET": s.WarehouseBucket, "WAREHOUSE_PREFIX": s.WarehousePrefix}[k]
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		a.Warehouse = &Warehouse{Bucket: w.Bucket, Prefix: w.Prefix}
+	}
+	return a, nil
 }
 
 // parseStatuses splits "DEAD,QUARANTINED".
@@ -527,10 +561,44 @@ func commands() []command {
 			}},
 		{name: "stats", about: "The dashboard (seed 003): events accepted but not finished by status, the oldest unfinished,\n" +
 			"DEAD and QUARANTINED, intents by status, and each dead-letter queue's depth. Counts come from the\n" +
-			"due index, each capped at --max (a capped count is shown as N+).",
+			"due index, each capped at --max (a capped count is shown as N+). With a warehouse configured\n" +
+			"(--warehouse-bucket, WAREHOUSE_BUCKET, --local), also \"canonical revision != warehouse revision\":\n" +
+			"the subjects changed in the last day whose current version has no record in the warehouse, counted\n" +
+			"as the reconciler's warehouse check counts them (at most 100, a HeadObject each), and the oldest's age.",
 			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
 				maxN := fs.Int("max", 1000, "cap on each count")
 				return func(ctx context.Context, a *App, _ []string) error { return a.Stats(ctx, *maxN) }
+			}},
+		{name: "projections show", args: "PROJECTION SUBJECT", nargs: 2, about: "Show one projection subject (PROJECTION is its ledger name, <scope>/<name>, as events show prints it):\n" +
+			"its canonical version, terminal, last event and state keys (values with --state), and with a warehouse\n" +
+			"configured the warehouse's version (the highest it has a record of) and the status of the canonical\n" +
+			"version's record: WAREHOUSE_OBSERVED (its intent SUCCEEDED: the store answered it exists),\n" +
+			"WAREHOUSE_PENDING (its intent waits: PENDING, DISPATCHING, RETRY_WAIT, UNCERTAIN), WAREHOUSE_MISSING\n" +
+			"(no intent will write it: warehouse backfill, or the reconciler, does) or WAREHOUSE_REFUSED (its intent\n" +
+			"ended QUARANTINED or FAILED).",
+			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
+				state := fs.Bool("state", false, "also print the state's values")
+				return func(ctx context.Context, a *App, args []string) error {
+					return a.ProjectionsShow(ctx, args[0], args[1], *state)
+				}
+			}},
+		{name: "warehouse backfill", about: "Rebuild the warehouse from the canonical state: for every projection (or --projection's), page by\n" +
+			"page, ask S3 for the record of its current version; when it is missing, write the record's intent as\n" +
+			"the reconciler does (its own when none exists; a repair carrying the same record when its intent\n" +
+			"ended without the object being there), audited as \"backfill\" with you and your reason, and announce it\n" +
+			"on the effects queue: the dispatcher writes the record. A record present or an intent already waiting\n" +
+			"writes nothing, so a second run adds nothing. Each page prints a cursor; --cursor resumes there. It\n" +
+			"scans the table (billed per item read), at most --page items per request.",
+			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
+				proj := fs.String("projection", "", "only this projection's subjects (its ledger name, <scope>/<name>)")
+				reason := fs.String("reason", "", "why (required unless --dry-run; recorded in the audit trail of every intent written)")
+				dry := fs.Bool("dry-run", false, "say what would be written, write nothing")
+				cursor := fs.String("cursor", "", "resume where a backfill stopped (the cursor it printed)")
+				page := fs.Int("page", 500, "table items read per Scan request")
+				limit := fs.Int("limit", 1000, "most projections per run (it stops at the end of the page that reaches it)")
+				return func(ctx context.Context, a *App, _ []string) error {
+					return a.WarehouseBackfill(ctx, BackfillQuery{Projection: *proj, Reason: *reason, DryRun: *dry, Cursor: *cursor, Page: *page, Limit: *limit})
+				}
 			}},
 		{name: "dlq status", about: "Each dead-letter queue's depth (visible + in flight) and the age of the oldest of up to 10 sampled\n" +
 			"messages (a peek: received with SentTimestamp, made visible again at once, never deleted).",

@@ -71,7 +71,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	for _, cmd := range [][]string{{}, {"events", "list"}, {"events", "show"}, {"replay"}, {"quarantine"}, {"release"},
-		{"intents", "list"}, {"intents", "show"}, {"intents", "resolve"}, {"stats"}, {"dlq", "status"}} {
+		{"intents", "list"}, {"intents", "show"}, {"intents", "resolve"}, {"stats"}, {"dlq", "status"}, {"projections", "show"}, {"warehouse", "backfill"}} {
 		out, errOut, code := f.run(append(cmd, "--help")...)
 		want := "Usage: webhookctl " + strings.Join(cmd, " ")
 		if len(cmd) == 0 {

@@ -9,6 +9,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
@@ -21,6 +22,12 @@ const (
 	LocalSQSAddr    = "127.0.0.1:4100"
 	LocalTable      = "local-ledger"
 	LocalPrefix     = "local-"
+	// The make-dev stack's warehouse sink: its local S3 (DEV_S3_ADDR), its
+	// bucket and its records' prefix; the stack runs them unless
+	// DEV_WAREHOUSE=off.
+	LocalS3Addr          = "127.0.0.1:4566"
+	LocalWarehouseBucket = "local-warehouse"
+	LocalWarehousePrefix = "records"
 	// The emulators' region and visibly fake credentials (the values of
 	// package localaws, which webhookctl does not link: it ships; a test
 	// keeps the two equal).
@@ -30,10 +37,12 @@ const (
 )
 
 // Connect builds the clients. With s.Local it targets the `make dev` stack
-// with the emulators' visibly fake credentials, and no STS client (there is
+// with the emulators' visibly fake credentials (its local S3 on
+// DEV_S3_ADDR), and no STS client (there is
 // no AWS identity to verify); otherwise it uses the normal AWS
 // configuration chain (profile, environment, SSO, instance role), which
-// also honours AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS (and the
+// also honours AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS and
+// AWS_ENDPOINT_URL_S3 (and the
 // generic AWS_ENDPOINT_URL, a profile's endpoint_url and services) for
 // the ledger and the queues, but for no STS request: see identityClient.
 // Connecting calls nothing: STS is asked only before a write.
@@ -59,10 +68,15 @@ func connect(ctx context.Context, s Settings, getenv func(string) string, opts [
 		if sqsAddr == "" {
 			sqsAddr = LocalSQSAddr
 		}
+		s3Addr := getenv("DEV_S3_ADDR")
+		if s3Addr == "" {
+			s3Addr = LocalS3Addr
+		}
 		cfg := aws.Config{Region: LocalRegion, Credentials: credentials.NewStaticCredentialsProvider(LocalAccessKey, LocalSecretKey, "")}
 		return Clients{
 			DynamoDB: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String("http://" + dynAddr) }),
 			SQS:      sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String("http://" + sqsAddr) }),
+			S3:       s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint, o.UsePathStyle = aws.String("http://"+s3Addr), true }),
 		}, nil
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
@@ -75,7 +89,17 @@ func connect(ctx context.Context, s Settings, getenv func(string) string, opts [
 	if !regionName.MatchString(cfg.Region) {
 		return Clients{}, fmt.Errorf("%w: AWS region %q is not a region name like eu-west-1", ErrConfig, cfg.Region)
 	}
-	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), STS: identityClient(cfg)}, nil
+	return Clients{DynamoDB: dynamodb.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), STS: identityClient(cfg), S3: s3.NewFromConfig(cfg, s3PathStyle)}, nil
+}
+
+// s3PathStyle makes an S3 client whose endpoint is overridden
+// (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL: an S3 emulator) address buckets
+// by path, as the dispatcher's and the reconciler's do (outbox.S3PathStyle,
+// which webhookctl does not link); against AWS it changes nothing.
+func s3PathStyle(o *s3.Options) {
+	if o.BaseEndpoint != nil {
+		o.UsePathStyle = true
+	}
 }
 
 // regionName is the shape of every AWS region's name (eu-west-1,

@@ -4,6 +4,12 @@
 // rate limit and a resumable checkpoint), put an event on hold and release
 // it, record the outcome of an uncertain effect that an operator verified
 // downstream, and print the dashboard (seed 003) and the dead-letter queues.
+// With the warehouse sink's bucket (WAREHOUSE_BUCKET, --warehouse-bucket,
+// --local), the dashboard counts the subjects whose canonical revision
+// has no record in the warehouse, projections show puts a subject's
+// warehouse version and record status next to its canonical version, and
+// warehouse backfill rebuilds the warehouse from the canonical state
+// (warehouse.go).
 //
 // Every write goes through the ledger's conditional transitions, so it is
 // refused when the state moved on, and appends an audit entry with the

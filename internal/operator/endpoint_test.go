@@ -66,7 +66,7 @@ func awsEnv(t *testing.T, vars map[string]string) {
 		"AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "", "AWS_REGION": "", "AWS_DEFAULT_REGION": "",
 		"AWS_CONFIG_FILE": filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(t.TempDir(), "none"),
 		"AWS_EC2_METADATA_DISABLED": "true", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "",
-		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_STS": "", "AWS_ENDPOINT_URL_DYNAMODB": "", "AWS_ENDPOINT_URL_SQS": "",
+		"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_STS": "", "AWS_ENDPOINT_URL_DYNAMODB": "", "AWS_ENDPOINT_URL_SQS": "", "AWS_ENDPOINT_URL_S3": "",
 		"AWS_USE_FIPS_ENDPOINT": "", "AWS_USE_DUALSTACK_ENDPOINT": "", "AWS_CA_BUNDLE": "",
 	}
 	for k, v := range vars {

@@ -43,6 +43,11 @@ type Ledger interface {
 	Hold(ctx context.Context, source, eventID, actor, reason string) (ledger.Event, error)
 	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
 	ResolveIntent(ctx context.Context, op string, to ledger.IntentStatus, actor, reason string) (ledger.IntentState, error)
+	// The warehouse commands' (warehouse.go).
+	GetProjection(ctx context.Context, name, subject string) (ledger.Projection, error)
+	ListProjectionsChanged(ctx context.Context, since time.Time, limit, maxRead int) ([]ledger.Projection, bool, error)
+	ScanProjections(ctx context.Context, db ledger.Scanner, name, cursor string, limit int) (ledger.ProjectionPage, error)
+	BackfillIntent(ctx context.Context, p ledger.Projection, in ledger.Intent, source, eventID, actor, reason string) (bool, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -99,6 +104,11 @@ type App struct {
 	JSON bool
 	// NewLimiter paces bulk replays; default a Pacer on the wall clock.
 	NewLimiter func(interval time.Duration) Limiter
+	// Warehouse is the warehouse sink's bucket and prefix, nil when
+	// webhookctl is not told of one (WAREHOUSE_BUCKET, --warehouse-bucket;
+	// --local: the make-dev stack's); S3 reads it.
+	Warehouse *Warehouse
+	S3        S3
 }
 
 func (a *App) now() time.Time { return a.Clock.Now().UTC() }

@@ -63,6 +63,9 @@ type Stats struct {
 	Intents    map[string]Count `json:"intents"`
 	DLQ        []DLQDepth       `json:"dlq"`
 	Cap        int              `json:"cap"`
+	// Warehouse is the warehouse sink's drift, when webhookctl is told of
+	// the sink (WAREHOUSE_BUCKET, --warehouse-bucket, --local).
+	Warehouse *WarehouseStats `json:"warehouse,omitempty"`
 }
 
 var workStatuses = []ledger.Status{ledger.StatusReceived, ledger.StatusProcessing, ledger.StatusRetryWait}
@@ -107,6 +110,11 @@ func (a *App) Stats(ctx context.Context, maxPerStatus int) error {
 		failed = failed || d.Error != ""
 		s.DLQ = append(s.DLQ, d)
 	}
+	warehouseFailed := false
+	if a.Warehouse != nil {
+		s.Warehouse = a.warehouseStats(ctx, now)
+		warehouseFailed = s.Warehouse.Error != ""
+	}
 	if a.JSON {
 		if err := a.printJSON(s); err != nil {
 			return err
@@ -116,6 +124,9 @@ func (a *App) Stats(ctx context.Context, maxPerStatus int) error {
 	}
 	if failed {
 		return fmt.Errorf("%w: a dead-letter queue could not be read", ErrIncomplete)
+	}
+	if warehouseFailed {
+		return fmt.Errorf("%w: the warehouse could not be read", ErrIncomplete)
 	}
 	return nil
 }
@@ -152,6 +163,9 @@ func (a *App) printStats(s Stats) {
 			continue
 		}
 		fmt.Fprintf(w, "  %-13s %d\n", d.Queue, d.Depth)
+	}
+	if s.Warehouse != nil {
+		a.printWarehouseStats(s.Warehouse)
 	}
 }
 

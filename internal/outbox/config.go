@@ -247,6 +247,20 @@ func LoadEffects(getenv func(string) string) ([]EffectConfig, error) {
 	return cfgs, nil
 }
 
+// S3PathStyle is an S3 client option: a client whose endpoint is
+// overridden (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL: a local S3) addresses
+// buckets by path (http://host:port/bucket/key), since a local endpoint
+// has no host name per bucket. The SDK has no environment variable for
+// it, and chooses path style by itself only for an endpoint that is an IP
+// address, not for a name such as localhost. Without an override (AWS)
+// it changes nothing. It runs after NewFromConfig has resolved the
+// endpoint, so it sees the override.
+func S3PathStyle(o *s3.Options) {
+	if o.BaseEndpoint != nil {
+		o.UsePathStyle = true
+	}
+}
+
 // Build turns configurations into effects. Bearer tokens are read through
 // secrets (cached, so a rotation is picked up within its TTL); AWS targets
 // are called with clients of awsCfg (its credentials are the dispatcher's
@@ -278,7 +292,7 @@ func Build(cfgs []EffectConfig, secrets *source.Secrets, awsCfg aws.Config) (map
 				return nil, fmt.Errorf("%w: effect %q: target: %v", ErrConfig, c.Kind, err)
 			}
 			if s3Client == nil {
-				s3Client = s3.NewFromConfig(awsCfg)
+				s3Client = s3.NewFromConfig(awsCfg, S3PathStyle)
 			}
 			out[c.Kind] = &WarehouseEffect{Name: c.Kind, Bucket: bucket, Prefix: prefix, Client: s3Client, Timeout: c.Timeout(), Scopes: c.Scopes}
 			continue

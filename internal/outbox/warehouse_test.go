@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
 	"github.com/effectively-once/webhooks/internal/harness/localaws"
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/warehouse"
@@ -157,5 +159,34 @@ func TestWarehouseTargetConfig(t *testing.T) {
 	}
 	if _, err := outbox.ParseEffects([]byte(`{"effects":[{"kind":"warehouse.record","target":"arn:aws:s3:::A_B","scopes":["*"]}]}`)); err == nil {
 		t.Fatal("a bad bucket name was accepted")
+	}
+}
+
+// Built from the environment as the dispatcher builds it, the sink writes
+// to a local S3 named by host name (AWS_ENDPOINT_URL_S3=http://localhost:…):
+// the endpoint override makes the client address the bucket by path, where
+// the SDK's default would ask for the host <bucket>.localhost.
+func TestWarehouseEffectPathStyleAgainstALocalEndpoint(t *testing.T) {
+	s := localaws.NewS3("wh-local")
+	defer s.Close()
+	t.Setenv("AWS_ENDPOINT_URL_S3", strings.Replace(s.URL, "127.0.0.1", "localhost", 1))
+	t.Setenv("AWS_REGION", localaws.Region)
+	t.Setenv("AWS_ACCESS_KEY_ID", localaws.FakeAccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", localaws.FakeSecretKey)
+	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects, err := outbox.Build([]outbox.EffectConfig{outbox.WarehouseEffectConfig(warehouse.Config{Bucket: "wh-local", Prefix: "records"})}, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := warehouseCall(t, map[string]any{"status": "paid"}, 3, 0)
+	if _, err := effects[warehouse.Kind].Do(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	want := warehouse.Key("records", "orders", "order", "ord/1 é", 3)
+	if keys := s.Keys("wh-local", ""); len(keys) != 1 || keys[0] != want {
+		t.Fatalf("keys %v, want [%s]", keys, want)
 	}
 }

@@ -9,8 +9,11 @@
 // the downstream's view of a subject differs from the truth (I7: a state
 // sync not at the newest version carrying the canonical state, a
 // regression, an obsolete or superseded intent applied, a refund for an
-// order no longer cancelled with no CONTRADICTED record), or the processor
-// crash did not interrupt and recover claimed work.
+// order no longer cancelled with no CONTRADICTED record), the processor
+// crash did not interrupt and recover claimed work, or (with the warehouse
+// sink, on unless DEV_WAREHOUSE=off) a subject's current row in the
+// warehouse is not at its canonical version and state within two
+// reconciler schedules.
 package main
 
 import (
@@ -64,6 +67,9 @@ func run() (bool, error) {
 		EffectsQueue      string  `json:"effects_queue"`
 		VisibilitySeconds float64 `json:"visibility_seconds"`
 		LeaseSeconds      float64 `json:"lease_seconds"`
+		// Warehouse names the warehouse sink's S3 endpoint, bucket and
+		// prefix (absent: the stack runs without the sink).
+		Warehouse *struct{ S3, Bucket, Prefix string } `json:"warehouse"`
 	}
 	timeout := 90 * time.Second
 	if resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + httpAddr + "/_dev/health"); err == nil {
@@ -76,6 +82,9 @@ func run() (bool, error) {
 		target.DB = localaws.DynamoAt("http://" + orDefault(cfg.DynamoAddr, "127.0.0.1:8000"))
 		target.SQS = localaws.SQSAt("http://" + orDefault(cfg.SQSAddr, "127.0.0.1:4100"))
 		target.Table, target.QueueURL, target.DLQURL, target.EffectsQueueURL = health.Table, health.Queue, health.DLQ, health.EffectsQueue
+		if w := health.Warehouse; w != nil && w.Bucket != "" {
+			target.S3, target.WarehouseBucket, target.WarehousePrefix = localaws.S3At(w.S3), w.Bucket, w.Prefix
+		}
 		// A batch killed mid-way comes back after the visibility timeout.
 		// (demo.Run says how long this stack's recovery takes.)
 		timeout = max(timeout, time.Duration(2*health.VisibilitySeconds+2*health.LeaseSeconds+30)*time.Second)
@@ -102,6 +111,12 @@ func run() (bool, error) {
 		defer stack.Close()
 		target.BaseURL, target.DB, target.SQS, target.Table = stack.HTTPURL(), stack.DB, stack.SQS, stack.Table()
 		target.QueueURL, target.DLQURL, target.EffectsQueueURL = stack.Queues.Queue, stack.Queues.DLQ, stack.EffectsQueues.Queue
+		if bucket, prefix := stack.Warehouse(); bucket != "" {
+			target.S3, target.WarehouseBucket, target.WarehousePrefix = stack.S3.Client(), bucket, prefix
+		}
+	}
+	if target.WarehouseBucket == "" {
+		fmt.Println("demo | this stack runs without the warehouse sink (DEV_WAREHOUSE=off): the warehouse is not compared")
 	}
 	target.Crash = func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, target.BaseURL+"/_dev/crash", nil)

@@ -2,9 +2,12 @@
 // the function bootstraps for this host, then starts DynamoDB (minidyn) on
 // 127.0.0.1:8000, SQS (goaws) on 127.0.0.1:4100, the fake downstream the
 // effects call on 127.0.0.1:3002, the fake Stripe API the processor fetches
-// thin events' objects from on 127.0.0.1:3003, each function (intake, processor,
-// dispatcher) under aws-lambda-rie, the HTTP API on 127.0.0.1:3000 and the
-// two SQS event source mappings (events → processor, effects → dispatcher).
+// thin events' objects from on 127.0.0.1:3003, an in-memory S3 on
+// 127.0.0.1:4566 for the warehouse sink (DEV_WAREHOUSE=off turns the sink
+// and it off; `make warehouse` queries its records), each function
+// (intake, processor, dispatcher) under aws-lambda-rie, the HTTP API on
+// 127.0.0.1:3000 and the two SQS event source mappings (events →
+// processor, effects → dispatcher).
 // Ctrl-C (SIGINT) or SIGTERM stops everything and exits 0 once the stack
 // is down; a second Ctrl-C exits at once. `make dev` builds this command and
 // runs the binary rather than `go run` it: `go run` exits 1 whenever it was

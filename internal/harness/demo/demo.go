@@ -56,6 +56,14 @@
 // snapshot event and its thin twin in either order. A subscription a thin
 // event was resolved for must end in Stripe's state; each pair must be one
 // ledger row with one outcome and its intents once.
+//
+// When the stack runs the warehouse sink, its change records are not
+// calls to the downstream: the checks above leave them out, and the
+// report ends with the warehouse against the truth (warehouse.go): per
+// subject the run changed last, the canonical version, the warehouse's
+// version and its current row, read with DuckDB from the local S3; the
+// demo waits, within a bound, for them to be in step, and fails with what
+// differs.
 package demo
 
 import (
@@ -76,6 +84,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/effectively-once/webhooks/internal/harness/devstack"
+	"github.com/effectively-once/webhooks/internal/harness/localwarehouse"
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/pkg/builtin"
@@ -99,6 +108,12 @@ type Target struct {
 	// name ("orders", "shopify", "github", "quiltt"); those present get
 	// their deliveries too.
 	Others ProviderSecrets
+	// WarehouseBucket, when set, is the warehouse sink's bucket (under
+	// WarehousePrefix) in the S3 that S3 reaches: the report compares the
+	// run's subjects' canonical projections with the warehouse's current
+	// rows (warehouse.go).
+	WarehouseBucket, WarehousePrefix string
+	S3                               localwarehouse.Lister
 }
 
 // Options tune a run.
@@ -351,7 +366,7 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	}
 	rep.check(story, snap, quiet, depth(ctx, t.SQS, t.DLQURL), causes)
 	rows := runRows(snap, story.run)
-	rep.checkSubjects(expectations(others), rows, snap, runIntents(snap, causes))
+	rep.checkSubjects(expectations(others), rows, snap, downstreamIntents(snap, causes))
 	if reported {
 		st, _ = crashState(ctx, t.BaseURL)
 	}
@@ -365,6 +380,11 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 	}
 	if t.EffectsQueueURL != "" {
 		if err := rep.effects(ctx, t, snap, causes, stories, moved, rows); err != nil {
+			return rep, err
+		}
+	}
+	if t.WarehouseBucket != "" && t.S3 != nil {
+		if err := rep.checkWarehouse(ctx, t, snap.Projections, causes, warehouseWait(timings), o.Progress); err != nil {
 			return rep, err
 		}
 	}
@@ -382,7 +402,7 @@ func (r *Report) effects(ctx context.Context, t Target, snap ledger.Snapshot, ca
 		return err
 	}
 	var states []ledger.IntentState
-	for _, in := range runIntents(snap, causes) {
+	for _, in := range downstreamIntents(snap, causes) {
 		st, err := l.GetIntentState(ctx, in.OperationID)
 		if err != nil {
 			return err

@@ -40,6 +40,8 @@ func TestDemoEndToEnd(t *testing.T) {
 			return err
 		},
 	}
+	target.WarehouseBucket, target.WarehousePrefix = stack.Warehouse()
+	target.S3 = stack.S3.Client()
 	var progress bytes.Buffer
 	rep, err := demo.Run(ctx, target, demo.Options{Seed: 7, Progress: &progress})
 	if err != nil {
@@ -241,6 +243,25 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 	if kinds["order (seed 003)"] != 1 || kinds["shopify order"] != 1 || kinds["quiltt connection"] != 3 || kinds["github push"] != 1 || kinds["stripe subscription, no local account"] != 1 {
 		t.Fatalf("other subjects by kind %v", kinds)
+	}
+	// The warehouse: every subject the run changed last has its current
+	// row, read with DuckDB from the local S3, at the canonical version
+	// with the canonical state; the subscriptions, O-42, O-43, the race's
+	// subscription, the Shopify order and the three Quiltt connections.
+	w := rep.Warehouse
+	if w == nil || !w.InStep || len(w.Subjects) != len(rep.Subjects)+1+2+1+3 || w.Records < len(w.Subjects) {
+		t.Fatalf("warehouse %+v", w)
+	}
+	for _, s := range w.Subjects {
+		if !s.OK || s.Warehouse != s.Canonical || s.Row == nil {
+			t.Fatalf("warehouse subject %+v", s)
+		}
+		if s.Subject == m.Order && (s.Canonical != 13 || s.Row["status"] != "confirmed") {
+			t.Fatalf("O-43 in the warehouse: %+v", s)
+		}
+	}
+	if !strings.Contains(out.String(), "The warehouse against the truth") {
+		t.Fatalf("report without the warehouse:\n%s", out.String())
 	}
 	if !strings.Contains(progress.String(), "taken over 4s after the kill") {
 		t.Fatalf("the run did not say how long recovery takes:\n%s", progress.String())

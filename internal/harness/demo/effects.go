@@ -86,11 +86,26 @@ func getDev(ctx context.Context, base, path, what string, out any) error {
 	return nil
 }
 
-// runIntents returns the intents this run's events created.
+// runIntents returns the intents this run's events created, the
+// warehouse's change records included (the wait for quiet waits for them
+// too).
 func runIntents(snap ledger.Snapshot, causes map[string]bool) []ledger.StoredIntent {
 	var out []ledger.StoredIntent
 	for _, in := range snap.Intents {
 		if causes[in.Causation] {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// downstreamIntents returns the run's intents that are effects on the
+// downstream: runIntents without the warehouse's change records, which
+// checkWarehouse checks.
+func downstreamIntents(snap ledger.Snapshot, causes map[string]bool) []ledger.StoredIntent {
+	var out []ledger.StoredIntent
+	for _, in := range runIntents(snap, causes) {
+		if !warehouseKind(in.Kind) {
 			out = append(out, in)
 		}
 	}

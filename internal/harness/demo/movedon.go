@@ -244,6 +244,9 @@ func waitIntents(ctx context.Context, l *ledger.Ledger, events []string, timeout
 				continue
 			}
 			for _, op := range ev.Result.Operations {
+				if warehouseKind(op.Kind) {
+					continue // a change record, not a call to the downstream
+				}
 				in, err := l.GetIntentState(ctx, op.ID)
 				if err != nil {
 					all = false

@@ -67,6 +67,10 @@ type Report struct {
 	Thin      []ThinOutcome
 	StripeAPI string
 
+	// Warehouse is the warehouse against the truth, when the stack runs
+	// the warehouse sink (warehouse.go).
+	Warehouse *WarehouseOutcome
+
 	statusOf map[string]int // event id → deliveries, for Suppressed
 }
 
@@ -250,7 +254,7 @@ func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int, caus
 	perOp := map[string]int{}
 	perCause := map[string]int{}
 	perSubject := map[string]int{}
-	intents := runIntents(snap, causes)
+	intents := downstreamIntents(snap, causes)
 	for _, in := range intents {
 		if src, id, ok := strings.Cut(in.Causation, "/"); ok && r.Others[src] != nil && r.Others[src].Expected[id] {
 			r.Others[src].Intents++
@@ -400,7 +404,7 @@ func (r Report) Print(w io.Writer) {
 			o.Processed, plural(o.Intents, "intent", "intents"), o.Forged401 == 1)
 	}
 	fmt.Fprintf(w, "  Ledger rows, this run (every source): %d; by status: %s; processed by outcome: %s (stale = older revisions ignored)\n", r.RunEvents, tally(r.ByStatus), tally(r.ByOutcome))
-	fmt.Fprintf(w, "  Outbox intents, this run: %d, at most %d per operation id\n", r.Intents, r.MaxPerOp)
+	fmt.Fprintf(w, "  Outbox intents, this run: %d (effects on the downstream; the warehouse's records aside), at most %d per operation id\n", r.Intents, r.MaxPerOp)
 	fmt.Fprintf(w, "  Whole ledger (earlier traffic included): %d events, %d intents\n", r.LedgerEvents, r.LedgerIntents)
 	fmt.Fprintf(w, "  Events dead-letter queue, whole queue: %d messages\n", r.DLQDepth)
 	list := func(title string, items []string) {
@@ -416,8 +420,13 @@ func (r Report) Print(w io.Writer) {
 	r.printEffects(w)
 	r.printMoved(w)
 	r.printTruth(w)
+	r.printWarehouse(w)
 	if r.OK() {
-		fmt.Fprintf(w, "\nNo violation: invariants I1–I7, every subject as the senders meant, the downstream in step with the truth, the crash's interrupted work recovered.\n")
+		inStep := ""
+		if r.Warehouse != nil {
+			inStep = ", the warehouse's current rows in step with the canonical state"
+		}
+		fmt.Fprintf(w, "\nNo violation: invariants I1–I7, every subject as the senders meant, the downstream in step with the truth%s, the crash's interrupted work recovered.\n", inStep)
 		return
 	}
 	list("\nVIOLATIONS", r.Violations)

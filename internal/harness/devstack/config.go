@@ -25,6 +25,16 @@
 // (and truth.url) name the fake Stripe API at DefaultStripeAddr, whose only
 // key is the visibly fake LOCAL_STRIPE_API_KEY.
 //
+// The warehouse sink is on as `make dev` runs the stack (FromEnv;
+// DEV_WAREHOUSE=off turns it off): an in-memory S3 (localaws.S3) on
+// DEV_S3_ADDR (default DefaultS3Addr) holds the bucket
+// DefaultWarehouseBucket, the processor, dispatcher and reconciler get
+// WAREHOUSE_BUCKET and WAREHOUSE_PREFIX, and the dispatcher and reconciler
+// AWS_ENDPOINT_URL_S3 (their S3 clients address the bucket by path when an
+// endpoint is overridden: outbox.S3PathStyle). Every applied revision
+// becomes one record object; GET /_dev/health names the bucket and the
+// S3 endpoint, and `make warehouse` queries the records with DuckDB.
+//
 // Dev-only endpoints on the HTTP API: GET /_dev/health, POST /_dev/crash
 // (kill a processor runtime in the middle of the next batch whose runtime
 // claims an event; re-armed while batches hold no claimed work),
@@ -193,6 +203,17 @@ type Config struct {
 	// default DefaultStripeAddr.
 	StripeAddr string
 	RIEPort    int // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
+	// S3Addr is the local S3's address (localaws.S3, the warehouse sink's
+	// store): DEV_S3_ADDR, default DefaultS3Addr. It runs only with the sink.
+	S3Addr string
+	// WarehouseBucket turns the warehouse sink on: the local S3 runs with
+	// this bucket, and the processor, dispatcher and reconciler get
+	// WAREHOUSE_BUCKET and WAREHOUSE_PREFIX (WarehousePrefix, default
+	// DefaultWarehousePrefix) and the local S3 as AWS_ENDPOINT_URL_S3.
+	// "" leaves the sink off. FromEnv (`make dev`, `make demo`) sets
+	// DefaultWarehouseBucket unless DEV_WAREHOUSE=off.
+	WarehouseBucket string
+	WarehousePrefix string
 	// AutoPorts picks free ports for everything (tests): the addresses above
 	// are ignored.
 	AutoPorts bool
@@ -224,9 +245,20 @@ type Config struct {
 	Prefix string // queue name prefix, default "local-"
 }
 
-// FromEnv builds a Config from DEV_* environment variables.
+// The warehouse sink's defaults on the local stack: the local S3's
+// address, its bucket and the records' key prefix.
+const (
+	DefaultS3Addr          = "127.0.0.1:4566"
+	DefaultWarehouseBucket = "local-warehouse"
+	DefaultWarehousePrefix = "records"
+)
+
+// FromEnv builds a Config from DEV_* environment variables. The warehouse
+// sink is on (DefaultWarehouseBucket) unless DEV_WAREHOUSE is off (or 0,
+// false).
 func FromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
+		S3Addr:         getenv("DEV_S3_ADDR"),
 		DynamoAddr:     getenv("DEV_DYNAMODB_ADDR"),
 		DownstreamAddr: getenv("DEV_DOWNSTREAM_ADDR"),
 		StripeAddr:     getenv("DEV_STRIPE_ADDR"),
@@ -263,6 +295,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		} else {
 			*v.dur = time.Duration(n) * v.unit
 		}
+	}
+	switch w := strings.ToLower(getenv("DEV_WAREHOUSE")); w {
+	case "", "on", "1", "true":
+		c.WarehouseBucket = DefaultWarehouseBucket
+	case "off", "0", "false":
+	default:
+		return c, fmt.Errorf("%w: DEV_WAREHOUSE must be on or off, got %q", ErrConfig, getenv("DEV_WAREHOUSE"))
 	}
 	for fn, name := range map[string]string{"intake": "DEV_INTAKE_INSTANCES", "processor": "DEV_PROCESSOR_INSTANCES", "dispatcher": "DEV_DISPATCHER_INSTANCES"} {
 		if s := getenv(name); s != "" {
@@ -303,6 +342,10 @@ func (c *Config) defaults() {
 	def(&c.HTTPAddr, "127.0.0.1:3000")
 	def(&c.DownstreamAddr, DefaultDownstreamAddr)
 	def(&c.StripeAddr, DefaultStripeAddr)
+	def(&c.S3Addr, DefaultS3Addr)
+	if c.WarehouseBucket != "" {
+		def(&c.WarehousePrefix, DefaultWarehousePrefix)
+	}
 	def(&c.Table, "local-ledger")
 	if c.AutoPorts && c.Prefix == "" {
 		// The SQS emulator is one per process (goaws keeps its queues in
@@ -317,7 +360,7 @@ func (c *Config) defaults() {
 	}
 	if c.AutoPorts {
 		c.DynamoAddr, c.SQSAddr, c.HTTPAddr, c.DownstreamAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-		c.StripeAddr = "127.0.0.1:0"
+		c.StripeAddr, c.S3Addr = "127.0.0.1:0", "127.0.0.1:0"
 	}
 	if c.Instances == nil {
 		c.Instances = map[string]int{}

@@ -65,7 +65,16 @@ func TestFromEnvValidates(t *testing.T) {
 		c.Instances["dispatcher"] != 2 || c.DownstreamAddr != "127.0.0.1:3998" {
 		t.Fatalf("%+v %v", c, err)
 	}
-	for _, bad := range []map[string]string{{"DEV_VISIBILITY_SECONDS": "soon"}, {"DEV_RIE_BASE_PORT": "-1"}, {"DEV_INTAKE_INSTANCES": "99"}, {"DEV_DISPATCHER_INSTANCES": "0"}} {
+	// The warehouse sink is on unless DEV_WAREHOUSE says off.
+	if c.WarehouseBucket != devstack.DefaultWarehouseBucket || c.S3Addr != "" {
+		t.Fatalf("default warehouse: bucket %q, s3 %q", c.WarehouseBucket, c.S3Addr)
+	}
+	env = map[string]string{"DEV_WAREHOUSE": "off", "DEV_S3_ADDR": "127.0.0.1:9555"}
+	if c, err := devstack.FromEnv(func(k string) string { return env[k] }); err != nil || c.WarehouseBucket != "" || c.S3Addr != "127.0.0.1:9555" {
+		t.Fatalf("DEV_WAREHOUSE=off: %+v %v", c, err)
+	}
+	for _, bad := range []map[string]string{{"DEV_VISIBILITY_SECONDS": "soon"}, {"DEV_RIE_BASE_PORT": "-1"}, {"DEV_INTAKE_INSTANCES": "99"}, {"DEV_DISPATCHER_INSTANCES": "0"},
+		{"DEV_WAREHOUSE": "maybe"}} {
 		if _, err := devstack.FromEnv(func(k string) string { return bad[k] }); !errors.Is(err, devstack.ErrConfig) {
 			t.Fatalf("%v accepted: %v", bad, err)
 		}

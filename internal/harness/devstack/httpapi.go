@@ -37,10 +37,15 @@ func (s *Stack) httpAPI() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /_dev/health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("content-type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ,
+		health := map[string]any{"status": "ok", "table": s.cfg.Table, "queue": s.Queues.Queue, "dlq": s.Queues.DLQ,
 			"effects_queue": s.EffectsQueues.Queue, "effects_dlq": s.EffectsQueues.DLQ, "bridge_dlq": s.BridgeDLQ, "downstream": "http://" + s.Downstream.Addr(),
 			"stripe_api": "http://" + s.Stripe.Addr(), "visibility_seconds": s.cfg.Visibility.Seconds(), "lease_seconds": s.cfg.Lease.Seconds(),
-			"effects_visibility_seconds": s.cfg.EffectsVisibility.Seconds(), "dispatch_lease_seconds": s.cfg.DispatchLease.Seconds()})
+			"effects_visibility_seconds": s.cfg.EffectsVisibility.Seconds(), "dispatch_lease_seconds": s.cfg.DispatchLease.Seconds()}
+		if bucket, prefix := s.Warehouse(); bucket != "" {
+			// Where the warehouse sink's records are (absent: the sink is off).
+			health["warehouse"] = map[string]string{"s3": s.S3.URL, "bucket": bucket, "prefix": prefix}
+		}
+		_ = json.NewEncoder(w).Encode(health)
 	})
 	mux.HandleFunc("GET /_dev/downstream", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("content-type", "application/json")

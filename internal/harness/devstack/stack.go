@@ -31,6 +31,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // Functions the stack builds and runs, in start order. The list is
@@ -72,6 +73,9 @@ type Stack struct {
 	// Targets are the local AWS targets the effects may name, and the
 	// team's effect functions behind the local Lambda front.
 	Targets *Targets
+	// S3 is the local S3 holding the warehouse sink's bucket; nil when the
+	// sink is off (Config.WarehouseBucket).
+	S3 *localaws.S3
 
 	pools   map[string]chan *instance
 	all     []*instance
@@ -303,6 +307,21 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.logs.Printf("sqs", "goaws listening on %s", sq.URL)
 
+	// S3, for the warehouse sink.
+	if cfg.WarehouseBucket != "" {
+		if _, err := warehouse.Load(func(k string) string {
+			return map[string]string{"WAREHOUSE_BUCKET": cfg.WarehouseBucket, "WAREHOUSE_PREFIX": cfg.WarehousePrefix}[k]
+		}); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if s.S3, err = localaws.StartS3(cfg.S3Addr, cfg.WarehouseBucket); err != nil {
+			return fmt.Errorf("S3 emulator: %w (set DEV_S3_ADDR, or DEV_WAREHOUSE=off)", err)
+		}
+		s.logs.Printf("s3", "local S3 (gofakes3, in memory) listening on %s, bucket %s", s.S3.URL, cfg.WarehouseBucket)
+		s.logs.Printf("s3", "warehouse sink on: every applied revision becomes s3://%s/%s/…/v=<version>.json (query it: make warehouse; DEV_WAREHOUSE=off turns the sink off)",
+			cfg.WarehouseBucket, cfg.WarehousePrefix)
+	}
+
 	s.DB = localaws.DynamoAt(dynURL)
 	s.SQS = sq.Client()
 	if err := ledger.CreateTable(ctx, s.DB, cfg.Table); err != nil {
@@ -468,6 +487,15 @@ func (s *Stack) DynamoURL() string { return s.dynURL }
 // Table is the ledger table's name.
 func (s *Stack) Table() string { return s.cfg.Table }
 
+// Warehouse is the warehouse sink's bucket and key prefix ("" and "" when
+// the sink is off); the records are in S3.
+func (s *Stack) Warehouse() (bucket, prefix string) {
+	if s.S3 == nil {
+		return "", ""
+	}
+	return s.cfg.WarehouseBucket, s.cfg.WarehousePrefix
+}
+
 // FreePorts finds n distinct free loopback ports: all are held open until
 // every one is found, so no two instances get the same port.
 func FreePorts(n int) ([]int, error) {
@@ -506,6 +534,9 @@ func (s *Stack) Close() {
 		s.Stripe.Close()
 	}
 	s.Targets.Close()
+	if s.S3 != nil {
+		s.S3.Close()
+	}
 	if s.dynSrv != nil {
 		_ = s.dynSrv.Close()
 	}
@@ -572,6 +603,15 @@ func (s *Stack) functionEnv(fn, dynURL, sqsURL string) []string {
 	// Each function signs with its own role's session, as on AWS, so the
 	// local SQS names its messages' sender as SQS does.
 	env = append(env, FunctionRole(fn).Env()...)
+	// The warehouse sink: the processor commits a record intent with each
+	// applied revision, the dispatcher writes the record to the local S3,
+	// the reconciler checks that it is there.
+	if s.S3 != nil && (fn == "processor" || fn == "dispatcher" || fn == "reconciler") {
+		env = append(env, "WAREHOUSE_BUCKET="+s.cfg.WarehouseBucket, "WAREHOUSE_PREFIX="+s.cfg.WarehousePrefix)
+		if fn != "processor" {
+			env = append(env, "AWS_ENDPOINT_URL_S3="+s.S3.URL)
+		}
+	}
 	switch fn {
 	case "dispatcher":
 		env = append(env, "EFFECTS="+string(s.Downstream.Effects()),

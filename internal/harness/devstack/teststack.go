@@ -38,7 +38,8 @@ func (l *TestLog) Tail(n int) string {
 
 // StartForTest builds the real bootstraps and starts a stack for an
 // end-to-end test: the module's own functions and scripts/devstack.json,
-// free ports, the fast profile, a clean table and queues. The stack stops
+// free ports, the fast profile, a clean table and queues, and the
+// warehouse sink on, as `make dev` runs it. The stack stops
 // when the test ends. It returns the stack, the checked-in file (for its
 // visibly fake secrets) and the stack's log.
 func StartForTest(t testing.TB, ctx context.Context) (*Stack, File, *TestLog) {
@@ -55,7 +56,7 @@ func StartModuleForTest(t testing.TB, ctx context.Context, module string) (*Stac
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Root: root, BuildDir: t.TempDir(), AutoPorts: true}
+	cfg := Config{Root: root, BuildDir: t.TempDir(), AutoPorts: true, WarehouseBucket: DefaultWarehouseBucket}
 	if module != "" {
 		cfg.Module = filepath.Join(root, module)
 	}

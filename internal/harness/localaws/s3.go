@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -55,18 +56,35 @@ type s3Failure struct {
 	code   string
 }
 
-// NewS3 starts an empty local S3 with the given buckets.
+// NewS3 starts an empty local S3 with the given buckets on a free
+// loopback port.
 func NewS3(buckets ...string) *S3 {
+	s, err := StartS3("127.0.0.1:0", buckets...)
+	if err != nil {
+		panic(fmt.Sprintf("localaws: %v", err))
+	}
+	return s
+}
+
+// StartS3 starts an empty local S3 with the given buckets listening on
+// addr (host:port; port 0 for a free one): the local stack's, on a port
+// its users and its functions know in advance.
+func StartS3(addr string, buckets ...string) (*S3, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the S3 emulator on %s: %w", addr, err)
+	}
 	be := s3mem.New()
 	for _, b := range buckets {
 		if err := be.CreateBucket(b); err != nil {
-			panic(fmt.Sprintf("localaws: create bucket %s: %v", b, err))
+			_ = l.Close()
+			return nil, fmt.Errorf("create bucket %s: %w", b, err)
 		}
 	}
 	faker := gofakes3.New(be, gofakes3.WithoutVersioning())
 	s := &S3{Backend: be, requests: map[string]int{}}
 	h := faker.Server()
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := s3Operation(r)
 		s.mu.Lock()
 		s.requests[op]++
@@ -86,8 +104,12 @@ func NewS3(buckets ...string) *S3 {
 			h.ServeHTTP(w, r)
 		}
 	}))
+	// The server's own listener (a free port) gives way to the one on addr.
+	_ = s.srv.Listener.Close()
+	s.srv.Listener = l
+	s.srv.Start()
 	s.URL = s.srv.URL
-	return s
+	return s, nil
 }
 
 // s3Operation names a REST request by the S3 operation it is.

@@ -147,6 +147,103 @@ func Query(ctx context.Context, query string) ([]Row, error) {
 	return out, rows.Err()
 }
 
+// viewsSQL creates the views a query runs over: records (every change
+// record in dir) and current_state (its highest version per scope,
+// projection and subject). With no record in dir (read_json refuses an
+// empty glob), records is empty with the same columns.
+func viewsSQL(dir string, empty bool) []string {
+	rel := records(dir)
+	if empty {
+		rel = `(SELECT NULL::VARCHAR AS scope, NULL::VARCHAR AS projection, NULL::VARCHAR AS subject, NULL::BIGINT AS version,
+  NULL::JSON AS state, NULL::VARCHAR AS event_id, NULL::VARCHAR AS source, NULL::TIMESTAMP AS applied_at WHERE false)`
+	}
+	return []string{
+		`CREATE VIEW records AS SELECT scope, projection, subject, version, state, event_id, source, applied_at FROM ` + rel,
+		`CREATE VIEW current_state AS SELECT * FROM records
+QUALIFY row_number() OVER (PARTITION BY scope, projection, subject ORDER BY version DESC) = 1`,
+	}
+}
+
+// QueryTable runs query, any SQL DuckDB takes, in an in-memory DuckDB
+// where the views records (every change record in dir, as Download
+// copied them; empty when there is none) and current_state (the highest
+// version per scope, projection and subject) are defined, and returns its
+// columns and rows, each value as text: NULL as NULL, a time in RFC 3339
+// (UTC), JSON, lists and structs as JSON.
+func QueryTable(ctx context.Context, dir, query string) (columns []string, rows [][]string, err error) {
+	empty := true
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
+			empty = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	db, err := sql.Open("duckdb", "")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	// One connection: the views live in its database, whatever the pool
+	// would do.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	for _, v := range viewsSQL(dir, empty) {
+		if _, err := conn.ExecContext(ctx, v); err != nil {
+			return nil, nil, fmt.Errorf("duckdb: %w", err)
+		}
+	}
+	rs, err := conn.QueryContext(ctx, query)
+	if err != nil {
+		return nil, nil, fmt.Errorf("duckdb: %w", err)
+	}
+	defer rs.Close()
+	if columns, err = rs.Columns(); err != nil {
+		return nil, nil, err
+	}
+	vals := make([]any, len(columns))
+	ptrs := make([]any, len(columns))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rs.Next() {
+		if err := rs.Scan(ptrs...); err != nil {
+			return nil, nil, fmt.Errorf("duckdb: %w", err)
+		}
+		row := make([]string, len(vals))
+		for i, v := range vals {
+			row[i] = text(v)
+		}
+		rows = append(rows, row)
+	}
+	return columns, rows, rs.Err()
+}
+
+// text renders one value DuckDB returned.
+func text(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "NULL"
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	case time.Time:
+		return v.UTC().Format(time.RFC3339Nano)
+	case map[string]any, []any:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		return string(b)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
 // CurrentState downloads the records under prefix and returns current_state.
 func CurrentState(ctx context.Context, c Lister, bucket, prefix string) ([]Row, error) {
 	return downloadAnd(ctx, c, bucket, prefix, CurrentStateSQL)

@@ -1,0 +1,107 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/effectively-once/webhooks/internal/ledger"
+)
+
+// commitProjection processes one event into projection name/subject at
+// version with no intents.
+func commitProjection(t *testing.T, f fixture, id, name, subject string, version int64) {
+	t.Helper()
+	c := claimed(t, f, id)
+	w := &ledger.ProjectionWrite{Name: name, Subject: subject, Version: version, Fingerprint: fmt.Sprint("f", version), State: map[string]any{"v": version}}
+	_, err := f.L.Commit(context.Background(), c, w, nil)
+	skipWithoutTransactions(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A walk over the projections, one small page at a time, resumed from
+// each page's cursor, sees each projection exactly once, events and
+// intents aside; a name keeps only that projection's.
+func TestScanProjectionsResumesFromItsCursor(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	for i := range 5 {
+		commitProjection(t, f, fmt.Sprintf("evt_%d", i), "orders/order", fmt.Sprintf("O-%d", i), int64(i+1))
+	}
+	commitProjection(t, f, "evt_s", "stripe/stripe_subscription", "sub_1", 9)
+	walk := func(name string) (map[string]int64, int) {
+		seen := map[string]int64{}
+		pages, cursor := 0, ""
+		for {
+			page, err := f.L.ScanProjections(ctx, f.DB, name, cursor, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if page.Read > 2 {
+				t.Fatalf("page read %d items, limit 2", page.Read)
+			}
+			for _, p := range page.Projections {
+				if _, dup := seen[p.Name+"|"+p.Subject]; dup {
+					t.Fatalf("%s/%s seen twice", p.Name, p.Subject)
+				}
+				seen[p.Name+"|"+p.Subject] = p.Version
+			}
+			if page.Next == "" {
+				return seen, pages
+			}
+			cursor = page.Next
+		}
+	}
+	all, pages := walk("")
+	if len(all) != 6 || all["orders/order|O-3"] != 4 || all["stripe/stripe_subscription|sub_1"] != 9 || pages < 6 {
+		t.Fatalf("walk: %v in %d pages", all, pages)
+	}
+	orders, _ := walk("orders/order")
+	if len(orders) != 5 || orders["stripe/stripe_subscription|sub_1"] != 0 {
+		t.Fatalf("orders only: %v", orders)
+	}
+	if _, err := f.L.ScanProjections(ctx, f.DB, "", "not-a-cursor", 2); !errors.Is(err, ledger.ErrCursor) {
+		t.Fatalf("a made-up cursor: %v", err)
+	}
+}
+
+// An operator's backfill intent is PENDING on the due index like any
+// other, starts its audit with the operator and the reason, and is
+// written once: the same backfill again creates nothing.
+func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	commitProjection(t, f, "evt_1", "orders/order", "O-1", 3)
+	p, err := f.L.GetProjection(ctx, "orders/order", "O-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := ledger.Intent{OperationID: "op-backfill-1", Kind: "warehouse.record", Subject: "O-1", Payload: map[string]any{"version": "3"}, Policy: ledger.PolicyOnce}
+	if _, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "", "why"); !errors.Is(err, ledger.ErrInvalid) {
+		t.Fatalf("no actor: %v", err)
+	}
+	created, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "ops:alice (local:alice@box)", "warehouse rebuilt after the bucket was emptied")
+	if err != nil || !created {
+		t.Fatalf("backfill: %v %v", created, err)
+	}
+	st, err := f.L.GetIntentState(ctx, "op-backfill-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.AuditEntry{At: f.Clock.Now(), To: ledger.Status(ledger.IntentPending), Actor: "ops:alice (local:alice@box)", Action: "backfill",
+		Reason: "warehouse rebuilt after the bucket was emptied"}
+	if st.Status != ledger.IntentStatusPending || st.Causation != "orders/evt_1" || st.Version != 3 || st.Projection != "orders/order" ||
+		len(st.Audit) != 1 || st.Audit[0] != want {
+		t.Fatalf("intent %+v", st)
+	}
+	if open, err := f.L.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentPending)); err != nil || len(open) != 1 || open[0].OperationID != "op-backfill-1" {
+		t.Fatalf("not on the due index: %+v %v", open, err)
+	}
+	if created, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "ops:alice", "again"); err != nil || created {
+		t.Fatalf("second backfill: created=%v %v", created, err)
+	}
+}
