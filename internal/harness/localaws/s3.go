@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -38,7 +39,9 @@ import (
 //     it reads, never an ETag.
 //
 // Down makes every request answer 503 SlowDown (S3's throttle) without
-// touching the store: the warehouse unavailable.
+// touching the store: the warehouse unavailable. HangNext holds the next
+// PutObject's answer until the client gives up (a timeout), after or
+// before the write.
 type S3 struct {
 	URL     string
 	Backend *s3mem.Backend
@@ -53,7 +56,14 @@ type S3 struct {
 type s3Failure struct {
 	status int
 	code   string
+	// hang: hold the request until the client gives up (or HangLimit),
+	// having written it first when apply is set.
+	hang, apply bool
 }
+
+// HangLimit bounds how long a held request waits for its client to give
+// up (real time).
+const HangLimit = 5 * time.Second
 
 // NewS3 starts an empty local S3 with the given buckets.
 func NewS3(buckets ...string) *S3 {
@@ -80,6 +90,15 @@ func NewS3(buckets ...string) *S3 {
 		switch {
 		case down:
 			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+		case f != nil && f.hang:
+			if f.apply {
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			select {
+			case <-r.Context().Done():
+			case <-time.After(HangLimit):
+			}
+			writeS3Error(w, http.StatusServiceUnavailable, "RequestTimeout", "held by the local S3 past the client's timeout")
 		case f != nil:
 			writeS3Error(w, f.status, f.code, "injected by the local S3")
 		default:
@@ -148,6 +167,15 @@ func (s *S3) FailNext(status int, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failNext = append(s.failNext, s3Failure{status: status, code: code})
+}
+
+// HangNext holds the next PutObject until its client gives up (its
+// timeout) or HangLimit passes: written first when apply is set (the
+// record is stored and the answer never arrives), else never written.
+func (s *S3) HangNext(apply bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext = append(s.failNext, s3Failure{hang: true, apply: apply})
 }
 
 // Requests returns the requests served (or refused) so far, by operation.
