@@ -51,6 +51,7 @@ type S3 struct {
 	down     bool
 	failNext []s3Failure
 	requests map[string]int // by operation, as S3 would bill them
+	writes   []S3Write
 }
 
 type s3Failure struct {
@@ -87,12 +88,20 @@ func NewS3(buckets ...string) *S3 {
 			s.failNext = s.failNext[1:]
 		}
 		s.mu.Unlock()
+		// A PutObject's body is kept for the write log, and read whole
+		// before a hang: the server notices the client hanging up only
+		// once the request body is consumed.
+		var body []byte
+		if op == "PutObject" && !down {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		switch {
 		case down:
 			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
 		case f != nil && f.hang:
 			if f.apply {
-				h.ServeHTTP(httptest.NewRecorder(), r)
+				s.serve(h, httptest.NewRecorder(), r, body)
 			}
 			select {
 			case <-r.Context().Done():
@@ -102,11 +111,49 @@ func NewS3(buckets ...string) *S3 {
 		case f != nil:
 			writeS3Error(w, f.status, f.code, "injected by the local S3")
 		default:
-			h.ServeHTTP(w, r)
+			s.serve(h, w, r, body)
 		}
 	}))
 	s.URL = s.srv.URL
 	return s
+}
+
+// serve passes a request to the emulator; a PutObject it answers 200 is
+// added to the write log with its body.
+func (s *S3) serve(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
+	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	h.ServeHTTP(sw, r)
+	if s3Operation(r) == "PutObject" && sw.code == http.StatusOK {
+		s.mu.Lock()
+		s.writes = append(s.writes, S3Write{Key: strings.TrimPrefix(r.URL.Path, "/"), Body: body})
+		s.mu.Unlock()
+	}
+}
+
+// statusWriter notes the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// S3Write is one object the store wrote (a PutObject it answered 200):
+// its path ("<bucket>/<key>") and its bytes.
+type S3Write struct {
+	Key  string
+	Body []byte
+}
+
+// Writes returns the objects written so far, in the order they were
+// written (a conditional create refused with 412 writes nothing).
+func (s *S3) Writes() []S3Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]S3Write(nil), s.writes...)
 }
 
 // s3Operation names a REST request by the S3 operation it is.
@@ -142,6 +189,15 @@ func (s *S3) Close() { s.srv.Close() }
 // to the client's middleware (for example an awstrace.Recorder).
 func (s *S3) Client(apiOptions ...func(*middlewareStack) error) *s3.Client {
 	return S3At(s.URL, apiOptions...)
+}
+
+// ClientWith returns an S3 client for it with optFns applied after the
+// local endpoint's (for example aws.NopRetryer, so a 503 is seen at once).
+func (s *S3) ClientWith(optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(Config(), append([]func(*s3.Options){func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(s.URL)
+		o.UsePathStyle = true
+	}}, optFns...)...)
 }
 
 // S3At returns an S3 client for a local S3 at url.
