@@ -495,23 +495,23 @@ func (r *run) store(st Step) {
 	if r.wh == nil {
 		return
 	}
-	s3 := r.wh.S3
+	srv := r.wh.S3
 	switch st.Mode {
 	case StoreDown:
-		s3.SetDown(true)
+		srv.SetDown(true)
 		if until := r.h.Clock.Now().Add(time.Duration(st.Seconds) * time.Second); !r.storeDown || until.After(r.storeUntil) {
 			r.storeUntil = until
 		}
 		r.storeDown = true
 		r.stats.StoreOutages++
 	case StoreHangAfter:
-		s3.HangNext(true)
+		srv.HangNext(true)
 		r.stats.StoreHangs++
 	case StoreHangBefore:
-		s3.HangNext(false)
+		srv.HangNext(false)
 		r.stats.StoreHangs++
 	case Store409:
-		s3.FailNext(http.StatusConflict, "ConditionalRequestConflict")
+		srv.FailNext(http.StatusConflict, "ConditionalRequestConflict")
 	}
 }
 
