@@ -28,7 +28,9 @@ var ErrNoScan = errors.New("ledger: the DynamoDB client cannot Scan")
 // at most limit, reading at most maxRead items of the table (a Scan with
 // a filter: the table has no index of projections by update time, so the
 // read is proportional to the table, and bounded here). capped is true
-// when a bound stopped the scan before the end of the table.
+// when a bound left something out: the limit was reached with matches of
+// the last page unreturned, or a bound stopped the scan before the end of
+// the table.
 func (l *Ledger) ListProjectionsChanged(ctx context.Context, since time.Time, limit, maxRead int) (out []Projection, capped bool, err error) {
 	sc, ok := l.db.(scanner)
 	if !ok {
@@ -52,15 +54,20 @@ func (l *Ledger) ListProjectionsChanged(ctx context.Context, since time.Time, li
 		if err != nil {
 			return out, false, fmt.Errorf("scan projections changed since %s: %w", since.Format(time.RFC3339), translate(err))
 		}
-		read += int(res.ScannedCount)
-		for _, it := range res.Items {
+		// The bound counts the items asked for: a page reads at most its
+		// Limit whatever the store reports as ScannedCount (minidyn
+		// reports none), as ScanEvents holds its budget.
+		read += int(page)
+		for i, it := range res.Items {
 			p, err := decodeProjection(it)
 			if err != nil {
 				return out, false, err
 			}
 			out = append(out, p)
 			if len(out) >= limit {
-				return out, len(res.LastEvaluatedKey) > 0, nil
+				// Capped when the limit leaves anything unread: more
+				// matches in this page, or more of the table.
+				return out, i < len(res.Items)-1 || len(res.LastEvaluatedKey) > 0, nil
 			}
 		}
 		if len(res.LastEvaluatedKey) == 0 {

@@ -75,6 +75,10 @@ func runDesign(d Design, o BatchOptions) Summary {
 	schedules := make([]Schedule, o.N)
 	var mu sync.Mutex
 	done := 0
+	cfg := o.Config
+	if d.WarehouseWriter != nil {
+		cfg.WarehousePercent = 100 // a naive writer is measured where it writes
+	}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range o.Parallel {
@@ -82,7 +86,7 @@ func runDesign(d Design, o BatchOptions) Summary {
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				s := Generate(o.Seed+uint64(i), o.Config)
+				s := Generate(o.Seed+uint64(i), cfg)
 				r := Run(s, d)
 				mu.Lock()
 				schedules[i], results[i] = s, r
@@ -155,13 +159,23 @@ func (s *Stats) add(o Stats) {
 	s.OverridePerformed += o.OverridePerformed
 	s.CheckWindow += o.CheckWindow
 	s.TwoDispatchers += o.TwoDispatchers
+	s.Warehouse += o.Warehouse
+	s.Records += o.Records
+	s.StoreOutages += o.StoreOutages
+	s.StoreHangs += o.StoreHangs
+	s.RecordsWaited += o.RecordsWaited
+	s.RecordsFailed += o.RecordsFailed
+	s.RecordsRecreated += o.RecordsRecreated
+	s.RecordsRepaired += o.RecordsRepaired
+	s.RecordsReannounced += o.RecordsReannounced
+	s.LateOlder += o.LateOlder
 }
 
 // Table renders the summaries: schedules, failing schedules, schedules
 // violating each invariant, and time.
 func Table(sums []Summary) string {
 	var b strings.Builder
-	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "harness"}
+	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I9", "harness"}
 	fmt.Fprintf(&b, "%-19s %9s %7s", "design", "schedules", "failed")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %7s", c)
@@ -182,6 +196,10 @@ func Table(sums []Summary) string {
 		if st.StepFunctions > 0 {
 			fmt.Fprintf(&b, "%s: %d of %d schedules performed their effects through a Step Functions target (executions started per operation id)\n",
 				s.Design, st.StepFunctions, s.Schedules)
+		}
+		if st.Warehouse > 0 {
+			fmt.Fprintf(&b, "%s warehouse: %d of %d schedules with the sink on, %d records at the end; the store down %d times and a PutObject held past its timeout %d times; %d record intents waited, %d ended FAILED; the reconciler's check recreated %d, repaired %d, re-announced %d; %d schedules wrote a subject's older record after a newer one\n",
+				s.Design, st.Warehouse, s.Schedules, st.Records, st.StoreOutages, st.StoreHangs, st.RecordsWaited, st.RecordsFailed, st.RecordsRecreated, st.RecordsRepaired, st.RecordsReannounced, st.LateOlder)
 		}
 		if st.Stripe > 0 {
 			fmt.Fprintf(&b, "%s Stripe: %d subscription events accepted (%d applied, %d noop, %d stale), %d subscriptions ended deleted; %d facts projected from a thin event's fetch (%d Stripe API requests)\n",

@@ -211,3 +211,71 @@ func TestChaosOursWithStepFunctions(t *testing.T) {
 	}
 	reportFailures(t, s)
 }
+
+// TestChaosOursWithWarehouse: the same, with the warehouse sink on in
+// every schedule: every applied revision is a change record in a local S3
+// whose store goes down for a stretch (longer, sometimes, than the
+// dispatcher's attempts on a record), holds a PutObject past its timeout
+// after or before the write, or refuses one as a concurrent write, and
+// whose PutObject a dispatcher dies right before or after, or loses the
+// answer of. The run ends with the reconciler's warehouse check. I9 (the
+// warehouse follows the truth) must hold with every other invariant.
+func TestChaosOursWithWarehouse(t *testing.T) {
+	n := 16
+	if testing.Short() {
+		n = 4
+	}
+	sums, err := chaos.RunBatch(chaos.BatchOptions{N: n, Seed: 3000, Parallel: 4, Designs: []string{"ours"}, ShrinkFirst: 1, MaxShrinkRuns: 60,
+		Config: chaos.Config{WarehousePercent: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", chaos.Table(sums))
+	s := sums[0]
+	if st := s.Stats; st.Warehouse != n || st.Records == 0 || st.StoreOutages == 0 || st.StoreHangs == 0 || st.RecordsWaited == 0 {
+		t.Errorf("the batch exercised too little of the warehouse to mean anything: %+v", st)
+	}
+	if st := s.Stats; !testing.Short() && (st.RecordsFailed == 0 || st.RecordsRepaired == 0 || st.RecordsRecreated == 0) {
+		t.Errorf("no record intent ended FAILED and was repaired, or none was recreated for an advanced version: %+v", st)
+	}
+	reportFailures(t, s)
+}
+
+// TestChaosNaiveWarehouseWritersAreCaught runs the warehouse schedules
+// against the naive writers: "last write wins" (one object per subject,
+// overwritten: a late older revision becomes the current row) and a
+// writer that counts a record written without the store's answer. I9
+// must catch both, each in the way it breaks.
+func TestChaosNaiveWarehouseWritersAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("naive designs skipped in -short mode")
+	}
+	sums, err := chaos.RunBatch(chaos.BatchOptions{N: 4, Seed: 1, Parallel: 4, Designs: []string{chaos.WarehouseOverwrite.Name, chaos.WarehouseUnobserved.Name}, ShrinkFirst: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", chaos.Table(sums))
+	says := map[string]string{
+		chaos.WarehouseOverwrite.Name:  "the warehouse's current row is",
+		chaos.WarehouseUnobserved.Name: "SUCCEEDED must mean the store said it holds the record",
+	}
+	for _, s := range sums {
+		if s.ByInvariant[chaos.I9] == 0 {
+			t.Errorf("%s: no schedule broke I9 (%d failed: %v)", s.Design, s.Failed, s.ByInvariant)
+			continue
+		}
+		found := 0
+		for _, f := range s.Failures {
+			for _, v := range f.Violations {
+				if v.Invariant == chaos.I9 && strings.Contains(v.Detail, says[s.Design]) {
+					found++
+					t.Logf("%s, seed %d: %s", s.Design, f.Seed, v.Detail)
+					break
+				}
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s: I9 never said %q", s.Design, says[s.Design])
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -20,11 +21,12 @@ const (
 	I5      = "I5 fenced completion"
 	I6      = "I6 auditable"
 	I7      = "I7 the downstream follows the truth"
+	I9      = "I9 the warehouse follows the truth"
 	Harness = "harness error"
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{I1, I2, I3, I4, I5, I6, I7, Harness}
+var Invariants = []string{I1, I2, I3, I4, I5, I6, I7, I9, Harness}
 
 // Violation is one broken invariant with what the checker saw.
 type Violation struct {
@@ -52,6 +54,9 @@ type observed struct {
 	arrivals []pt.Arrival
 	history  map[string][]sample
 	windows  []window
+	// warehouse is what the warehouse sink's store holds at the end (nil:
+	// the sink was off).
+	warehouse *warehouseObs
 }
 
 // Ops returns the operation ids of a cancellation of subject at revision:
@@ -124,12 +129,13 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	models := map[string]subjectModel{}
 	for _, subj := range names {
 		if subjects[subj][0].Stripe() {
-			checkSubscription(subj, subjects[subj], truth, o, add)
+			models[subj] = checkSubscription(subj, subjects[subj], truth, o, add)
 			continue
 		}
-		checkSubject(subj, subjects[subj], o, add)
+		models[subj] = checkSubject(subj, subjects[subj], o, add)
 	}
 
 	// I2: effects. An order's operation ids come from its cancellations, a
@@ -223,6 +229,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		if !in.Status.Terminal() {
 			add(I1, "intent %s (%s) ended %s", short(in.OperationID), in.Kind, in.Status)
 		}
+		if in.Kind == warehouse.Kind {
+			continue // a change record, not a downstream effect: I9 (checkWarehouse)
+		}
 		if in.Status == ledger.IntentStatusSucceeded && o.effects[in.OperationID] != 1 {
 			add(I2, "intent %s is SUCCEEDED but was effective %d times", short(in.OperationID), o.effects[in.OperationID])
 		}
@@ -235,6 +244,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		}
 	}
 	checkTruth(m, o, settled, add)
+	if o.warehouse != nil {
+		checkWarehouse(models, o, settled, add)
+	}
 	return out
 }
 
@@ -276,7 +288,7 @@ func checkAudit(id string, ev ledger.Event, add func(string, string, ...any)) {
 	}
 }
 
-func checkSubject(subj string, evs []Event, o observed, add func(string, string, ...any)) {
+func checkSubject(subj string, evs []Event, o observed, add func(string, string, ...any)) subjectModel {
 	statesAt := map[int]map[string]bool{}
 	for _, e := range evs {
 		if statesAt[e.Revision] == nil {
@@ -308,6 +320,19 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 			add(I3, "%s: contradictory states %v were both applied at revision %d (one should be quarantined)", subj, keysOf(won), r)
 		}
 	}
+	m := newSubjectModel(SourceOrders)
+	for _, e := range evs {
+		ev := o.events[e.ID]
+		if ev.Status != ledger.StatusProcessed || ev.Result == nil {
+			continue
+		}
+		switch ev.Result.Outcome {
+		case ledger.OutcomeApplied:
+			m.reach(int64(e.Revision), e.Status, e.ID, true)
+		case ledger.OutcomeNoop:
+			m.reach(int64(e.Revision), e.Status, e.ID, false)
+		}
+	}
 	top := -1
 	for _, e := range evs {
 		ev := o.events[e.ID]
@@ -324,7 +349,7 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 		}
 	}
 	if top < 0 {
-		return
+		return m
 	}
 	won := map[string]bool{}
 	for _, e := range evs {
@@ -334,14 +359,17 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 			won[e.Status] = true
 		}
 	}
+	if len(won) == 1 {
+		m.final, m.state, m.ok = int64(top), keysOf(won)[0], true
+	}
 	p, ok := o.projections[subj]
 	switch {
 	case !ok:
 		add(I3, "%s: no projection, want revision %d", subj, top)
-		return
+		return m
 	case p.Version != int64(top):
 		add(I3, "%s: projection at revision %d (%v), want the highest accepted revision %d", subj, p.Version, p.State["status"], top)
-		return
+		return m
 	case len(won) == 0:
 		add(I3, "%s: no event at the highest revision %d was applied", subj, top)
 	case len(won) > 1:
@@ -349,6 +377,7 @@ func checkSubject(subj string, evs []Event, o observed, add func(string, string,
 	case !won[fmt.Sprint(p.State["status"])]:
 		add(I3, "%s: projection says %v at revision %d, the applied event said %v", subj, p.State["status"], top, keysOf(won))
 	}
+	return m
 }
 
 func actions(audit []ledger.AuditEntry) string {

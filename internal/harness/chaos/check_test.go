@@ -8,6 +8,9 @@ import (
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
+	"github.com/effectively-once/webhooks/pkg/builtin"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // The checker on hand-made final states: each case breaks one invariant,
@@ -330,4 +333,154 @@ func TestCheckTruthLatest(t *testing.T) {
 			t.Fatalf("an operator-owned newest intent was judged: %v", v)
 		}
 	}
+}
+
+// I9 on hand-made runs: O-1 created at r1, cancelled at r3, confirmed at
+// r2 too late (stale), and cancelled again at r4 (the version advanced,
+// the same state: its record written by the reconciler's check); and a
+// subscription created active, then deleted. The right warehouse passes,
+// each broken rule is found, and an operator-owned record may be missing
+// unless it is the current one's and only FAILED.
+func TestCheckWarehouse(t *testing.T) {
+	const sub = "sub_chaos_1"
+	s := Schedule{Events: []Event{
+		{ID: "a", Subject: "O-1", Revision: 1, Status: "created"},
+		{ID: "b", Subject: "O-1", Revision: 3, Status: "cancelled"},
+		{ID: "c", Subject: "O-1", Revision: 2, Status: "confirmed"},
+		{ID: "d", Subject: "O-1", Revision: 4, Status: "cancelled"},
+		{ID: "evt_c", Source: SourceStripe, Subject: sub, Type: "created", Revision: 0, Status: "active"},
+		{ID: "evt_d", Source: SourceStripe, Subject: sub, Type: "deleted", Revision: 4, Status: "canceled"},
+	}}
+	accepted := []bool{true, true, true, true, true, true}
+	rf, nt := Ops("O-1", 3)
+	created, deleted := s.Events[4], s.Events[5]
+	const prefix = "records"
+	type rev struct {
+		scope, proj, subject string
+		v                    int64
+		state                map[string]any
+		event                string
+	}
+	record := func(r rev) (op, key string, body []byte, in ledger.IntentState) {
+		wi := warehouse.Intent(projection.Write{Name: r.scope + "/" + r.proj, Subject: r.subject, Version: r.v, State: r.state}, r.scope, r.event, pt.Start, 0)
+		rec, err := warehouse.FromPayload(wi.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, err = rec.Encode(); err != nil {
+			t.Fatal(err)
+		}
+		return wi.OperationID, warehouse.Key(prefix, r.scope, r.proj, r.subject, r.v), body,
+			ledger.IntentState{OperationID: wi.OperationID, Kind: warehouse.Kind, Subject: r.subject, Status: ledger.IntentStatusSucceeded, Payload: wi.Payload}
+	}
+	order := func(v int64, status, event string) rev {
+		return rev{"orders", builtin.OrderProjection, "O-1", v, map[string]any{"status": status}, event}
+	}
+	subscription := func(e Event) rev {
+		return rev{"stripe", builtin.StripeSubscriptionProjection, sub, StripeVersion(e),
+			map[string]any{"status": e.Status, "deleted": e.Type == "deleted"}, e.ID}
+	}
+	revs := map[string]rev{"v1": order(1, "created", "a"), "v3": order(3, "cancelled", "b"), "v4": order(4, "cancelled", "d"),
+		"created": subscription(created), "deleted": subscription(deleted)}
+	ops, keys, bodies := map[string]string{}, map[string]string{}, map[string][]byte{}
+	good := func() observed {
+		w := &warehouseObs{prefix: prefix, objects: map[string][]byte{}, intents: map[string]ledger.IntentState{}}
+		o := observed{
+			events: map[string]ledger.Event{"a": processed("a", ledger.OutcomeApplied), "b": processed("b", ledger.OutcomeApplied),
+				"c": processed("c", ledger.OutcomeStale), "d": processed("d", ledger.OutcomeNoop),
+				"evt_c": processed("evt_c", ledger.OutcomeApplied), "evt_d": processed("evt_d", ledger.OutcomeApplied)},
+			projections: map[string]ledger.Projection{
+				"O-1": {Subject: "O-1", Version: 4, State: map[string]any{"status": "cancelled"}},
+				sub:   {Subject: sub, Version: StripeVersion(deleted), Terminal: true, State: map[string]any{"status": "canceled", "deleted": true}},
+			},
+			effects:   map[string]int{rf: 1, nt: 1, StripeOp(created): 1, StripeOp(deleted): 1},
+			warehouse: w,
+		}
+		for name, r := range revs {
+			op, key, body, in := record(r)
+			ops[name], keys[name], bodies[name] = op, key, body
+			w.objects[key], w.intents[op] = body, in
+		}
+		return o
+	}
+	if v := check(s, accepted, good(), true); len(v) != 0 {
+		t.Fatalf("the right warehouse was judged wrong: %v", v)
+	}
+	cases := []struct {
+		name, says string
+		breakIt    func(o *observed)
+	}{
+		{"last write wins: one object per subject, the late older revision in it", "current row is version 1", func(o *observed) {
+			w := o.warehouse
+			for _, n := range []string{"v1", "v3", "v4"} {
+				delete(w.objects, keys[n])
+			}
+			w.objects[prefix+"/scope=orders/projection=order/subject=Ty0x/current.json"] = bodies["v1"]
+		}},
+		{"a stale revision recorded", "version 2 (confirmed, by c), which the model says was never applied", func(o *observed) {
+			_, key, body, _ := record(order(2, "confirmed", "c"))
+			o.warehouse.objects[key] = body
+		}},
+		{"a record with another state", "the record of version 3 says confirmed", func(o *observed) {
+			_, _, body, _ := record(order(3, "confirmed", "b"))
+			o.warehouse.objects[keys["v3"]] = body
+		}},
+		{"a record naming another event", "names event a", func(o *observed) {
+			_, _, body, _ := record(order(3, "cancelled", "a"))
+			o.warehouse.objects[keys["v3"]] = body
+		}},
+		{"a version twice in the change log", "version 3 appears 2 times", func(o *observed) {
+			o.warehouse.objects[keys["v3"]+".copy"] = bodies["v3"]
+		}},
+		{"SUCCEEDED without the record in the store", "holds nothing at its key", func(o *observed) {
+			delete(o.warehouse.objects, keys["v1"])
+		}},
+		{"an applied revision missing from the change log", "version 1 was applied (by [a])", func(o *observed) {
+			delete(o.warehouse.objects, keys["v1"])
+		}},
+		{"the current version's record FAILED and never repaired", "current row is version 3", func(o *observed) {
+			delete(o.warehouse.objects, keys["v4"])
+			in := o.warehouse.intents[ops["v4"]]
+			in.Status = ledger.IntentStatusFailed
+			o.warehouse.intents[ops["v4"]] = in
+		}},
+		{"the deletion not recorded as deleted", "says canceled; the event applied there said [canceled+deleted]", func(o *observed) {
+			r := revs["deleted"]
+			r.state = map[string]any{"status": "canceled", "deleted": false}
+			_, _, body, _ := record(r)
+			o.warehouse.objects[keys["deleted"]] = body
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good()
+			tc.breakIt(&o)
+			wantDetail(t, I9, tc.says, check(s, accepted, o, true))
+		})
+	}
+	// Owned by an operator: an older revision's FAILED record, or the
+	// current one's QUARANTINED record, may be missing.
+	for name, owned := range map[string]struct {
+		rev string
+		st  ledger.IntentStatus
+	}{"older FAILED": {"v1", ledger.IntentStatusFailed}, "current QUARANTINED": {"v4", ledger.IntentStatusQuarantined}} {
+		o := good()
+		delete(o.warehouse.objects, keys[owned.rev])
+		in := o.warehouse.intents[ops[owned.rev]]
+		in.Status = owned.st
+		o.warehouse.intents[ops[owned.rev]] = in
+		if v := check(s, accepted, o, true); len(v) != 0 {
+			t.Fatalf("%s: an operator-owned record was judged: %v", name, v)
+		}
+	}
+	// A repair that SUCCEEDED makes the FAILED original's record due again.
+	o := good()
+	delete(o.warehouse.objects, keys["v1"])
+	in := o.warehouse.intents[ops["v1"]]
+	in.Status = ledger.IntentStatusFailed
+	o.warehouse.intents[ops["v1"]] = in
+	rep := in
+	rep.OperationID, rep.Status = warehouse.RepairID(ops["v1"], 1), ledger.IntentStatusSucceeded
+	o.warehouse.intents[rep.OperationID] = rep
+	wantDetail(t, I9, "version 1 was applied", check(s, accepted, o, true))
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/harness/chaos/naive"
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/reconciler"
 )
 
 // Naive returns the design of a naive processing core (package naive):
@@ -48,9 +49,32 @@ var DispatchEverything = Design{
 	},
 }
 
+// WarehouseOverwrite is ours with the naive "last write wins" warehouse
+// writer (naive.Overwrite): one object per subject, overwritten by every
+// record, so the order of the writes, not the version, decides the
+// current row.
+var WarehouseOverwrite = func() Design {
+	d := warehouseDesign("warehouse-overwrite", func(e *outbox.WarehouseEffect) outbox.Effect { return naive.Overwrite{WarehouseEffect: e} })
+	d.WarehouseHead = func(h reconciler.S3Header) reconciler.S3Header { return naive.OverwriteHead{S3Header: h} }
+	return d
+}()
+
+// WarehouseUnobserved is ours with a warehouse writer that counts a
+// record written without the store's answer (naive.Unobserved).
+var WarehouseUnobserved = warehouseDesign("warehouse-unobserved", func(e *outbox.WarehouseEffect) outbox.Effect { return naive.Unobserved{WarehouseEffect: e} })
+
+// warehouseDesign is ours with another warehouse writer; every schedule
+// runs with the sink on.
+func warehouseDesign(name string, writer func(*outbox.WarehouseEffect) outbox.Effect) Design {
+	d := Ours
+	d.Name, d.WarehouseWriter = name, writer
+	return d
+}
+
 // Designs returns every design by name: "ours" and the naive ones.
 func Designs() map[string]Design {
-	ds := map[string]Design{Ours.Name: Ours, DispatchEverything.Name: DispatchEverything}
+	ds := map[string]Design{Ours.Name: Ours, DispatchEverything.Name: DispatchEverything,
+		WarehouseOverwrite.Name: WarehouseOverwrite, WarehouseUnobserved.Name: WarehouseUnobserved}
 	for _, k := range naive.Kinds {
 		ds[string(k)] = Naive(k)
 	}

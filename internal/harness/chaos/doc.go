@@ -79,6 +79,25 @@
 // so the reference model is unchanged: the effects the checker counts are
 // the executions started per operation id.
 //
+// # The warehouse sink
+//
+// A share of the schedules (Config.WarehousePercent; scripts/chaos
+// -warehouse, 50% by default) runs with the warehouse sink on
+// (Schedule.Warehouse): every applied revision's commit writes a
+// warehouse.record intent, and the dispatchers write the records to a
+// local S3 (localaws.S3), each with its own S3 client, so a crash step
+// hits the sink's PutObject like any of the dispatcher's calls. The sink's
+// own random stream adds its failures: the store down for a stretch of
+// manual time (20 s to 10 min: longer, sometimes, than the dispatcher's
+// attempts on one record, which then ends FAILED), a PutObject held past
+// the writer's timeout after or before the write, one refused as a
+// concurrent write (409), and 0-2 dispatcher crash steps right before or
+// after a PutObject or losing its answer; a third of the other dispatcher
+// crash steps move to S3.PutObject. The reconciler runs with its warehouse
+// check (its errors while the store is down are expected), and a settled
+// run ends with one more check, whose re-drives are settled in turn. The
+// store being down counts as not settled.
+//
 // # Running one
 //
 // Redelivery follows the manual clock (pipelinetest.Virtual): a message
@@ -179,6 +198,21 @@
 //     otherwise. Every call carries the model's version of its truth in
 //     X-Subject-Version and as the body's subject_version string, exactly
 //     (a Stripe deletion's is above 2^53).
+//   - I9 (warehouse.go): the warehouse follows the truth, judged from the
+//     same model as I3 (the schedule, the business rules and the recorded
+//     processing order), never from the ledger's projections. Every record
+//     in the store is of a version the model says the subject reached
+//     (applied there, found there, or advanced to with the same state),
+//     carries that version's state and an event that made it, and each
+//     (subject, version) appears at most once; a stale, quarantined or
+//     never-sent revision has none. Once settled, the store's current row
+//     of each subject (its highest version, as localwarehouse's
+//     current_state reads it) is the model's final version and state,
+//     unless that record's intent (or latest repair) is QUARANTINED; every
+//     revision an event applied has its record unless its intent is
+//     QUARANTINED or FAILED (the reconciler repairs the current version's
+//     only); and a SUCCEEDED record intent has its record at its key,
+//     byte for byte (SUCCEEDED means the store answered).
 //
 // # Naive designs
 //
@@ -189,6 +223,14 @@
 // forged or replayed, hence expected nowhere). dispatch-everything is ours
 // with the dispatcher before issue 12 (naive.TruthBlind: the projection
 // is hidden from it and no subject cursor is taken), Stripe included.
+// warehouse-overwrite and warehouse-unobserved are ours with a naive
+// warehouse writer (every schedule with the sink on): one object per
+// subject overwritten by each record, so the last write, not the highest
+// version, is the current row (naive.Overwrite; its drift check asks for
+// the subject's object); and a writer that counts a record written
+// whatever the store answered (naive.Unobserved). I9 catches both, the
+// first by a late older revision as the current row, the second by
+// SUCCEEDED intents without their records.
 //
 // # Not covered
 //

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/reconciler"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
@@ -48,6 +50,14 @@ type Design struct {
 	// DispatcherLedger, when set, wraps each dispatcher's ledger (an
 	// Outbox design whose dispatcher is told something else than ours).
 	DispatcherLedger func(outbox.Ledger) outbox.Ledger
+	// WarehouseWriter, when set, replaces each dispatcher's warehouse
+	// writer (a naive one, given ours to reuse its client and
+	// configuration), and turns the warehouse sink on in every schedule
+	// (RunBatch generates them all with Schedule.Warehouse).
+	WarehouseWriter func(*outbox.WarehouseEffect) outbox.Effect
+	// WarehouseHead, when set, wraps the S3 client of the reconciler's
+	// warehouse check (a naive sink's notion of a record being there).
+	WarehouseHead func(reconciler.S3Header) reconciler.S3Header
 }
 
 // DispatcherLease is the chaos dispatchers' lease on an intent (manual
@@ -103,6 +113,18 @@ type Stats struct {
 	// StepFunctions counts the schedules whose effects a Step Functions
 	// target performed (Schedule.EffectTarget).
 	StepFunctions int
+	// The warehouse sink (I9): Warehouse counts the schedules that ran
+	// with it on; Records the records their warehouses held at the end;
+	// StoreOutages and StoreHangs the store's scripted failures (down for
+	// a stretch; a PutObject held past its timeout); RecordsWaited the
+	// record intents that waited (RETRY_WAIT or UNCERTAIN) and
+	// RecordsFailed those that ended FAILED (attempts spent while the
+	// store was down); RecordsRecreated, RecordsRepaired and
+	// RecordsReannounced what the reconciler's warehouse check did;
+	// LateOlder the schedules in which a subject's older record was
+	// written after a newer one.
+	Warehouse, Records, StoreOutages, StoreHangs, RecordsWaited, RecordsFailed int
+	RecordsRecreated, RecordsRepaired, RecordsReannounced, LateOlder           int
 }
 
 // Failed reports whether any invariant broke.
@@ -150,6 +172,11 @@ type run struct {
 	// target performs every effect when the schedule names one
 	// (Schedule.EffectTarget); nil: the HTTP downstream does.
 	target *pt.AWSTarget
+	// wh is the warehouse sink when it is on (Schedule.Warehouse); its
+	// store is down until storeUntil (manual clock) while storeDown.
+	wh         *pt.Warehouse
+	storeDown  bool
+	storeUntil time.Time
 }
 
 // Run plays one schedule against a design and checks it.
@@ -181,6 +208,15 @@ func Run(s Schedule, d Design) (res Result) {
 		r.target.PerformOnDownstream()
 		r.stats.StepFunctions++
 	}
+	if (s.Warehouse || d.WarehouseWriter != nil) && d.Outbox {
+		// After the target: the sink's kind is never a target's. Each
+		// dispatcher writes with its own S3 client, so its crash steps
+		// can hit the PutObject.
+		r.wh = r.h.EnableWarehouse(0)
+		r.wh.PerDispatcher, r.wh.Wrap = true, d.WarehouseWriter
+		r.wh.Effect.Timeout = StoreTimeout
+		r.stats.Warehouse++
+	}
 	r.v = r.h.NewVirtual()
 	r.h.IntakeRec.LostTotal = &r.lost
 	tb.Cleanup(r.deleteQueues)
@@ -198,6 +234,7 @@ func Run(s Schedule, d Design) (res Result) {
 			continue
 		}
 		r.step(st)
+		r.storeTick()
 		r.v.Release(r.ctx)
 		r.sample(fmt.Sprintf("after step %d (%s)", i, st))
 		r.drainErrs()
@@ -440,6 +477,49 @@ func (r *run) step(st Step) {
 		r.replay(st.Event)
 	case OpForge:
 		r.forge(st.Event)
+	case OpStore:
+		r.store(st)
+	}
+}
+
+// StoreTimeout bounds the warehouse writer's requests of one call (real
+// time), as CallTimeout bounds an HTTP effect's: a held PutObject ends
+// there, its outcome unknown.
+const StoreTimeout = 300 * time.Millisecond
+
+// store scripts the warehouse's store: down (every request 503 SlowDown)
+// until the manual clock has moved st.Seconds on, or its next PutObject
+// held past the writer's timeout (after or before the write) or refused
+// as a concurrent write (409).
+func (r *run) store(st Step) {
+	if r.wh == nil {
+		return
+	}
+	srv := r.wh.S3
+	switch st.Mode {
+	case StoreDown:
+		srv.SetDown(true)
+		if until := r.h.Clock.Now().Add(time.Duration(st.Seconds) * time.Second); !r.storeDown || until.After(r.storeUntil) {
+			r.storeUntil = until
+		}
+		r.storeDown = true
+		r.stats.StoreOutages++
+	case StoreHangAfter:
+		srv.HangNext(true)
+		r.stats.StoreHangs++
+	case StoreHangBefore:
+		srv.HangNext(false)
+		r.stats.StoreHangs++
+	case Store409:
+		srv.FailNext(http.StatusConflict, "ConditionalRequestConflict")
+	}
+}
+
+// storeTick ends a store outage once the manual clock has passed it.
+func (r *run) storeTick() {
+	if r.storeDown && !r.h.Clock.Now().Before(r.storeUntil) {
+		r.wh.S3.SetDown(false)
+		r.storeDown = false
 	}
 }
 
@@ -625,8 +705,9 @@ func (r *run) resume(i int) {
 	r.afterCrash(i)
 }
 
-// reconcile runs the reconciler Lambda's core on the manual clock.
-func (r *run) reconcile() {
+// reconcile runs the reconciler Lambda's core on the manual clock, with
+// the warehouse check when the sink is on.
+func (r *run) reconcile() reconciler.Report {
 	h := r.h
 	q := reconciler.Queues{Events: h.Queues.Queue, EventsDLQ: h.Queues.DLQ}
 	if h.Outbox != nil {
@@ -636,9 +717,27 @@ func (r *run) reconcile() {
 		Registry: builtin.Default(builtin.StripeOptions{}),
 		// goaws answers a short poll with every message: no long poll here.
 		Opts: reconciler.Options{Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), MaxItems: 100, DLQWait: -1}}
-	if _, err := rc.Run(r.ctx); err != nil {
-		r.viol = append(r.viol, Violation{Invariant: Harness, Detail: "reconciler: " + err.Error()})
+	if r.wh != nil {
+		// No SDK retries: a store that is down answers at once.
+		var head reconciler.S3Header = r.wh.S3.ClientWith(func(o *s3.Options) { o.Retryer = aws.NopRetryer{} })
+		if r.d.WarehouseHead != nil {
+			head = r.d.WarehouseHead(head)
+		}
+		rc.Warehouse = &reconciler.WarehouseCheck{Ledger: h.Ledger, Bucket: r.wh.Bucket, Prefix: r.wh.Prefix, MaxState: r.wh.MaxState, S3: head}
 	}
+	rep, err := rc.Run(r.ctx)
+	if err != nil {
+		for _, e := range rep.Errors {
+			if r.storeDown && strings.HasPrefix(e, "warehouse: ") {
+				continue // the store is down: the check cannot read it, and says so
+			}
+			r.viol = append(r.viol, Violation{Invariant: Harness, Detail: "reconciler: " + e})
+		}
+	}
+	r.stats.RecordsRecreated += rep.Warehouse.Recreated
+	r.stats.RecordsRepaired += rep.Warehouse.Repaired
+	r.stats.RecordsReannounced += rep.Warehouse.Reannounced
+	return rep
 }
 
 // replay is an operator's replay of event i: only a DEAD or QUARANTINED
@@ -686,9 +785,12 @@ func (r *run) sample(when string) {
 	}
 }
 
-// settled: nothing visible or in flight in either queue, and every event
-// and intent finished.
+// settled: nothing visible or in flight in either queue, every event and
+// intent finished, and the warehouse's store up.
 func (r *run) settled() bool {
+	if r.storeDown {
+		return false
+	}
 	if r.v.InFlight() > 0 || r.h.Depth(r.h.Queues.Queue) > 0 {
 		return false
 	}
@@ -715,9 +817,11 @@ func (r *run) settled() bool {
 }
 
 // quiesce resumes paused workers and runs everything until the system is
-// settled: queues drained, time advanced past leases and backoffs, the
-// reconciler run, and (twice at most) the DEAD events replayed by an
-// operator. It reports whether it settled.
+// settled: queues drained, time advanced past leases and backoffs (and a
+// store outage), the reconciler run, and (twice at most) the DEAD events
+// replayed by an operator. With the warehouse sink on, a settled run ends
+// with the reconciler's warehouse check; whatever it re-drives is settled
+// in turn (three checks at most). It reports whether it settled.
 func (r *run) quiesce() bool {
 	for i := range r.procs {
 		r.resume(i)
@@ -725,7 +829,7 @@ func (r *run) quiesce() bool {
 	for i := range r.disps {
 		r.resumeDispatcher(i)
 	}
-	replays := 0
+	replays, checks := 0, 0
 	for range 400 {
 		got := 0
 		for i := range r.procs {
@@ -748,9 +852,19 @@ func (r *run) quiesce() bool {
 				replays++
 				continue
 			}
+			if r.wh != nil {
+				rep := r.reconcile()
+				if w := rep.Warehouse; w.Reannounced+w.Recreated+w.Repaired > 0 {
+					if checks++; checks < 3 {
+						continue
+					}
+					return false
+				}
+			}
 			return true
 		}
 		r.h.Clock.Advance(31 * time.Second)
+		r.storeTick()
 		r.v.Release(r.ctx)
 		r.reconcile()
 		r.sample("while settling")
@@ -831,6 +945,23 @@ func (r *run) observe() observed {
 			}
 			o.intents = append(o.intents, st)
 		}
+	}
+	if r.wh != nil {
+		w := &warehouseObs{prefix: r.wh.Prefix, objects: map[string][]byte{}, intents: map[string]ledger.IntentState{}, writes: r.wh.S3.Writes()}
+		for _, k := range r.wh.S3.Keys(r.wh.Bucket, r.wh.Prefix+"/") {
+			b, err := r.wh.S3.Object(r.wh.Bucket, k)
+			if err != nil {
+				panic(fatal{"warehouse object " + k + ": " + err.Error()})
+			}
+			w.objects[k] = b
+		}
+		for _, in := range o.intents {
+			if in.Kind == warehouse.Kind {
+				w.intents[in.OperationID] = in
+			}
+		}
+		o.warehouse = w
+		r.stats.add(warehouseStats(w))
 	}
 	r.stats.Intents = len(o.intents)
 	for _, n := range o.effects {

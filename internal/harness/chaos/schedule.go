@@ -24,6 +24,7 @@ const (
 	OpDownstream Op = "downstream" // the downstream's next call behaves as Mode
 	OpReplay     Op = "replay"     // an operator replays Events[Event] if it is DEAD or QUARANTINED
 	OpForge      Op = "forge"      // Events[Event] under a new id, signed with a wrong secret (must touch nothing)
+	OpStore      Op = "store"      // the warehouse's S3 store behaves as Mode (down for Seconds, or its next PutObject)
 )
 
 // Targets of a crash.
@@ -41,6 +42,19 @@ const (
 	ModeHangAfter  = "hang_after_apply"
 	ModeHangBefore = "hang_before_apply"
 )
+
+// Warehouse store modes (OpStore, schedules with the warehouse sink on).
+const (
+	StoreDown       = "down"              // every S3 request answers 503 SlowDown for Seconds of manual time
+	StoreHangAfter  = "hang_after_write"  // the next PutObject is written and its answer held past the client's timeout
+	StoreHangBefore = "hang_before_write" // the next PutObject is held past the client's timeout and never written
+	Store409        = "409"               // the next PutObject answers 409 ConditionalRequestConflict
+)
+
+// storeOutages are the lengths (seconds, manual clock) of a store
+// outage: shorter and longer than the dispatcher's attempts on one
+// record (8, about 4 minutes of backoff while the run settles).
+var storeOutages = []int{20, 61, 301, 601}
 
 // Sources of events.
 const (
@@ -119,9 +133,14 @@ type Schedule struct {
 	Dispatchers int    `json:"dispatchers"`
 	// EffectTarget, when set, is the AWS target that performs every
 	// effect instead of the HTTP downstream: TargetStepFunctions.
-	EffectTarget string  `json:"effect_target,omitempty"`
-	Events       []Event `json:"events"`
-	Steps        []Step  `json:"steps"`
+	EffectTarget string `json:"effect_target,omitempty"`
+	// Warehouse turns the warehouse sink on: every applied revision's
+	// change record is written to a local S3 (I9), whose failures the
+	// schedule's OpStore steps and a share of its dispatcher crash steps
+	// (at S3.PutObject) script.
+	Warehouse bool    `json:"warehouse,omitempty"`
+	Events    []Event `json:"events"`
+	Steps     []Step  `json:"steps"`
 }
 
 // TargetStepFunctions, as a schedule's EffectTarget: every effect starts
@@ -157,6 +176,11 @@ type Config struct {
 	// default) leaves every schedule as it was: the choice, and where a
 	// crash step hits the target's call, have their own random stream.
 	StepFunctionsPercent int
+	// WarehousePercent is the chance (percent) that a schedule runs with
+	// the warehouse sink on (Schedule.Warehouse). 0 (the default) leaves
+	// every schedule as it was: the choice, its store steps and which
+	// crash steps hit S3.PutObject have their own random stream.
+	WarehousePercent int
 }
 
 func (c Config) withDefaults() Config {
@@ -214,11 +238,13 @@ func Generate(seed uint64, cfg Config) Schedule {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	lost := rand.New(rand.NewPCG(seed, seed^0x10570a5e))
 	target := rand.New(rand.NewPCG(seed, seed^0x5f0a7a3e))
+	wh := rand.New(rand.NewPCG(seed, seed^0x3a7e40a5e))
 	between := func(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
 	s := Schedule{Seed: seed, Workers: between(1, 3), Dispatchers: between(1, 3)}
 	if cfg.StepFunctionsPercent > 0 && target.IntN(100) < cfg.StepFunctionsPercent {
 		s.EffectTarget = TargetStepFunctions
 	}
+	s.Warehouse = cfg.WarehousePercent > 0 && wh.IntN(100) < cfg.WarehousePercent
 
 	nSub := between(cfg.MinSubjects, cfg.MaxSubjects)
 	stripeSub := make([]bool, nSub)
@@ -336,6 +362,11 @@ func Generate(seed uint64, cfg Config) Schedule {
 			if cfg.LostPercent > 0 && lost.IntN(100) < cfg.LostPercent {
 				st.When = "lost"
 			}
+			if s.Warehouse && st.Target == TargetDispatcher && wh.IntN(3) == 0 {
+				// The sink's own call: the dispatcher dies right before
+				// or right after its PutObject, or the answer is lost.
+				st.Call, st.When = "S3.PutObject", []string{"before", "after", "lost"}[wh.IntN(3)]
+			}
 			return st
 		case k < 45:
 			if r.IntN(4) == 0 {
@@ -414,6 +445,37 @@ func Generate(seed uint64, cfg Config) Schedule {
 		if s.Steps[i].Op == OpPause && r.IntN(3) > 0 {
 			at := i + 1 + r.IntN(len(s.Steps)-i)
 			s.Steps = append(s.Steps[:at], append([]Step{{Op: OpResume, Target: s.Steps[i].Target, Who: s.Steps[i].Who}}, s.Steps[at:]...)...)
+		}
+	}
+	if s.Warehouse {
+		// The store fails now and then: down for a stretch, or its next
+		// PutObject held past the client's timeout (after or before the
+		// write) or refused as a concurrent write. Drawn from the sink's
+		// own stream, after everything else, so the other steps are
+		// those of the schedule without the sink (but for the crash
+		// steps moved to S3.PutObject).
+		for range 1 + wh.IntN(3) {
+			st := Step{Op: OpStore}
+			switch k := wh.IntN(20); {
+			case k < 8:
+				st.Mode, st.Seconds = StoreDown, storeOutages[wh.IntN(len(storeOutages))]
+			case k < 13:
+				st.Mode = StoreHangAfter
+			case k < 16:
+				st.Mode = StoreHangBefore
+			default:
+				st.Mode = Store409
+			}
+			at := wh.IntN(len(s.Steps) + 1)
+			s.Steps = append(s.Steps[:at], append([]Step{st}, s.Steps[at:]...)...)
+		}
+		// And a dispatcher dies right before or right after the sink's
+		// PutObject, or its answer is lost.
+		for range wh.IntN(3) {
+			st := Step{Op: OpCrash, Target: TargetDispatcher, Who: wh.IntN(s.Dispatchers), Call: "S3.PutObject",
+				When: []string{"before", "after", "lost"}[wh.IntN(3)], Ahead: 1 + wh.IntN(2)}
+			at := wh.IntN(len(s.Steps) + 1)
+			s.Steps = append(s.Steps[:at], append([]Step{st}, s.Steps[at:]...)...)
 		}
 	}
 	return s
@@ -527,6 +589,11 @@ func (st Step) String() string {
 		return fmt.Sprintf("advance %ds", st.Seconds)
 	case OpDownstream:
 		return "downstream " + st.Mode
+	case OpStore:
+		if st.Mode == StoreDown {
+			return fmt.Sprintf("store down %ds", st.Seconds)
+		}
+		return "store " + st.Mode
 	}
 	return string(st.Op)
 }
@@ -537,6 +604,9 @@ func (s Schedule) GoString() string {
 	fmt.Fprintf(&b, "chaos.Schedule{Seed: %d, Workers: %d, Dispatchers: %d,", s.Seed, s.Workers, s.Dispatchers)
 	if s.EffectTarget != "" {
 		fmt.Fprintf(&b, " EffectTarget: %q,", s.EffectTarget)
+	}
+	if s.Warehouse {
+		b.WriteString(" Warehouse: true,")
 	}
 	b.WriteString("\n\tEvents: []chaos.Event{\n")
 	for _, e := range s.Events {

@@ -198,7 +198,8 @@ type fact struct {
 	status  ledger.Status
 }
 
-func checkSubscription(subj string, evs []Event, truth map[string]string, o observed, add func(string, string, ...any)) {
+func checkSubscription(subj string, evs []Event, truth map[string]string, o observed, add func(string, string, ...any)) subjectModel {
+	m := newSubjectModel(SourceStripe)
 	statesAt := map[int64]map[string]bool{}
 	var facts []fact
 	for _, e := range evs {
@@ -243,6 +244,7 @@ func checkSubscription(subj string, evs []Event, truth map[string]string, o obse
 				wonAt[f.v] = map[string]bool{}
 			}
 			wonAt[f.v][f.state] = true
+			m.reach(f.v, f.state, f.e.ID, f.outcome == ledger.OutcomeApplied)
 			if f.outcome == ledger.OutcomeApplied {
 				applied = append(applied, f)
 			}
@@ -307,12 +309,17 @@ func checkSubscription(subj string, evs []Event, truth map[string]string, o obse
 		}
 	}
 	if top < 0 {
-		return
+		return m
+	}
+	if deletion != nil {
+		m.final, m.state, m.ok = deletion.v, deletion.state, true
+	} else if won := wonAt[top]; len(won) == 1 {
+		m.final, m.state, m.ok = top, keysOf(won)[0], true
 	}
 	p, ok := o.projections[subj]
 	if !ok {
 		add(I3, "%s: no projection, want version %d", subj, top)
-		return
+		return m
 	}
 	got := fmt.Sprint(p.State["status"])
 	if p.Terminal || p.State["deleted"] == true {
@@ -327,7 +334,7 @@ func checkSubscription(subj string, evs []Event, truth map[string]string, o obse
 		if p.Version != deletion.v || !p.Terminal || got != deletion.state {
 			add(I3, "%s: projection at version %d (%s, terminal %v), want the applied deletion %s at version %d (%s, terminal)", subj, p.Version, got, p.Terminal, deletion.e.ID, deletion.v, deletion.state)
 		}
-		return
+		return m
 	}
 	won := map[string]bool{}
 	for _, f := range facts {
@@ -347,6 +354,7 @@ func checkSubscription(subj string, evs []Event, truth map[string]string, o obse
 	case !won[got]:
 		add(I3, "%s: projection says %s at version %d, the applied event said %v", subj, got, top, keysOf(won))
 	}
+	return m
 }
 
 // typesAt names the event types sent at version v.

@@ -10,6 +10,7 @@ import (
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // I7, the downstream follows the truth (DESIGN.md §5), checked against a
@@ -482,6 +483,9 @@ func exercised(s Schedule, accepted []bool, o observed) Stats {
 	}
 	claimers := map[string]map[string]bool{}
 	for _, in := range o.intents {
+		if in.Kind == warehouse.Kind {
+			continue // change records: not the effects these count
+		}
 		for _, a := range in.Audit {
 			if a.To != ledger.Status(ledger.IntentStatusDispatching) {
 				continue

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -39,7 +40,9 @@ import (
 //     it reads, never an ETag.
 //
 // Down makes every request answer 503 SlowDown (S3's throttle) without
-// touching the store: the warehouse unavailable.
+// touching the store: the warehouse unavailable. HangNext holds the next
+// PutObject's answer until the client gives up (a timeout), after or
+// before the write.
 type S3 struct {
 	URL     string
 	Backend *s3mem.Backend
@@ -49,12 +52,20 @@ type S3 struct {
 	down     bool
 	failNext []s3Failure
 	requests map[string]int // by operation, as S3 would bill them
+	writes   []S3Write
 }
 
 type s3Failure struct {
 	status int
 	code   string
+	// hang: hold the request until the client gives up (or HangLimit),
+	// having written it first when apply is set.
+	hang, apply bool
 }
+
+// HangLimit bounds how long a held request waits for its client to give
+// up (real time).
+const HangLimit = 5 * time.Second
 
 // NewS3 starts an empty local S3 with the given buckets on a free
 // loopback port.
@@ -95,13 +106,30 @@ func StartS3(addr string, buckets ...string) (*S3, error) {
 			s.failNext = s.failNext[1:]
 		}
 		s.mu.Unlock()
+		// A PutObject's body is kept for the write log, and read whole
+		// before a hang: the server notices the client hanging up only
+		// once the request body is consumed.
+		var body []byte
+		if op == "PutObject" && !down {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		switch {
 		case down:
 			writeS3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
+		case f != nil && f.hang:
+			if f.apply {
+				s.serve(h, httptest.NewRecorder(), r, body)
+			}
+			select {
+			case <-r.Context().Done():
+			case <-time.After(HangLimit):
+			}
+			writeS3Error(w, http.StatusServiceUnavailable, "RequestTimeout", "held by the local S3 past the client's timeout")
 		case f != nil:
 			writeS3Error(w, f.status, f.code, "injected by the local S3")
 		default:
-			h.ServeHTTP(w, r)
+			s.serve(h, w, r, body)
 		}
 	}))
 	// The server's own listener (a free port) gives way to the one on addr.
@@ -110,6 +138,44 @@ func StartS3(addr string, buckets ...string) (*S3, error) {
 	s.srv.Start()
 	s.URL = s.srv.URL
 	return s, nil
+}
+
+// serve passes a request to the emulator; a PutObject it answers 200 is
+// added to the write log with its body.
+func (s *S3) serve(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
+	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	h.ServeHTTP(sw, r)
+	if s3Operation(r) == "PutObject" && sw.code == http.StatusOK {
+		s.mu.Lock()
+		s.writes = append(s.writes, S3Write{Key: strings.TrimPrefix(r.URL.Path, "/"), Body: body})
+		s.mu.Unlock()
+	}
+}
+
+// statusWriter notes the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// S3Write is one object the store wrote (a PutObject it answered 200):
+// its path ("<bucket>/<key>") and its bytes.
+type S3Write struct {
+	Key  string
+	Body []byte
+}
+
+// Writes returns the objects written so far, in the order they were
+// written (a conditional create refused with 412 writes nothing).
+func (s *S3) Writes() []S3Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]S3Write(nil), s.writes...)
 }
 
 // s3Operation names a REST request by the S3 operation it is.
@@ -147,6 +213,15 @@ func (s *S3) Client(apiOptions ...func(*middlewareStack) error) *s3.Client {
 	return S3At(s.URL, apiOptions...)
 }
 
+// ClientWith returns an S3 client for it with optFns applied after the
+// local endpoint's (for example aws.NopRetryer, so a 503 is seen at once).
+func (s *S3) ClientWith(optFns ...func(*s3.Options)) *s3.Client {
+	return s3.NewFromConfig(Config(), append([]func(*s3.Options){func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(s.URL)
+		o.UsePathStyle = true
+	}}, optFns...)...)
+}
+
 // S3At returns an S3 client for a local S3 at url.
 func S3At(url string, apiOptions ...func(*middlewareStack) error) *s3.Client {
 	return s3.NewFromConfig(Config(), func(o *s3.Options) {
@@ -170,6 +245,15 @@ func (s *S3) FailNext(status int, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failNext = append(s.failNext, s3Failure{status: status, code: code})
+}
+
+// HangNext holds the next PutObject until its client gives up (its
+// timeout) or HangLimit passes: written first when apply is set (the
+// record is stored and the answer never arrives), else never written.
+func (s *S3) HangNext(apply bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failNext = append(s.failNext, s3Failure{hang: true, apply: apply})
 }
 
 // Requests returns the requests served (or refused) so far, by operation.

@@ -25,6 +25,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/internal/queue"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // APIOption is SDK client middleware, such as awstrace.Recorder.APIOption.
@@ -286,6 +287,9 @@ func (h *Harness) NewChaosWorker(name string, extra ...APIOption) *Worker {
 	}
 	if h.Outbox != nil {
 		po.Effects = queue.Sender{Client: h.sqsSrv.Client(opts...), URL: h.Outbox.Queues.Queue}
+	}
+	if h.Warehouse != nil {
+		po.Warehouse = &warehouse.Config{MaxState: h.Warehouse.MaxState}
 	}
 	p, err := processor.New(h.newLedger(h.Dynamo.Client(opts...), name), h.Sources, h.opts.Registry, po)
 	if err != nil {

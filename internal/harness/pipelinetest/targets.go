@@ -17,6 +17,7 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/harness/localaws"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // TargetAccount is the account of the harness's local AWS targets.
@@ -132,9 +133,13 @@ func (t *AWSTarget) effect(kind string, opts ...APIOption) outbox.Effect {
 }
 
 // effectsFor is the effects of one dispatcher: the outbox's, with every
-// target kind's effect on a client of its own that carries opts.
+// target kind's effect on a client of its own that carries opts, and the
+// warehouse sink's own when it asks for one (Warehouse.PerDispatcher,
+// Warehouse.Wrap).
 func (o *Outbox) effectsFor(opts ...APIOption) map[string]outbox.Effect {
-	if len(o.targets) == 0 {
+	w := o.h.Warehouse
+	own := w.own() && o.targets[warehouse.Kind] == nil
+	if len(o.targets) == 0 && !own {
 		return o.Effects
 	}
 	out := make(map[string]outbox.Effect, len(o.Effects))
@@ -143,6 +148,9 @@ func (o *Outbox) effectsFor(opts ...APIOption) map[string]outbox.Effect {
 		if t := o.targets[k]; t != nil {
 			out[k] = t.effect(k, opts...)
 		}
+	}
+	if own {
+		out[warehouse.Kind] = w.effectFor(opts...)
 	}
 	return out
 }

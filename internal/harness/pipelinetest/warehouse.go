@@ -24,6 +24,32 @@ type Warehouse struct {
 	Rec    *awstrace.Recorder
 	// MaxState is the processors' limit on a record's state (0: the default).
 	MaxState int
+	// PerDispatcher gives each dispatcher started after it an S3 client of
+	// its own that carries the dispatcher's recorder and middleware (not
+	// Rec), so a crash, a lost answer or a pause can hit the sink's
+	// PutObject itself, as it hits the dispatcher's DynamoDB calls.
+	PerDispatcher bool
+	// Wrap, when set, replaces the warehouse effect of each dispatcher
+	// started after it with what it returns for the dispatcher's own copy
+	// of Effect (a naive writer: internal/harness/chaos/naive).
+	Wrap func(*outbox.WarehouseEffect) outbox.Effect
+}
+
+// own reports whether dispatchers get their own warehouse effect
+// (PerDispatcher or Wrap) rather than Effect itself.
+func (w *Warehouse) own() bool { return w != nil && (w.PerDispatcher || w.Wrap != nil) }
+
+// effectFor is one dispatcher's warehouse effect: a copy of Effect whose
+// client carries opts (PerDispatcher), wrapped by Wrap.
+func (w *Warehouse) effectFor(opts ...APIOption) outbox.Effect {
+	e := *w.Effect
+	if w.PerDispatcher {
+		e.Client = w.S3.Client(opts...)
+	}
+	if w.Wrap != nil {
+		return w.Wrap(&e)
+	}
+	return &e
 }
 
 // EnableWarehouse turns the warehouse sink on: processor workers started
