@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -226,7 +227,7 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 				prev = &cur
 				continue
 			}
-			return l.resolveGuard(ctx, c, write, cur)
+			return l.resolveGuard(ctx, c, write, cur, intents)
 		}
 		// An intent with the same operation id exists: another event already
 		// carried this business intent. Keep the one effect; drop ours.
@@ -262,7 +263,7 @@ func (l *Ledger) refuseUnstorable(ctx context.Context, c Claim, w *ProjectionWri
 			return Committed{}, fmt.Errorf("projection %s/%s: %w", w.Name, w.Subject, err)
 		}
 		if !(cur.Version < w.Version && !cur.Terminal && cur.Fingerprint != w.Fingerprint) {
-			return l.resolveGuard(ctx, c, w, cur)
+			return l.resolveGuard(ctx, c, w, cur, nil)
 		}
 	}
 	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, verr)
@@ -360,41 +361,51 @@ func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res 
 		}},
 	}
 	for _, in := range intents {
-		if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
-			return nil, nil, err
-		}
-		if err := validID("intent kind", in.Kind, MaxTypeLength); err != nil {
-			return nil, nil, err
-		}
-		payload, err := attributevalue.MarshalMap(in.Payload)
+		put, err := l.intentPut(c, w, in)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: intent payload: %v", ErrInvalid, err)
+			return nil, nil, err
 		}
-		it := l.intentItem(c, w, in)
-		it["payload"] = &types.AttributeValueMemberM{Value: payload}
-		if len(payload) == 0 {
-			// NULL, not an empty map (minidyn cannot rewrite an item that
-			// holds one; DynamoDB can).
-			it["payload"] = &types.AttributeValueMemberNULL{Value: true}
-		}
-		if len(in.Condition) > 0 {
-			cond, err := attributevalue.MarshalMap(in.Condition)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: intent condition: %v", ErrInvalid, err)
-			}
-			it["condition"] = &types.AttributeValueMemberM{Value: cond}
-		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName:           aws.String(l.opts.Table),
-			Item:                it,
-			ConditionExpression: aws.String("attribute_not_exists(pk)"),
-		}})
+		items = append(items, put)
 	}
 	contra, comps, err := l.contradictionItems(c, w, plan)
 	if err != nil {
 		return nil, nil, err
 	}
 	return append(items, contra...), comps, nil
+}
+
+// intentPut is the transaction's Put of a new PENDING intent, refused if
+// its operation id exists.
+func (l *Ledger) intentPut(c Claim, w *ProjectionWrite, in Intent) (types.TransactWriteItem, error) {
+	if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	if err := validID("intent kind", in.Kind, MaxTypeLength); err != nil {
+		return types.TransactWriteItem{}, err
+	}
+	payload, err := attributevalue.MarshalMap(in.Payload)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("%w: intent payload: %v", ErrInvalid, err)
+	}
+	it := l.intentItem(c, w, in)
+	it["payload"] = &types.AttributeValueMemberM{Value: payload}
+	if len(payload) == 0 {
+		// NULL, not an empty map (minidyn cannot rewrite an item that
+		// holds one; DynamoDB can).
+		it["payload"] = &types.AttributeValueMemberNULL{Value: true}
+	}
+	if len(in.Condition) > 0 {
+		cond, err := attributevalue.MarshalMap(in.Condition)
+		if err != nil {
+			return types.TransactWriteItem{}, fmt.Errorf("%w: intent condition: %v", ErrInvalid, err)
+		}
+		it["condition"] = &types.AttributeValueMemberM{Value: cond}
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:           aws.String(l.opts.Table),
+		Item:                it,
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}}, nil
 }
 
 // intentItem is a new PENDING intent as commit writes it, without its
@@ -451,7 +462,7 @@ func (l *Ledger) projectionAt(ctx context.Context, w *ProjectionWrite, item map[
 }
 
 // resolveGuard records what a failed version guard means (DESIGN.md §6).
-func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, old Projection) (Committed, error) {
+func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, intents []Intent) (Committed, error) {
 	res := Result{Projection: w.Name, Subject: w.Subject, Version: w.Version}
 	switch {
 	case old.Terminal || old.Version > w.Version:
@@ -470,18 +481,41 @@ func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, 
 		return Committed{Conflict: true, Result: res}, l.Quarantine(ctx, c, "version_conflict", msg)
 	default:
 		// Newer version, same business state: advance the version (so an
-		// older event can never apply later) but create no intents.
+		// older event can never apply later) but create no business
+		// intents: nothing the business acts on changed. The warehouse's
+		// record of the new version is written (the version is canonical
+		// now, and the warehouse follows the canonical version).
 		res.Outcome = OutcomeNoop
-		return Committed{Result: res}, l.advance(ctx, c, w, old, res)
+		var records []Intent
+		for _, in := range intents {
+			if in.Kind == warehouse.Kind {
+				records = append(records, in)
+				res.Operations = append(res.Operations, Operation{ID: in.OperationID, Kind: in.Kind})
+			}
+		}
+		res.Intents = len(records)
+		done := Committed{Result: res}
+		for _, in := range records {
+			done.Intents = append(done.Intents, in.OperationID)
+		}
+		return done, l.advance(ctx, c, w, old, res, records)
 	}
 }
 
-func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, res Result) error {
+func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, res Result, records []Intent) error {
 	eventUpdate, err := l.finishUpdate(c, res, withNote("newer version, same state", w.Note))
 	if err != nil {
 		return err
 	}
-	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	var puts []types.TransactWriteItem
+	for _, in := range records {
+		put, err := l.intentPut(c, w, in)
+		if err != nil {
+			return err
+		}
+		puts = append(puts, put)
+	}
+	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append([]types.TransactWriteItem{
 		{Update: eventUpdate},
 		{Update: &types.Update{
 			TableName:           aws.String(l.opts.Table),
@@ -493,7 +527,7 @@ func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old P
 				":now": nv(ms(l.now())), ":ev": sv(c.Event.Source + "/" + c.Event.EventID),
 			},
 		}},
-	}})
+	}, puts...)})
 	if err == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package localwarehouse_test
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -186,5 +187,41 @@ func TestWarehouseDeletedRecordIsRepaired(t *testing.T) {
 	}
 	if got := h.Outbox.Down.EffectiveByKey(); !maps.Equal(got, effective) {
 		t.Fatalf("effective calls %v, want %v", got, effective)
+	}
+}
+
+// A revision whose state equals the subject's (a newer version, nothing
+// the business acts on changed) advances the canonical version, so the
+// warehouse records it too, from the processor's commit, without waiting
+// for the reconciler: the current row's version is the canonical one. Its
+// business effects are not written again.
+func TestANewerVersionWithTheSameStateIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	h := pt.NewOrders(t, pt.Options{}, pt.OutboxOptions{})
+	wh := h.EnableWarehouse(0)
+	w := h.NewWorker("w1")
+	d := h.Outbox.NewDispatcher("d1")
+	h.DeliverOrder("msg-1", pt.OrderEvent("order.created", o42, 1, "", ""))
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+	before := h.Outbox.Down.EffectiveByKey()
+	h.DeliverOrder("msg-2", pt.OrderEvent("order.created", o42, 2, "", ""))
+	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
+
+	p, err := h.Ledger.GetProjection(ctx, "orders/"+builtin.OrderProjection, o42)
+	if err != nil || p.Version != 2 {
+		t.Fatalf("canonical: version %d, %v; want 2 (advanced)", p.Version, err)
+	}
+	var versions []int64
+	for _, r := range wh.Records() {
+		versions = append(versions, r.VersionInt())
+	}
+	if !slices.Equal(versions, []int64{1, 2}) {
+		t.Fatalf("change log versions %v, want [1 2]: the advanced version is recorded by the commit", versions)
+	}
+	if st := h.Outbox.Intent(warehouse.OperationID("orders", builtin.OrderProjection, o42, 2)).Status; st != ledger.IntentStatusSucceeded {
+		t.Fatalf("record of v2: %s, want SUCCEEDED (observed)", st)
+	}
+	if after := h.Outbox.Down.EffectiveByKey(); !maps.Equal(after, before) {
+		t.Fatalf("effective calls moved from %v to %v on a revision with the same state", before, after)
 	}
 }
