@@ -8,6 +8,7 @@ import (
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -70,6 +71,10 @@ func (k *kit) check(s schedule, o observed) []Failure {
 			fail(HighestVersion, "subject %s ends at version %d with %s, want version %d with %s: %s",
 				key, got.Version, render(got.State), want.version, render(want.values), why)
 		}
+	}
+
+	if k.p.Warehouse {
+		checkWarehouse(keys, x.final, o.records, fail)
 	}
 
 	// The effects: per operation id, against the model.
@@ -289,4 +294,27 @@ func dedupe(fs []Failure) []Failure {
 		}
 	}
 	return out
+}
+
+// checkWarehouse checks WarehouseFollows: each subject's highest-version
+// record is the final version with the final state.
+func checkWarehouse(keys []subjectKey, final map[subjectKey]state, records []warehouse.Record, fail func(Rule, string, ...any)) {
+	top := map[subjectKey]warehouse.Record{}
+	for _, r := range records {
+		key := subjectKey{name: projection.ScopedName(r.Scope, r.Projection), subject: r.Subject}
+		if cur, ok := top[key]; !ok || r.VersionInt() > cur.VersionInt() {
+			top[key] = r
+		}
+	}
+	for _, key := range keys {
+		want := final[key]
+		got, ok := top[key]
+		switch {
+		case !ok:
+			fail(WarehouseFollows, "subject %s has no record in the warehouse, want version %d with %s", key, want.version, render(want.values))
+		case got.VersionInt() != want.version || projection.Fingerprint(got.State) != want.fp:
+			fail(WarehouseFollows, "subject %s: the warehouse's current row is version %d with %s, want version %d with %s",
+				key, got.VersionInt(), render(got.State), want.version, render(want.values))
+		}
+	}
 }

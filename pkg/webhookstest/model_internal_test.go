@@ -1,11 +1,15 @@
 package webhookstest
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
@@ -164,5 +168,36 @@ func TestTheCheckerNamesTheRuleEachImpossibleRunBreaks(t *testing.T) {
 			}
 			t.Fatalf("no %q failure says %q:\n%v", c.rule, c.says, fs)
 		})
+	}
+}
+
+// WarehouseFollows fails a subject without a record, and one whose
+// current row is an older version or another state than the canonical
+// one; a late older record below the current one is fine.
+func TestCheckWarehouseNamesTheSubjectBehind(t *testing.T) {
+	key := subjectKey{name: "orders/order", subject: "O-42"}
+	final := map[subjectKey]state{key: {version: 3, values: map[string]any{"status": "confirmed"}, fp: projection.Fingerprint(map[string]any{"status": "confirmed"})}}
+	rec := func(v int, status string) warehouse.Record {
+		return warehouse.Record{Scope: "orders", Projection: "order", Subject: "O-42", Version: json.Number(strconv.Itoa(v)), State: map[string]any{"status": status}}
+	}
+	for name, c := range map[string]struct {
+		records []warehouse.Record
+		want    string
+	}{
+		"in step, older rows after":  {[]warehouse.Record{rec(3, "confirmed"), rec(1, "created")}, ""},
+		"no record":                  {nil, "has no record in the warehouse, want version 3"},
+		"an older current row":       {[]warehouse.Record{rec(1, "created"), rec(2, "cancelled")}, "current row is version 2"},
+		"the right version, a state": {[]warehouse.Record{rec(3, "cancelled")}, `current row is version 3 with {"status":"cancelled"}`},
+	} {
+		var got []string
+		checkWarehouse([]subjectKey{key}, final, c.records, func(r Rule, f string, a ...any) {
+			got = append(got, string(r)+": "+fmt.Sprintf(f, a...))
+		})
+		switch {
+		case c.want == "" && len(got) > 0:
+			t.Errorf("%s: %v, want none", name, got)
+		case c.want != "" && (len(got) != 1 || !strings.Contains(got[0], c.want) || !strings.HasPrefix(got[0], string(WarehouseFollows))):
+			t.Errorf("%s: %v, want one %q", name, got, c.want)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/reconciler"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // observed is what one run left: the ledger's rows, the downstream's
@@ -34,6 +35,8 @@ type observed struct {
 	problems []Failure
 	// crashed: an instance crashed and was replaced.
 	crashed bool
+	// records are the warehouse's change records (Pipeline.Warehouse).
+	records []warehouse.Record
 }
 
 // Bounds of a run, in rounds of the settle loops (each idle round moves
@@ -113,6 +116,9 @@ func (r *runner) start(tb *runTB) {
 	for _, e := range k.cfg.effects {
 		ob.Effects[e.Kind] = &outbox.HTTPEffect{Name: e.Kind, URL: ob.URL + "/" + e.Kind, StatusURL: ob.URL + "/status",
 			Secret: pt.DownstreamToken, Window: e.Window(), Client: client, Clock: r.h.Clock, Scopes: e.Scopes}
+	}
+	if k.p.Warehouse {
+		r.h.EnableWarehouse(0)
 	}
 	r.v = r.h.NewVirtual()
 	r.worker = r.newWorker()
@@ -272,6 +278,9 @@ func (r *runner) observe() {
 		o.counts[who] = rec.Counts()
 	}
 	o.arrivals = r.h.Outbox.Arrivals("")
+	if r.h.Warehouse != nil {
+		o.records = r.h.Warehouse.Records()
+	}
 	o.effective = r.h.Outbox.Down.EffectiveByKey()
 }
 

@@ -43,6 +43,11 @@ type Pipeline struct {
 	// points. A failure message names it: the same seed plays the same
 	// runs.
 	Seed uint64
+	// Warehouse turns the warehouse sink on in every run (as
+	// WAREHOUSE_BUCKET does on AWS): each applied revision becomes a
+	// change record in an in-process S3, and the kit checks the rule
+	// WarehouseFollows.
+	Warehouse bool
 }
 
 // Event is one provider event of the team's subjects, with what the team
@@ -106,6 +111,10 @@ const (
 	// contradicted; an intent kind without an effect in EFFECTS, or one
 	// whose effect does not serve the source's scope, breaks it.
 	Processed Rule = "every event and intent processed"
+	// WarehouseFollows (with Pipeline.Warehouse): per subject, the
+	// warehouse's current row (its highest-version record) is the version
+	// and state of HighestVersion, and no record is of a version above it.
+	WarehouseFollows Rule = "the warehouse follows the canonical state"
 )
 
 // Failure is one broken rule, with what the kit saw.

@@ -244,3 +244,13 @@ func TestAConfigurationTheKitCannotRunFailsTheTestAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// With the warehouse on, the kit's runs record every applied revision and
+// check that each subject's current row is its canonical version and
+// state: our order workflow passes, across orders and crashes.
+func TestOurOrderWorkflowPassesWithTheWarehouse(t *testing.T) {
+	p := orders(builtin.NewOrders(builtin.OrderOptions{}))
+	p.Warehouse = true
+	p.Orders, p.Crashes = 6, 4
+	p.Check(t, cancelledThenConfirmed...)
+}

@@ -18,11 +18,13 @@ import (
 // steps; the kit checks the outcome against what the events declare.
 
 // shop is the shop's configuration around a registry: its Stripe source
-// and the effects its rules ask for, each serving the source's scope.
+// and the effects its rules ask for, each serving the source's scope,
+// with the warehouse on: the shop records its orders for its analysts.
 func shop(reg *projection.Registry) webhookstest.Pipeline {
 	return webhookstest.Pipeline{
-		Rules:   app.Rules{Registry: reg},
-		Sources: `{"sources":[{"name":"shop-stripe","kind":"stripe"}]}`,
+		Warehouse: true,
+		Rules:     app.Rules{Registry: reg},
+		Sources:   `{"sources":[{"name":"shop-stripe","kind":"stripe"}]}`,
 		Effects: `{"effects":[` +
 			`{"kind":"ship_order","scopes":["shop-stripe"]},` +
 			`{"kind":"cancel_shipment","scopes":["shop-stripe"]},` +
