@@ -2,6 +2,7 @@ package stack_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestTheWarehouseContextKeysMapToItsProps(t *testing.T) {
 		// WHEN the warehouse keys are given
 		cfg, err := fromContext(t, c.ctx)
 		// THEN they become the construct's Warehouse props
-		if err != nil || cfg.Warehouse == nil || *cfg.Warehouse != c.want || cfg.Props().Warehouse != cfg.Warehouse {
+		if err != nil || cfg.Warehouse == nil || !reflect.DeepEqual(*cfg.Warehouse, c.want) || cfg.Props().Warehouse != cfg.Warehouse {
 			t.Errorf("%s: %+v, %v; want %+v", c.name, cfg.Warehouse, err, c.want)
 		}
 	}

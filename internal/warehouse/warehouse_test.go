@@ -12,7 +12,7 @@ import (
 
 type named string
 
-func (n named) Name() string { return string(n) }
+func (n named) Name() string                                      { return string(n) }
 func (named) Project(projection.Event) (projection.Result, error) { return projection.Result{}, nil }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
