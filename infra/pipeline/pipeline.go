@@ -640,6 +640,7 @@ const (
 	ddbPut    = "dynamodb:PutItem"
 	ddbUpdate = "dynamodb:UpdateItem"
 	ddbQuery  = "dynamodb:Query"
+	ddbScan   = "dynamodb:Scan"
 
 	sqsSend       = "sqs:SendMessage" // also covers SendMessageBatch
 	sqsReceive    = "sqs:ReceiveMessage"

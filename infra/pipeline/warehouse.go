@@ -495,6 +495,10 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 //     only: without ListBucket, S3 answers a HeadObject of a missing key
 //     403 instead of 404 (the S3 API reference, HeadObject, "Permissions"),
 //     and a missing record could not be told from a refused read.
+//     In the ledger, its warehouse check finds the projections changed
+//     since its lookback with a bounded Scan of the table (the table has
+//     no index by update time), and writes the record intent a revision
+//     lacks, or a repair, with a PutItem under the intent's key (OP#).
 //
 // The bucket is S3-managed encrypted, so no KMS grant is needed.
 func (s *Pipeline) warehouseGrants(res *WarehouseResources) {
@@ -502,6 +506,8 @@ func (s *Pipeline) warehouseGrants(res *WarehouseResources) {
 	di, re := s.Functions[Dispatcher], s.Functions[Reconciler]
 	di.grantOn([]string{s3Get, s3Put}, objects)
 	re.grantOn([]string{s3Get}, objects)
+	re.grantOn([]string{ddbScan}, s.Table.TableArn())
+	re.grantWrites(s.Table.TableArn(), ledgerWrites{ddbPut: {anyKey(pkIntents)}})
 	re.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings(s3List),
 		Resources:  &[]*string{res.Bucket.BucketArn()},

@@ -42,6 +42,18 @@ func bridgeStack(t testing.TB) *synthed {
 	})
 }
 
+// bridgeWarehouseStack is bridgeStack with the warehouse on.
+func bridgeWarehouseStack(t testing.TB) *synthed {
+	t.Helper()
+	bridgeStack(t) // writes the bridge's bootstrap asset
+	return synth(t, "bridgewarehouse", map[string]any{
+		"warehouse": "true",
+		"sources": `[{"name":"stripe","kind":"stripe","delivery":"https+eventbridge","eventSource":"` + bridgeStripeSource + `"},
+			{"name":"shop","kind":"shopify","delivery":"eventbridge","eventSource":"` + bridgeShopSource + `"},
+			{"name":"gh","kind":"github"}]`,
+	})
+}
+
 func (s *synthed) queueID(t testing.TB, name string) string {
 	t.Helper()
 	for id, q := range s.ofType("AWS::SQS::Queue") {

@@ -160,10 +160,12 @@ var ledgerMethodWrites = map[string]map[string][]string{
 	"LockSubject":    {"dynamodb:UpdateItem": {"CUR#"}},
 	"MarkSynced":     {"dynamodb:UpdateItem": {"CUR#"}},
 	"ClaimBody":      {"dynamodb:PutItem": {"BH#"}},
+	"PutIntent":      {"dynamodb:PutItem": {"OP#"}},
+	"BackfillIntent": {"dynamodb:PutItem": {"OP#"}}, // webhookctl's, no function's
 }
 
 var ledgerReads = []string{"Get", "Payload", "GetProjection", "GetIntentState", "GetCursor", "ListDue", "ListDueIntents",
-	"ListOpen", "ListSyncDue", "ScanEvents", "Table", "Reader"}
+	"ListOpen", "ListSyncDue", "ScanEvents", "Table", "Reader", "ListProjectionsChanged", "ScanProjections"}
 
 // The ledger interfaces each function's code holds (pkg/app
 // passes its *ledger.Ledger to nothing else): the reconciler also runs the
@@ -185,7 +187,25 @@ var neverCalled = map[string][]string{
 	pipeline.Reconciler: {"ClaimBody"},
 }
 
+// warehouseLedgers are the ledger interfaces a function's code holds
+// beyond functionLedgers when the warehouse is on: the reconciler's
+// warehouse check.
+var warehouseLedgers = map[string][]reflect.Type{
+	pipeline.Reconciler: {reflect.TypeFor[reconciler.WarehouseLedger]()},
+}
+
 func TestEveryLedgerWriteAFunctionsCodeCanMakeIsGrantedAndNoOtherIs(t *testing.T) {
+	t.Run("warehouse off", func(t *testing.T) { checkLedgerWrites(t, bridgeStack(t), functionLedgers) })
+	t.Run("warehouse on", func(t *testing.T) {
+		with := map[string][]reflect.Type{}
+		for fn, ifaces := range functionLedgers {
+			with[fn] = append(slices.Clone(ifaces), warehouseLedgers[fn]...)
+		}
+		checkLedgerWrites(t, bridgeWarehouseStack(t), with)
+	})
+}
+
+func checkLedgerWrites(t *testing.T, s *synthed, functionLedgers map[string][]reflect.Type) {
 	// GIVEN every method of the ledger, classified
 	l := reflect.TypeFor[*ledger.Ledger]()
 	for i := range l.NumMethod() {
@@ -195,8 +215,8 @@ func TestEveryLedgerWriteAFunctionsCodeCanMakeIsGrantedAndNoOtherIs(t *testing.T
 		}
 	}
 	// WHEN each function's write grant is compared with what the ledger
-	// interfaces its code holds can write
-	s := bridgeStack(t) // every function, the bridge included
+	// interfaces its code holds can write (every function, the bridge
+	// included)
 	for fn, ifaces := range functionLedgers {
 		need := map[string][]string{}
 		for _, it := range ifaces {

@@ -235,8 +235,10 @@ func TestChaosOursWithWarehouse(t *testing.T) {
 	if st := s.Stats; st.Warehouse != n || st.Records == 0 || st.StoreOutages == 0 || st.StoreHangs == 0 || st.RecordsWaited == 0 {
 		t.Errorf("the batch exercised too little of the warehouse to mean anything: %+v", st)
 	}
-	if st := s.Stats; !testing.Short() && (st.RecordsFailed == 0 || st.RecordsRepaired == 0 || st.RecordsRecreated == 0) {
-		t.Errorf("no record intent ended FAILED and was repaired, or none was recreated for an advanced version: %+v", st)
+	// (Recreated stays 0 here: every revision, an advanced version
+	// included, writes its record intent in its own commit.)
+	if st := s.Stats; !testing.Short() && (st.RecordsFailed == 0 || st.RecordsRepaired == 0) {
+		t.Errorf("no record intent ended FAILED and was repaired: %+v", st)
 	}
 	reportFailures(t, s)
 }
