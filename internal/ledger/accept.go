@@ -1,18 +1,11 @@
 package ledger
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -47,12 +40,6 @@ type Delivery struct {
 	QuarantineReason string
 }
 
-// CodeSuspectedReplay is the error code of a delivery kept as a suspected
-// replay: its id is not signed, and its bytes were first delivered under
-// another id (see ClaimBody). Such a row holds another event's bytes, so
-// it yields its id to the event's own bytes (see Accept).
-const CodeSuspectedReplay = "suspected_replay"
-
 // Accepted is the outcome of Accept.
 type Accepted struct {
 	Event Event
@@ -79,35 +66,6 @@ type Accepted struct {
 // other bytes by design and is still a duplicate. Any other difference in
 // bytes under the same id is a conflict (see Accept).
 var FormAttributes = []string{"via", "format"}
-
-// MaxPayloadBytes is the largest raw payload the ledger stores (1 MiB).
-const MaxPayloadBytes = 1 << 20
-
-const (
-	chunkBytes    = 350 * 1024 // below DynamoDB's 400 KB item limit with room for keys
-	compressAbove = 1024
-)
-
-// CheckEventID returns nil when id can be an event id everywhere one goes:
-// a DynamoDB key (at most MaxIDLength bytes of UTF-8), the body of an SQS
-// pointer message (no code point SQS refuses: U+FFFE, U+FFFF, C0 controls
-// but tab and newlines), and a log line (no control characters at all).
-// Otherwise it returns an error wrapping ErrInvalid, as Accept would. The
-// id is the sender's input: intake checks it first and keeps a verified
-// delivery whose id fails under its ContentID instead.
-func CheckEventID(id string) error { return validID("event id", id, MaxIDLength) }
-
-// ContentID derives an event id from the payload bytes, for verified
-// deliveries that carry no usable identity.
-func ContentID(payload []byte) string {
-	sum := sha256.Sum256(payload)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func payloadHash(payload []byte) string {
-	sum := sha256.Sum256(payload)
-	return hex.EncodeToString(sum[:16])
-}
 
 // Accept records a verified delivery in one request: an UpdateItem upsert
 // that returns the old row (ReturnValues ALL_OLD), so exactly one caller per
@@ -393,135 +351,6 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 	return res, nil
 }
 
-// displaceable reports whether a row holds a suspected replay that no
-// worker or operator has acted on: QUARANTINED as CodeSuspectedReplay on
-// accept, never attempted (an operator's replay or hold changes its status
-// or error code, and any processing its attempts).
-func displaceable(ev Event) bool {
-	return ev.Status == StatusQuarantined && ev.ErrorCode == CodeSuspectedReplay && ev.TotalAttempts == 0
-}
-
-// errDisplaceLost: the suspected replay's row changed before displace
-// wrote it.
-var errDisplaceLost = errors.New("the suspected replay's row changed first")
-
-// displace gives the row of a suspected replay (ev, displaceable) to
-// delivery d, the event's own bytes, in one UpdateItem conditioned on the
-// row as read: still the untouched replay, with the replay's payload hash.
-// Of two deliveries racing to displace it exactly one wins; the other gets
-// errDisplaceLost and is judged again against the winner's row (a
-// duplicate of the same bytes, a conflict with other ones).
-//
-// The row becomes what Accept would have written for d on an empty key:
-// RECEIVED on its work shard (due now), d's type, subject, version hint,
-// attributes, payload and delivery, received now, one delivery. What made
-// it a replay leaves the row's fields (error code and message, the
-// replay's attributes and replay_of, its deliveries, and the conflicts
-// recorded against its bytes) and is kept in the audit: the replay's own
-// quarantine_on_accept entry stays, and a "displace_replay" entry
-// (QUARANTINED to RECEIVED) names the replayed event, the replay's hash,
-// its delivery and conflict counts, and d's hash and delivery. The
-// replay's bytes are the replayed event's (ClaimBody keyed them by hash),
-// so no evidence is lost with its payload. Chunks of a large payload are
-// written after the row, as for a new event.
-//
-// Cost: this one UpdateItem after the upsert's refusal, as a conflict's
-// record costs (both are billed by the item's size); moving the row from
-// its attention shard to its work shard adds two index writes (the due
-// index deletes one entry and puts another).
-func (l *Ledger) displace(ctx context.Context, d Delivery, now time.Time, hash string, stored []byte, enc string, chunks, slot int, ev Event) (Accepted, error) {
-	key := eventKey(d.Source, d.EventID)
-	conflicts := ""
-	if ev.Conflicts > 0 {
-		conflicts = fmt.Sprintf(", %d conflicting deliveries", ev.Conflicts)
-	}
-	reason := fmt.Sprintf("%s displaced by the event's own bytes (sha256/128 %s, delivery %q): this id held a replay of %q (sha256/128 %s, %d deliveries%s)",
-		CodeSuspectedReplay, hash, truncate(d.DeliveryID, 64), truncate(ev.Attributes["replay_of"], 64), ev.PayloadHash, ev.DeliveryCount, conflicts)
-	vals := map[string]types.AttributeValue{
-		":received": sv(string(StatusReceived)),
-		":quar":     sv(string(StatusQuarantined)),
-		":replay":   sv(CodeSuspectedReplay),
-		":oldhash":  sv(ev.PayloadHash),
-		":zero":     nv(0),
-		":one":      nv(1),
-		":etype":    sv(d.EventType),
-		":now":      nv(ms(now)),
-		":hash":     sv(hash),
-		":size":     nv(int64(len(d.Payload))),
-		":chunks":   nv(int64(chunks)),
-		":enc":      sv(enc),
-		":shard":    sv(l.dueShard(d.Source, d.EventID)),
-		":hist":     sv(deliveryRecord(d.DeliveryID, now)),
-		":audit":    auditValue(now, StatusQuarantined, StatusReceived, l.opts.Actor, "displace_replay", truncate(reason, MaxReasonLen)),
-	}
-	set := []string{
-		"#status = :received", "event_type = :etype", "received_at = :now",
-		"payload_hash = :hash", "payload_size = :size", "payload_chunks = :chunks", "payload_enc = :enc",
-		attrDueShard + " = :shard", attrDueAt + " = :now", "delivery_count = :one",
-		historyAttr(slot) + " = :hist", "audit = list_append(audit, :audit)",
-	}
-	remove := []string{"error_code", "error_message", "conflict_count", "last_conflict", "last_delivery_id", "last_delivery_at"}
-	for i := range DeliveryHistorySlots {
-		if i != slot {
-			remove = append(remove, historyAttr(i))
-		}
-	}
-	optional := func(attr, name string, v types.AttributeValue, present bool) {
-		if present {
-			vals[name] = v
-			set = append(set, attr+" = "+name)
-		} else {
-			remove = append(remove, attr)
-		}
-	}
-	attrs := boundedAttributes(d.Attributes)
-	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
-	optional("version_hint", ":vhint", sv(truncate(d.VersionHint, MaxIDLength)), d.VersionHint != "")
-	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
-	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
-	optional("payload", ":payload", &types.AttributeValueMemberB{Value: stored}, chunks == 0 && len(stored) > 0)
-
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String("SET " + join(set) + " REMOVE " + join(remove)),
-		ConditionExpression:                 aws.String("#status = :quar AND error_code = :replay AND total_attempts = :zero AND payload_hash = :oldhash"),
-		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           vals,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, translate(err))
-		}
-		if _, own := l.appliedBefore(ctx, ccf, key, vals[":audit"]); !own {
-			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, errDisplaceLost)
-		}
-		// This very displacement, applied by an earlier attempt whose
-		// answer was lost (see appliedBefore).
-	}
-	if chunks > 0 {
-		if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
-			return Accepted{}, err
-		}
-	}
-	// The row as written, built here rather than read back (an emulator's
-	// ALL_NEW may still show the attributes REMOVE took away).
-	audit := append(append([]AuditEntry(nil), ev.Audit...), AuditEntry{
-		At: now.UTC().Truncate(time.Millisecond), From: StatusQuarantined, To: StatusReceived, Actor: truncate(l.opts.Actor, MaxIDLength),
-		Action: "displace_replay", Reason: truncate(reason, MaxReasonLen),
-	})
-	cur := Event{
-		Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject, VersionHint: d.VersionHint,
-		Status: StatusReceived, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID,
-		LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-		PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}}, Audit: audit,
-	}
-	replay := ev
-	return Accepted{Event: cur, Displaced: &replay}, nil
-}
-
 // toAttention moves a DEAD or QUARANTINED row that is not on its attention
 // shard there (due_shard "A"+shard, due_at kept, or now when it has none).
 // Every path that sets either status writes the attention keys in the
@@ -560,31 +389,6 @@ func (l *Ledger) toAttention(ctx context.Context, source, eventID string, st Sta
 	return nil
 }
 
-// withDelivery is the delivery history of the old item with slot set to r,
-// newest first.
-func withDelivery(old map[string]types.AttributeValue, slot int, r DeliveryRecord) []DeliveryRecord {
-	out := []DeliveryRecord{r}
-	for i := range DeliveryHistorySlots {
-		if i == slot {
-			continue
-		}
-		if v, ok := old[historyAttr(i)].(*types.AttributeValueMemberS); ok {
-			if rec, ok := parseDeliveryRecord(v.Value); ok {
-				out = append(out, rec)
-			}
-		}
-	}
-	sortDeliveries(out)
-	return out
-}
-
-// Bounds on Delivery.Attributes.
-const (
-	maxAttributes       = 16
-	maxAttributeLen     = 256
-	maxAttributeNameLen = 64
-)
-
 // printableAttributes is attrs with every name and value in Printable
 // form, within the bounds boundedAttributes keeps (a copy; attrs is the
 // caller's).
@@ -618,111 +422,6 @@ func deliveryReason(d Delivery) string {
 		return ""
 	}
 	return "delivery " + d.DeliveryID
-}
-
-func (l *Ledger) putChunks(ctx context.Context, source, eventID, hash string, stored []byte, chunks int) error {
-	expires := l.now().Add(l.opts.PayloadRetention).Unix()
-	for i := 0; i < chunks; i++ {
-		lo, hi := i*chunkBytes, min((i+1)*chunkBytes, len(stored))
-		_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(l.opts.Table),
-			Item: map[string]types.AttributeValue{
-				attrPK:       sv(eventPK(source, eventID)),
-				attrSK:       sv(chunkSK(hash, i)),
-				"data":       &types.AttributeValueMemberB{Value: stored[lo:hi]},
-				TTLAttribute: nv(expires),
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("store payload chunk %d of %s/%s: %w", i, source, eventID, translate(err))
-		}
-	}
-	return nil
-}
-
-func chunkSK(hash string, i int) string { return "PL#" + hash + "#" + strconv.Itoa(i) }
-
-// Payload returns the raw payload bytes of ev: inline from the item, or from
-// its chunk items (one GetItem per chunk). A missing chunk is ErrUnavailable:
-// the intake that wrote the row may not have finished, and a provider retry
-// rewrites it.
-func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
-	stored := ev.payload
-	if ev.PayloadChunks > 0 {
-		var buf bytes.Buffer
-		for i := 0; i < ev.PayloadChunks; i++ {
-			out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-				TableName:      aws.String(l.opts.Table),
-				Key:            map[string]types.AttributeValue{attrPK: sv(eventPK(ev.Source, ev.EventID)), attrSK: sv(chunkSK(ev.PayloadHash, i))},
-				ConsistentRead: aws.Bool(true),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("load payload chunk %d of %s/%s: %w", i, ev.Source, ev.EventID, translate(err))
-			}
-			b, ok := out.Item["data"].(*types.AttributeValueMemberB)
-			if !ok {
-				return nil, fmt.Errorf("payload chunk %d of %s/%s missing: %w", i, ev.Source, ev.EventID, ErrUnavailable)
-			}
-			buf.Write(b.Value)
-		}
-		stored = buf.Bytes()
-	}
-	raw, err := decodePayload(stored, ev.encoded)
-	if err != nil {
-		return nil, fmt.Errorf("payload of %s/%s: %w", ev.Source, ev.EventID, err)
-	}
-	if payloadHash(raw) != ev.PayloadHash {
-		return nil, fmt.Errorf("payload of %s/%s does not match its hash: %w", ev.Source, ev.EventID, ErrUnavailable)
-	}
-	return raw, nil
-}
-
-// gzipWriters holds reusable gzip writers at BestCompression.
-var gzipWriters = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestCompression) // a valid level: no error
-	return zw
-}}
-
-func encodePayload(raw []byte) ([]byte, string, error) {
-	if len(raw) <= compressAbove {
-		return raw, "raw", nil
-	}
-	var buf bytes.Buffer
-	// A flate compressor is about 1 MB of state: reuse them (Reset gives
-	// the same output as a new writer), or building one per delivery is
-	// most of the intake's CPU and garbage (issue 17's profile).
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
-	zw.Reset(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return nil, "", fmt.Errorf("compress payload: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return nil, "", fmt.Errorf("compress payload: %w", err)
-	}
-	if buf.Len() >= len(raw) {
-		return raw, "raw", nil // incompressible: store as is
-	}
-	return buf.Bytes(), "gzip", nil
-}
-
-func decodePayload(stored []byte, enc string) ([]byte, error) {
-	switch enc {
-	case "raw", "":
-		return stored, nil
-	case "gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(stored))
-		if err != nil {
-			return nil, fmt.Errorf("decompress: %w", err)
-		}
-		raw, err := io.ReadAll(io.LimitReader(zr, MaxPayloadBytes+1))
-		if err != nil {
-			return nil, fmt.Errorf("decompress: %w", err)
-		}
-		return raw, nil
-	default:
-		return nil, fmt.Errorf("unknown payload encoding %q", enc)
-	}
 }
 
 // sameForm is a condition that holds when the stored row arrived in the
@@ -793,48 +492,4 @@ func (l *Ledger) recordConflict(ctx context.Context, d Delivery, hash string, ev
 		return n, nil
 	}
 	return 0, fmt.Errorf("record conflict on %s/%s: %w", d.Source, d.EventID, ErrConflict)
-}
-
-// PayloadHash is the hash Accept stores for a payload (sha256, 128 bits,
-// hex): what ClaimBody and a conflict record name.
-func PayloadHash(payload []byte) string { return payloadHash(payload) }
-
-// ClaimBody records that a body arrived under eventID, for schemes whose
-// ids are not signed (provider.Identity.UnsignedID): one conditional
-// PutItem of a small marker keyed by the source and the body's hash, kept
-// for the events' retention. It returns the event id that first claimed
-// the body: eventID itself for a first delivery or a redelivery of the same
-// event; another id means the same bytes came back under a new id, a
-// suspected replay of a captured delivery.
-func (l *Ledger) ClaimBody(ctx context.Context, source, hash, eventID string) (string, error) {
-	now := l.now()
-	key := map[string]types.AttributeValue{attrPK: sv("BH#" + source + "#" + hash), attrSK: sv("BH")}
-	item := map[string]types.AttributeValue{
-		attrPK: key[attrPK], attrSK: key[attrSK], "item": sv("body"), "event_id": sv(eventID),
-		"first_at": nv(ms(now)), TTLAttribute: nv(now.Add(l.opts.Retention).Unix()),
-	}
-	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR event_id = :eid"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":eid": sv(eventID)},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return eventID, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return "", fmt.Errorf("claim body %s/%s: %w", source, hash, translate(err))
-	}
-	old := ccf.Item
-	if _, ok := old["event_id"]; !ok {
-		if old, err = l.getItem(ctx, key, "body "+source+"/"+hash); err != nil {
-			return "", fmt.Errorf("claim body %s/%s: %w", source, hash, err)
-		}
-	}
-	if v, ok := old["event_id"].(*types.AttributeValueMemberS); ok {
-		return v.Value, nil
-	}
-	return "", fmt.Errorf("claim body %s/%s: marker without an event id: %w", source, hash, ErrConflict)
 }

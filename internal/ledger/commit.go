@@ -11,100 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
-
-// ProjectionWrite, Intent and Policy are the projection contract's types
-// (package projection owns them; a projection never imports the ledger).
-type (
-	ProjectionWrite = projection.Write
-	Intent          = projection.Intent
-	Policy          = projection.Policy
-)
-
-// The policies, as the projection contract names them.
-const (
-	PolicyOnce         = projection.PolicyOnce
-	PolicyWhileCurrent = projection.PolicyWhileCurrent
-	PolicyLatest       = projection.PolicyLatest
-)
-
-// CompensationID is projection.CompensationID.
-func CompensationID(op string) string { return projection.CompensationID(op) }
-
-// Projection is the stored state of one subject.
-type Projection struct {
-	Name        string         `dynamodbav:"name"`
-	Subject     string         `dynamodbav:"subject"`
-	Version     int64          `dynamodbav:"version"`
-	Fingerprint string         `dynamodbav:"fingerprint"`
-	Terminal    bool           `dynamodbav:"terminal"`
-	State       map[string]any `dynamodbav:"state"`
-	UpdatedAt   int64          `dynamodbav:"updated_at"`
-	LastEvent   string         `dynamodbav:"last_event"`
-	// Latest names, per kind family of its latest intents ("entitlement"
-	// for entitlement.grant/revoke), the newest intent that carries the
-	// current state: what the downstream should end at. The reconciler's
-	// drift check compares the downstream's version with it.
-	Latest map[string]LatestIntent `dynamodbav:"-"`
-	// Watch lists the while_current intents whose reason a later revision
-	// could remove; the commit of every revision checks them (see Commit).
-	Watch []WatchEntry `dynamodbav:"watch,omitempty"`
-}
-
-// LatestIntent is the newest latest-policy intent of one kind family.
-type LatestIntent struct {
-	OperationID string `dynamodbav:"op"`
-	Kind        string `dynamodbav:"kind"`
-	Subject     string `dynamodbav:"subject"`
-	Version     int64  `dynamodbav:"version"`
-}
-
-// WatchEntry is one while_current intent a projection subject watches.
-type WatchEntry struct {
-	OperationID  string            `dynamodbav:"op"`
-	Kind         string            `dynamodbav:"kind"`
-	Version      int64             `dynamodbav:"version"`
-	Condition    map[string]string `dynamodbav:"cond"`
-	Compensation string            `dynamodbav:"comp,omitempty"`
-}
-
-// ScopeOf is the scope that owns a projection, read from its ledger name
-// "<scope>/<name>" (the form the processor writes, projection.ScopedName):
-// the part before the first "/", or "" for a name without one (an
-// unscoped source's projection, or one written before ownership existed).
-// Scopes never contain "/", so the first one ends the scope.
-func ScopeOf(name string) string {
-	scope, _ := projection.SplitScoped(name)
-	return scope
-}
-
-// Family is the kind family of an intent kind: the part before the first
-// dot ("entitlement" for "entitlement.grant"), or the kind itself.
-func Family(kind string) string {
-	if i := strings.IndexByte(kind, '.'); i > 0 {
-		return kind[:i]
-	}
-	return kind
-}
-
-// StoredIntent is an outbox intent as stored.
-type StoredIntent struct {
-	OperationID string         `dynamodbav:"operation_id"`
-	Kind        string         `dynamodbav:"kind"`
-	Subject     string         `dynamodbav:"subject"`
-	Status      string         `dynamodbav:"status"`
-	Payload     map[string]any `dynamodbav:"payload"`
-	Causation   string         `dynamodbav:"causation"` // source/event_id that created it
-	Scope       string         `dynamodbav:"scope"`     // absent on intents written before it was recorded
-	Source      string         `dynamodbav:"source"`    // likewise
-	CreatedAt   int64          `dynamodbav:"created_at"`
-}
-
-// IntentPending is the status of a newly written intent. The dispatcher
-// moves it on (see IntentStatus).
-const IntentPending = "PENDING"
 
 // Committed is the outcome of Commit.
 type Committed struct {
@@ -121,14 +28,6 @@ type Committed struct {
 	// (see watch.go): marked, made CONTRADICTED, or compensated (the
 	// compensation intents are among Intents).
 	Contradicted []string
-}
-
-func projectionKey(name, subject string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv("PJ#" + name + "#" + subject), attrSK: sv(skProjection)}
-}
-
-func intentKey(op string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv("OP#" + op), attrSK: sv(skIntent)}
 }
 
 // Commit completes a claimed event in one TransactWriteItems: the event moves
@@ -564,9 +463,4 @@ func (l *Ledger) finish(ctx context.Context, c Claim, res Result, reason string)
 		return err
 	}
 	return l.fencedUpdate(ctx, c, u)
-}
-
-// GetProjection reads a projection (strongly consistent).
-func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Projection, error) {
-	return l.Reader().Projection(ctx, name, subject)
 }

@@ -48,15 +48,6 @@ import (
 // from the moment a dispatch takes them until the reconciler has seen the
 // downstream at the projection's version (MarkSynced).
 
-const (
-	skCursor = "CUR"
-	// syncPrefix: due-index shards of cursors whose downstream version the
-	// reconciler should compare with the projection. syncedPrefix: cursors
-	// found in sync; no query reads them.
-	syncPrefix   = "sync#"
-	syncedPrefix = "synced#"
-)
-
 // SubjectCursor is one cursor item.
 type SubjectCursor struct {
 	Projection  string // the projection the intents came from
@@ -87,10 +78,6 @@ func (e *SubjectBusyError) Error() string {
 	}
 	return fmt.Sprintf("%s/%s %s: version %d is being dispatched by %s until %s",
 		e.Cursor.Projection, e.Cursor.ProjSubject, e.Cursor.Family, e.Cursor.HolderVersion, e.Cursor.HolderOp, e.Cursor.HolderUntil.Format(time.RFC3339Nano))
-}
-
-func cursorKey(projection, subject, family string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv("CUR#" + projection + "#" + subject + "#" + family), attrSK: sv(skCursor)}
 }
 
 type cursorItem struct {
@@ -282,9 +269,4 @@ func (l *Ledger) MarkSynced(ctx context.Context, c SubjectCursor, next time.Time
 		return nil
 	}
 	return fmt.Errorf("mark cursor %s/%s %s: %w", c.Projection, c.ProjSubject, c.Family, translate(err))
-}
-
-// GetCursor reads a subject cursor (strongly consistent).
-func (l *Ledger) GetCursor(ctx context.Context, projection, subject, family string) (SubjectCursor, error) {
-	return l.Reader().Cursor(ctx, projection, subject, family)
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -143,4 +144,25 @@ func (c cancellation) unstorable(item string) error {
 // IsRetryable reports whether err is worth retrying later.
 func IsRetryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrConflict)
+}
+
+// exactNumbers turns the numbers of a value decoded with UseNumber into
+// json.Number, which encodes as the same digits: exact in the JSON a
+// downstream receives, whatever its size.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case attributevalue.Number:
+		return json.Number(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = exactNumbers(e)
+		}
+		return x
+	}
+	return v
 }

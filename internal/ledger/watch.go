@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -191,47 +190,4 @@ func (l *Ledger) compensationItem(c Claim, w *ProjectionWrite, k contradiction, 
 	it := l.intentItem(c, w, Intent{OperationID: cop, Kind: k.entry.Compensation, Subject: k.intent.Subject, Policy: PolicyOnce})
 	it["payload"] = &types.AttributeValueMemberM{Value: payload}
 	return it, nil
-}
-
-// Attribute names of a projection's watch list and latest intents.
-const (
-	attrWatch      = "watch"
-	attrWatchN     = "watch_n" // the list's length; absent (or 0) means none
-	attrLatestPref = "latest:" // one attribute per kind family
-)
-
-// decodeProjection reads a projection item, with its watch list and
-// latest intents.
-func decodeProjection(av map[string]types.AttributeValue) (Projection, error) {
-	var p Projection
-	if err := unmarshalExact(av, &p); err != nil {
-		return p, fmt.Errorf("decode projection: %w", err)
-	}
-	if p.State != nil {
-		p.State = exactNumbers(p.State).(map[string]any)
-	}
-	var n int
-	if v, ok := av[attrWatchN]; ok {
-		if err := attributevalue.Unmarshal(v, &n); err != nil {
-			return p, fmt.Errorf("decode projection watch: %w", err)
-		}
-	}
-	if n == 0 {
-		p.Watch = nil
-	}
-	for k, v := range av {
-		fam, ok := strings.CutPrefix(k, attrLatestPref)
-		if !ok {
-			continue
-		}
-		var li LatestIntent
-		if err := attributevalue.Unmarshal(v, &li); err != nil {
-			return p, fmt.Errorf("decode projection latest %s: %w", fam, err)
-		}
-		if p.Latest == nil {
-			p.Latest = map[string]LatestIntent{}
-		}
-		p.Latest[fam] = li
-	}
-	return p, nil
 }
