@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -126,71 +127,131 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 // accept is Accept; retry says whether a displacement that lost a race
 // may run it once more (it then finds the winner's row).
 func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, error) {
-	if err := validID("source", d.Source, MaxIDLength); err != nil {
+	in, err := l.acceptInput(d)
+	if err != nil {
 		return Accepted{}, err
 	}
-	if err := validID("event id", d.EventID, MaxIDLength); err != nil {
+	old, recorded, err := l.upsert(ctx, in)
+	if err != nil {
 		return Accepted{}, err
+	}
+	var ev *Event
+	if _, existed := old["status"]; existed {
+		e, err := decodeEvent(old)
+		if err != nil {
+			return Accepted{}, err
+		}
+		ev = &e
+	}
+	switch judgeDelivery(in, ev, recorded) {
+	case deliveryNew:
+		return l.acceptNew(ctx, in)
+	case deliveryDisplaces:
+		res, err := l.displace(ctx, in, *ev)
+		if errors.Is(err, errDisplaceLost) && retry {
+			// Another delivery changed the row first (the same event's
+			// retry displaced it, say): this one is judged against that.
+			return l.accept(ctx, d, false)
+		}
+		return res, err
+	case deliveryConflicts:
+		conflicts, err := l.recordConflict(ctx, in.d, in.payload.hash, *ev)
+		if err != nil {
+			return Accepted{}, err
+		}
+		ev.Conflicts = conflicts
+		return Accepted{Event: *ev, Conflict: true, PayloadMismatch: true}, nil
+	}
+	return l.acceptDuplicate(ctx, in, *ev, old, recorded)
+}
+
+// acceptInput is a delivery ready for the upsert: checked, its free text
+// in Printable form, its payload encoded, and what its row is if it is new.
+type acceptInput struct {
+	d       Delivery
+	now     time.Time
+	payload storedPayload
+	status  Status // RECEIVED, or QUARANTINED for a delivery without identity
+	action  string // the audit action of a new row
+	shard   string // a new row's due shard: its work shard, or its attention shard when QUARANTINED
+	slot    int    // the delivery history slot this delivery writes
+}
+
+// acceptInput prepares d (prepareDelivery) and its payload (storePayload)
+// and places a new row on the due index.
+func (l *Ledger) acceptInput(d Delivery) (acceptInput, error) {
+	d, err := prepareDelivery(d)
+	if err != nil {
+		return acceptInput{}, err
+	}
+	now := l.now()
+	p, err := storePayload(d.Payload, l.opts.InlinePayloadMax)
+	if err != nil {
+		return acceptInput{}, err
+	}
+	in := acceptInput{d: d, now: now, payload: p, status: StatusReceived, action: "accept",
+		shard: l.dueShard(d.Source, d.EventID), slot: historySlot(d.DeliveryID, now)}
+	if d.Quarantine != "" {
+		in.status, in.action, in.shard = StatusQuarantined, "quarantine_on_accept", attentionPrefix+in.shard
+	}
+	return in, nil
+}
+
+// prepareDelivery refuses a delivery whose keys (source, event id) cannot
+// be keys or whose payload is over MaxPayloadBytes (ErrInvalid), and
+// returns it with its free text in the ledger's form. That text comes
+// from the sender, from headers no signature covers (a delivery id, a
+// Shopify topic or shop domain) or from the body: it is stored in
+// Printable form, cut to the ledger's bounds, so the row an operator
+// inspects cannot rewrite their terminal; and never refused, because the
+// delivery is verified and an unsigned header must not cost its fact.
+func prepareDelivery(d Delivery) (Delivery, error) {
+	if err := validID("source", d.Source, MaxIDLength); err != nil {
+		return Delivery{}, err
+	}
+	if err := validID("event id", d.EventID, MaxIDLength); err != nil {
+		return Delivery{}, err
 	}
 	if d.EventType == "" {
 		d.EventType = "unknown"
 	}
-	// The free-text fields come from the sender: from headers no signature
-	// covers (a delivery id, a Shopify topic or shop domain) or from the
-	// body. They are stored with their control and bidirectional
-	// characters escaped (Printable), never raw, so the row an operator
-	// inspects cannot rewrite their terminal; and never refused, because
-	// the delivery is verified and an unsigned header must not cost its
-	// fact. The event id is checked above instead: it is a key.
 	d.EventType = printableWithin(d.EventType, MaxTypeLength)
 	d.Subject = printableWithin(d.Subject, MaxIDLength)
 	d.DeliveryID = printableWithin(d.DeliveryID, MaxIDLength)
 	d.VersionHint = printableWithin(d.VersionHint, MaxIDLength)
 	d.Attributes = printableAttributes(d.Attributes)
 	if len(d.Payload) > MaxPayloadBytes {
-		return Accepted{}, fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(d.Payload), MaxPayloadBytes)
+		return Delivery{}, fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(d.Payload), MaxPayloadBytes)
 	}
+	return d, nil
+}
 
-	now := l.now()
-	stored, enc, err := encodePayload(d.Payload)
-	if err != nil {
-		return Accepted{}, err
-	}
-	hash := payloadHash(d.Payload)
-	chunks := 0
-	if len(stored) > l.opts.InlinePayloadMax {
-		chunks = (len(stored) + chunkBytes - 1) / chunkBytes
-	}
-
-	status := StatusReceived
-	action := "accept"
-	shard := l.dueShard(d.Source, d.EventID)
-	if d.Quarantine != "" {
-		status = StatusQuarantined
-		action = "quarantine_on_accept"
-		shard = attentionPrefix + shard
-	}
-	slot := historySlot(d.DeliveryID, now)
-
-	names := map[string]string{"#status": "status", "#item": "item", "#source": "source"}
-	vals := map[string]types.AttributeValue{
-		":status": sv(string(status)),
+// upsertPlan is Accept's one write (see Accept): every field of a new row
+// under if_not_exists, this delivery's history slot and count, and the
+// condition that keeps a conflicting delivery (and a displaceable
+// replay's row, and for a delivery without identity a PROCESSED row)
+// untouched.
+func upsertPlan(in acceptInput, actor string) *update {
+	d, p := in.d, in.payload
+	u := (&update{}).Name("#status", "status").Name("#item", "item").Name("#source", "source")
+	u.Values(map[string]types.AttributeValue{
+		":status": sv(string(in.status)),
 		":itemev": sv("event"),
 		":source": sv(d.Source),
 		":eid":    sv(d.EventID),
 		":etype":  sv(d.EventType),
-		":now":    nv(ms(now)),
+		":now":    nv(ms(in.now)),
 		":zero":   nv(0),
 		":one":    nv(1),
-		":hash":   sv(hash),
-		":size":   nv(int64(len(d.Payload))),
-		":chunks": nv(int64(chunks)),
-		":enc":    sv(enc),
-		":shard":  sv(shard),
-		":hist":   sv(deliveryRecord(d.DeliveryID, now)),
-		":audit":  auditValue(now, "", status, l.opts.Actor, action, deliveryReason(d)),
-	}
-	set := []string{
+		":hash":   sv(p.hash),
+		":size":   nv(int64(p.size)),
+		":chunks": nv(int64(p.chunks)),
+		":enc":    sv(p.enc),
+		":shard":  sv(in.shard),
+		":hist":   sv(deliveryRecord(d.DeliveryID, in.now)),
+		":audit":  auditValue(in.now, "", in.status, actor, in.action, deliveryReason(d)),
+	})
+	u.Set(
 		"#status = if_not_exists(#status, :status)",
 		"#item = if_not_exists(#item, :itemev)",
 		"#source = if_not_exists(#source, :source)",
@@ -204,145 +265,149 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 		"payload_chunks = if_not_exists(payload_chunks, :chunks)",
 		"payload_enc = if_not_exists(payload_enc, :enc)",
 		"audit = if_not_exists(audit, :audit)",
-		attrDueShard + " = if_not_exists(" + attrDueShard + ", if_not_exists(" + attrDoneShard + ", :shard))",
-		attrDueAt + " = if_not_exists(" + attrDueAt + ", :now)",
-		historyAttr(slot) + " = :hist",
+		attrDueShard+" = if_not_exists("+attrDueShard+", if_not_exists("+attrDoneShard+", :shard))",
+		attrDueAt+" = if_not_exists("+attrDueAt+", :now)",
+		historyAttr(in.slot)+" = :hist",
+	)
+	optional := func(attr, ph string, v types.AttributeValue, present bool) {
+		if present {
+			u.Value(ph, v).Set(attr + " = if_not_exists(" + attr + ", " + ph + ")")
+		}
 	}
-	if d.Subject != "" {
-		vals[":subject"] = sv(d.Subject)
-		set = append(set, "subject = if_not_exists(subject, :subject)")
-	}
-	if d.VersionHint != "" {
-		vals[":vhint"] = sv(d.VersionHint)
-		set = append(set, "version_hint = if_not_exists(version_hint, :vhint)")
-	}
-	if attrs := boundedAttributes(d.Attributes); len(attrs) > 0 {
-		vals[":attrs"] = &types.AttributeValueMemberM{Value: attrs}
-		set = append(set, "attrs = if_not_exists(attrs, :attrs)")
-	}
-	if d.DeliveryID != "" {
-		vals[":did"] = sv(d.DeliveryID)
-		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)")
-	}
-	if chunks == 0 && len(stored) > 0 {
-		// An empty payload is stored as no attribute: DynamoDB accepts an
-		// empty Binary outside keys, but minidyn refuses one, and Payload
-		// reads a missing attribute as the empty body its hash names.
-		vals[":payload"] = &types.AttributeValueMemberB{Value: stored}
-		set = append(set, "payload = if_not_exists(payload, :payload)")
-	}
+	attrs := boundedAttributes(d.Attributes)
+	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
+	optional("version_hint", ":vhint", sv(d.VersionHint), d.VersionHint != "")
+	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
+	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
+	// An empty payload is stored as no attribute (see the package doc);
+	// Payload reads a missing attribute as the empty body its hash names.
+	optional("payload", ":payload", &types.AttributeValueMemberB{Value: p.bytes}, p.chunks == 0 && len(p.bytes) > 0)
+
 	// A row of this id is recorded on only when it holds the same bytes,
 	// or the same fact in another form; other bytes in the same form are a
 	// conflict, and the row is not touched here. Nor is a suspected
 	// replay's row with other bytes, for a delivery that is not
-	// quarantined itself: it is displaced below.
-	otherForm := "NOT " + sameForm(d.Attributes, names, vals)
-	if status != StatusQuarantined {
-		vals[":quar"] = sv(string(StatusQuarantined))
-		vals[":replay"] = sv(CodeSuspectedReplay)
+	// quarantined itself: it is displaced instead.
+	otherForm := "NOT " + sameForm(u, d.Attributes)
+	if in.status != StatusQuarantined {
+		u.Value(":quar", sv(string(StatusQuarantined))).Value(":replay", sv(CodeSuspectedReplay))
 		otherForm = "(" + otherForm + " AND NOT (#status = :quar AND error_code = :replay AND total_attempts = :zero))"
 	}
-	conds := []string{"(attribute_not_exists(pk) OR payload_hash = :hash OR " + otherForm + ")"}
-	if status == StatusQuarantined {
-		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
-		vals[":processed"] = sv(string(StatusProcessed))
-		set = append(set, "error_code = if_not_exists(error_code, :code)")
+	u.If("(attribute_not_exists(pk) OR payload_hash = :hash OR " + otherForm + ")")
+	if in.status == StatusQuarantined {
+		u.Value(":code", sv(truncate(d.Quarantine, MaxErrorCodeLen))).Value(":processed", sv(string(StatusProcessed)))
+		u.Set("error_code = if_not_exists(error_code, :code)")
 		if d.QuarantineReason != "" {
-			vals[":msg"] = sv(truncate(d.QuarantineReason, MaxErrorMessageLen))
-			set = append(set, "error_message = if_not_exists(error_message, :msg)")
+			u.Value(":msg", sv(truncate(d.QuarantineReason, MaxErrorMessageLen)))
+			u.Set("error_message = if_not_exists(error_message, :msg)")
 		}
-		conds = append(conds, "(attribute_not_exists(pk) OR #status <> :processed)")
+		u.If("(attribute_not_exists(pk) OR #status <> :processed)")
 	}
-	cond := aws.String(strings.Join(conds, " AND "))
-	update := "SET " + join(set) + " ADD delivery_count :one"
+	return u.Add("delivery_count :one")
+}
 
-	in := &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Key:                                 eventKey(d.Source, d.EventID),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 cond,
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+// upsert sends Accept's write. It returns the row as it was before (none
+// for a new row) and whether this delivery was recorded on it: a refused
+// write recorded nothing, and its row is the one the refusal returned or,
+// from a store that returns none, the one read after it.
+func (l *Ledger) upsert(ctx context.Context, in acceptInput) (map[string]types.AttributeValue, bool, error) {
+	key := eventKey(in.d.Source, in.d.EventID)
+	req := upsertPlan(in, l.opts.Actor).input(l.opts.Table, key)
+	req.ReturnValues = types.ReturnValueAllOld
+	req.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := l.db.UpdateItem(ctx, req)
+	if err == nil {
+		return out.Attributes, true, nil
 	}
-	out, err := l.db.UpdateItem(ctx, in)
-	var old map[string]types.AttributeValue
-	recorded := true
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, false, fmt.Errorf("accept %s/%s: %w", in.d.Source, in.d.EventID, translate(err))
+	}
+	old := ccf.Item
+	if _, ok := old["status"]; !ok {
+		// The condition only fails on an existing row.
+		if old, err = l.getItem(ctx, key, "event "+in.d.Source+"/"+in.d.EventID); err != nil {
+			return nil, false, fmt.Errorf("accept %s/%s: %w", in.d.Source, in.d.EventID, err)
+		}
+	}
+	return old, false, nil
+}
+
+// deliveryVerdict is what a delivery is to the row its upsert found.
+type deliveryVerdict int
+
+const (
+	// deliveryNew: there was no row; the upsert created the event.
+	deliveryNew deliveryVerdict = iota
+	// deliveryDisplaces: the row is an untouched suspected replay with
+	// other bytes, and this delivery (not itself quarantined) is the
+	// event's own: it takes the row over (displace).
+	deliveryDisplaces
+	// deliveryConflicts: the row holds other bytes in the same form; the
+	// upsert was refused, and only the conflict is recorded.
+	deliveryConflicts
+	// deliveryDuplicate: a duplicate, recorded on the row; or, refused, a
+	// delivery without identity of a PROCESSED row, which changed nothing.
+	deliveryDuplicate
+)
+
+// judgeDelivery decides what in is to ev, the row as it was before the
+// upsert (nil: there was none), given whether the upsert recorded it.
+func judgeDelivery(in acceptInput, ev *Event, recorded bool) deliveryVerdict {
 	switch {
-	case err == nil:
-		old = out.Attributes
-	default:
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, translate(err))
-		}
-		old, recorded = ccf.Item, false // a delivery without identity of a PROCESSED row: nothing was written
-		if _, ok := old["status"]; !ok {
-			// DynamoDB returns the item with the refusal (an emulator may
-			// not): the condition only fails on an existing row, so read it.
-			if old, err = l.getItem(ctx, eventKey(d.Source, d.EventID), "event "+d.Source+"/"+d.EventID); err != nil {
-				return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, err)
-			}
-		}
+	case ev == nil:
+		return deliveryNew
+	case !recorded && in.status != StatusQuarantined && ev.PayloadHash != in.payload.hash && displaceable(*ev):
+		return deliveryDisplaces
+	case !recorded && ev.PayloadHash != in.payload.hash && sameFormAs(in.d.Attributes, ev.Attributes):
+		return deliveryConflicts
 	}
+	return deliveryDuplicate
+}
 
-	// A new row has no old status. (DynamoDB returns no attributes for a new
-	// item; minidyn returns its key, so test for the status, not for nil.)
-	if _, existed := old["status"]; !existed {
-		// New row: store the payload chunks before anyone can be told about it.
-		if chunks > 0 {
-			if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
-				return Accepted{}, err
-			}
-		}
-		ev := Event{
-			Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
-			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
-			LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-			PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}},
-		}
-		if status == StatusQuarantined {
-			ev.ErrorCode, ev.ErrorMessage = truncate(d.Quarantine, MaxErrorCodeLen), truncate(d.QuarantineReason, MaxErrorMessageLen)
-		}
-		return Accepted{Event: ev}, nil
-	}
-
-	ev, err := decodeEvent(old)
-	if err != nil {
-		return Accepted{}, err
-	}
-	if !recorded && status != StatusQuarantined && ev.PayloadHash != hash && displaceable(ev) {
-		res, err := l.displace(ctx, d, now, hash, stored, enc, chunks, slot, ev)
-		if errors.Is(err, errDisplaceLost) && retry {
-			// Another delivery changed the row first (the same event's
-			// retry displaced it, say): this one is judged against that.
-			return l.accept(ctx, d, false)
-		}
-		return res, err
-	}
-	if !recorded && ev.PayloadHash != hash && sameFormAs(d.Attributes, ev.Attributes) {
-		conflicts, err := l.recordConflict(ctx, d, hash, ev)
-		if err != nil {
+// acceptNew finishes a new row: its payload chunks are stored before
+// anyone can be told about the event. It returns the row as written.
+func (l *Ledger) acceptNew(ctx context.Context, in acceptInput) (Accepted, error) {
+	if in.payload.chunks > 0 {
+		if err := l.putChunks(ctx, in.d.Source, in.d.EventID, in.payload.hash, in.payload.bytes, in.payload.chunks); err != nil {
 			return Accepted{}, err
 		}
-		ev.Conflicts = conflicts
-		return Accepted{Event: ev, Conflict: true, PayloadMismatch: true}, nil
 	}
-	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != hash}
+	return Accepted{Event: newEvent(in)}, nil
+}
+
+// newEvent is the row the upsert created for in.
+func newEvent(in acceptInput) Event {
+	d := in.d
+	ev := Event{
+		Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
+		Status: in.status, ReceivedAt: in.now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
+		LastDeliveryID: d.DeliveryID, LastDeliveryAt: in.now, PayloadHash: in.payload.hash, PayloadSize: in.payload.size,
+		PayloadChunks: in.payload.chunks, RecentDeliveries: []DeliveryRecord{{At: in.now, ID: d.DeliveryID}},
+	}
+	if in.status == StatusQuarantined {
+		ev.ErrorCode, ev.ErrorMessage = truncate(d.Quarantine, MaxErrorCodeLen), truncate(d.QuarantineReason, MaxErrorMessageLen)
+	}
+	return ev
+}
+
+// acceptDuplicate answers a duplicate of ev (old is its row before the
+// upsert). An unfinished RECEIVED row gets its chunks written again: the
+// first delivery may have stopped between the event write and the chunk
+// writes, and rewriting identical, hash-keyed chunks is idempotent. A DEAD
+// or QUARANTINED row off its attention shard is moved there (toAttention).
+func (l *Ledger) acceptDuplicate(ctx context.Context, in acceptInput, ev Event, old map[string]types.AttributeValue, recorded bool) (Accepted, error) {
+	d := in.d
+	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != in.payload.hash}
 	if recorded {
 		// The row as it is now: this delivery recorded on it.
 		res.Event.DeliveryCount++
-		res.Event.LastDeliveryAt, res.Event.LastDeliveryID = now, d.DeliveryID
-		res.Event.RecentDeliveries = withDelivery(old, slot, DeliveryRecord{At: now, ID: d.DeliveryID})
+		res.Event.LastDeliveryAt, res.Event.LastDeliveryID = in.now, d.DeliveryID
+		res.Event.RecentDeliveries = withDelivery(old, in.slot, DeliveryRecord{At: in.now, ID: d.DeliveryID})
 	}
-	if !ev.Status.Terminal() {
-		// The first delivery may have crashed between the event write and the
-		// chunk writes; rewriting identical, hash-keyed chunks is idempotent.
-		if ev.PayloadChunks > 0 && !res.PayloadMismatch && ev.Status == StatusReceived {
-			if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, ev.PayloadChunks); err != nil {
-				return Accepted{}, err
-			}
+	if ev.Status == StatusReceived && ev.PayloadChunks > 0 && !res.PayloadMismatch {
+		if err := l.putChunks(ctx, d.Source, d.EventID, in.payload.hash, in.payload.bytes, ev.PayloadChunks); err != nil {
+			return Accepted{}, err
 		}
 	}
 	if err := l.toAttention(ctx, d.Source, d.EventID, ev.Status, old); err != nil {
@@ -353,13 +418,12 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 
 // toAttention moves a DEAD or QUARANTINED row that is not on its attention
 // shard there (due_shard "A"+shard, due_at kept, or now when it has none).
-// Every path that sets either status writes the attention keys in the
-// same request; a row an older version wrote (a delivery without identity
-// was accepted QUARANTINED on its work shard) has them wrong, where
-// ListOpen, and so stats, events list --status and the gauges, cannot see
-// it, and it costs this one extra request when it is delivered again. The
-// write is conditioned on the row as it was, so it never moves a row that
-// changed in between.
+// Every path that sets either status writes the attention keys in the same
+// request, but a row quarantined on accept could have been left on its
+// work shard, where ListOpen, and so stats, events list --status and the
+// gauges, cannot see it; it costs this one extra request when it is
+// delivered again. The write is conditioned on the row as it was, so it
+// never moves a row that changed in between.
 func (l *Ledger) toAttention(ctx context.Context, source, eventID string, st Status, old map[string]types.AttributeValue) error {
 	if st != StatusDead && st != StatusQuarantined {
 		return nil
@@ -368,20 +432,16 @@ func (l *Ledger) toAttention(ctx context.Context, source, eventID string, st Sta
 	if _, hasDue := old[attrDueAt]; shard != nil && strings.HasPrefix(shard.Value, attentionPrefix) && hasDue {
 		return nil
 	}
-	vals := map[string]types.AttributeValue{":st": sv(string(st)), ":ashard": sv(attentionPrefix + l.dueShard(source, eventID)), ":now": nv(ms(l.now()))}
-	cond := "#status = :st AND attribute_not_exists(" + attrDueShard + ")"
-	if shard != nil {
-		cond = "#status = :st AND " + attrDueShard + " = :old"
-		vals[":old"] = sv(shard.Value)
-	}
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.opts.Table),
-		Key:                       eventKey(source, eventID),
-		UpdateExpression:          aws.String("SET " + attrDueShard + " = :ashard, " + attrDueAt + " = if_not_exists(" + attrDueAt + ", :now)"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#status": "status"},
-		ExpressionAttributeValues: vals,
+	u := (&update{}).Name("#status", "status").Values(map[string]types.AttributeValue{
+		":st": sv(string(st)), ":ashard": sv(attentionPrefix + l.dueShard(source, eventID)), ":now": nv(ms(l.now())),
 	})
+	u.Set(attrDueShard+" = :ashard", attrDueAt+" = if_not_exists("+attrDueAt+", :now)")
+	if shard != nil {
+		u.If("#status = :st", attrDueShard+" = :old").Value(":old", sv(shard.Value))
+	} else {
+		u.If("#status = :st", "attribute_not_exists("+attrDueShard+")")
+	}
+	_, err := l.db.UpdateItem(ctx, u.input(l.opts.Table, eventKey(source, eventID)))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return fmt.Errorf("move %s/%s to its attention shard: %w", source, eventID, translate(err))
@@ -426,18 +486,18 @@ func deliveryReason(d Delivery) string {
 
 // sameForm is a condition that holds when the stored row arrived in the
 // same form as a delivery with attrs (FormAttributes equal, absent as
-// absent).
-func sameForm(attrs map[string]string, names map[string]string, vals map[string]types.AttributeValue) string {
-	names["#attrs"] = "attrs"
+// absent); it defines its placeholders in u.
+func sameForm(u *update, attrs map[string]string) string {
+	u.Name("#attrs", "attrs")
 	var parts []string
 	for i, a := range FormAttributes {
 		n, v := "#form"+strconv.Itoa(i), ":form"+strconv.Itoa(i)
-		names[n] = a
+		u.Name(n, a)
 		if attrs[a] == "" {
 			parts = append(parts, "attribute_not_exists(#attrs."+n+")")
 			continue
 		}
-		vals[v] = sv(attrs[a])
+		u.Value(v, sv(attrs[a]))
 		parts = append(parts, "#attrs."+n+" = "+v)
 	}
 	return "(" + strings.Join(parts, " AND ") + ")"

@@ -15,10 +15,37 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// How a payload is stored: gzip-compressed above compressAbove bytes
+// (unless that makes it larger), inline in the event item up to
+// Options.InlinePayloadMax stored bytes, else in chunk items of at most
+// chunkBytes written once beside the event (see the package doc).
 const (
 	chunkBytes    = 350 * 1024 // below DynamoDB's 400 KB item limit with room for keys
 	compressAbove = 1024
 )
+
+// storedPayload is a payload as the ledger stores it.
+type storedPayload struct {
+	bytes  []byte // raw or gzip, as enc says
+	enc    string // "raw" or "gzip"
+	hash   string // payloadHash of the raw bytes
+	size   int    // the raw length
+	chunks int    // the chunk items it takes; 0 when it is kept inline
+}
+
+// storePayload encodes raw and decides where it goes: inline when its
+// stored form fits in inlineMax bytes, else in chunks.
+func storePayload(raw []byte, inlineMax int) (storedPayload, error) {
+	stored, enc, err := encodePayload(raw)
+	if err != nil {
+		return storedPayload{}, err
+	}
+	p := storedPayload{bytes: stored, enc: enc, hash: payloadHash(raw), size: len(raw)}
+	if len(stored) > inlineMax {
+		p.chunks = (len(stored) + chunkBytes - 1) / chunkBytes
+	}
+	return p, nil
+}
 
 // ContentID derives an event id from the payload bytes, for verified
 // deliveries that carry no usable identity.
@@ -27,11 +54,14 @@ func ContentID(payload []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// payloadHash names a payload's bytes: sha256, 128 bits, hex.
 func payloadHash(payload []byte) string {
 	sum := sha256.Sum256(payload)
 	return hex.EncodeToString(sum[:16])
 }
 
+// putChunks writes the chunk items of a stored payload, each with the
+// payload retention's TTL.
 func (l *Ledger) putChunks(ctx context.Context, source, eventID, hash string, stored []byte, chunks int) error {
 	expires := l.now().Add(l.opts.PayloadRetention).Unix()
 	for i := 0; i < chunks; i++ {

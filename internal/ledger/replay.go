@@ -53,15 +53,50 @@ var errDisplaceLost = errors.New("the suspected replay's row changed first")
 // record costs (both are billed by the item's size); moving the row from
 // its attention shard to its work shard adds two index writes (the due
 // index deletes one entry and puts another).
-func (l *Ledger) displace(ctx context.Context, d Delivery, now time.Time, hash string, stored []byte, enc string, chunks, slot int, ev Event) (Accepted, error) {
-	key := eventKey(d.Source, d.EventID)
+func (l *Ledger) displace(ctx context.Context, in acceptInput, ev Event) (Accepted, error) {
+	d, key := in.d, eventKey(in.d.Source, in.d.EventID)
+	reason := displaceReason(in, ev)
+	u := displacePlan(in, ev, l.opts.Actor, reason)
+	req := u.input(l.opts.Table, key)
+	req.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	if _, err := l.db.UpdateItem(ctx, req); err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, translate(err))
+		}
+		if _, own := l.appliedBefore(ctx, ccf, key, u.vals[":audit"]); !own {
+			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, errDisplaceLost)
+		}
+		// This very displacement, applied by an earlier attempt whose
+		// answer was lost (see appliedBefore).
+	}
+	if in.payload.chunks > 0 {
+		if err := l.putChunks(ctx, d.Source, d.EventID, in.payload.hash, in.payload.bytes, in.payload.chunks); err != nil {
+			return Accepted{}, err
+		}
+	}
+	replay := ev
+	return Accepted{Event: displacedEvent(in, ev, l.opts.Actor, reason), Displaced: &replay}, nil
+}
+
+// displaceReason is the reason of the displace_replay audit entry: the
+// replayed event, the replay's hash, delivery and conflict counts, and the
+// displacing delivery's hash and id.
+func displaceReason(in acceptInput, ev Event) string {
 	conflicts := ""
 	if ev.Conflicts > 0 {
 		conflicts = fmt.Sprintf(", %d conflicting deliveries", ev.Conflicts)
 	}
-	reason := fmt.Sprintf("%s displaced by the event's own bytes (sha256/128 %s, delivery %q): this id held a replay of %q (sha256/128 %s, %d deliveries%s)",
-		CodeSuspectedReplay, hash, truncate(d.DeliveryID, 64), truncate(ev.Attributes["replay_of"], 64), ev.PayloadHash, ev.DeliveryCount, conflicts)
-	vals := map[string]types.AttributeValue{
+	return fmt.Sprintf("%s displaced by the event's own bytes (sha256/128 %s, delivery %q): this id held a replay of %q (sha256/128 %s, %d deliveries%s)",
+		CodeSuspectedReplay, in.payload.hash, truncate(in.d.DeliveryID, 64), truncate(ev.Attributes["replay_of"], 64), ev.PayloadHash, ev.DeliveryCount, conflicts)
+}
+
+// displacePlan is displace's write: the row as a new row of in, every
+// field the replay had and in has not removed, conditioned on the row
+// still being the untouched replay ev.
+func displacePlan(in acceptInput, ev Event, actor, reason string) *update {
+	d, p := in.d, in.payload
+	u := (&update{}).Name("#status", "status").Values(map[string]types.AttributeValue{
 		":received": sv(string(StatusReceived)),
 		":quar":     sv(string(StatusQuarantined)),
 		":replay":   sv(CodeSuspectedReplay),
@@ -69,81 +104,58 @@ func (l *Ledger) displace(ctx context.Context, d Delivery, now time.Time, hash s
 		":zero":     nv(0),
 		":one":      nv(1),
 		":etype":    sv(d.EventType),
-		":now":      nv(ms(now)),
-		":hash":     sv(hash),
-		":size":     nv(int64(len(d.Payload))),
-		":chunks":   nv(int64(chunks)),
-		":enc":      sv(enc),
-		":shard":    sv(l.dueShard(d.Source, d.EventID)),
-		":hist":     sv(deliveryRecord(d.DeliveryID, now)),
-		":audit":    auditValue(now, StatusQuarantined, StatusReceived, l.opts.Actor, "displace_replay", truncate(reason, MaxReasonLen)),
-	}
-	set := []string{
+		":now":      nv(ms(in.now)),
+		":hash":     sv(p.hash),
+		":size":     nv(int64(p.size)),
+		":chunks":   nv(int64(p.chunks)),
+		":enc":      sv(p.enc),
+		":shard":    sv(in.shard),
+		":hist":     sv(deliveryRecord(d.DeliveryID, in.now)),
+		":audit":    auditValue(in.now, StatusQuarantined, StatusReceived, actor, "displace_replay", truncate(reason, MaxReasonLen)),
+	})
+	u.Set(
 		"#status = :received", "event_type = :etype", "received_at = :now",
 		"payload_hash = :hash", "payload_size = :size", "payload_chunks = :chunks", "payload_enc = :enc",
-		attrDueShard + " = :shard", attrDueAt + " = :now", "delivery_count = :one",
-		historyAttr(slot) + " = :hist", "audit = list_append(audit, :audit)",
-	}
-	remove := []string{"error_code", "error_message", "conflict_count", "last_conflict", "last_delivery_id", "last_delivery_at"}
+		attrDueShard+" = :shard", attrDueAt+" = :now", "delivery_count = :one",
+		historyAttr(in.slot)+" = :hist", "audit = list_append(audit, :audit)",
+	)
+	u.Remove("error_code", "error_message", "conflict_count", "last_conflict", "last_delivery_id", "last_delivery_at")
 	for i := range DeliveryHistorySlots {
-		if i != slot {
-			remove = append(remove, historyAttr(i))
+		if i != in.slot {
+			u.Remove(historyAttr(i))
 		}
 	}
-	optional := func(attr, name string, v types.AttributeValue, present bool) {
+	optional := func(attr, ph string, v types.AttributeValue, present bool) {
 		if present {
-			vals[name] = v
-			set = append(set, attr+" = "+name)
+			u.Value(ph, v).Set(attr + " = " + ph)
 		} else {
-			remove = append(remove, attr)
+			u.Remove(attr)
 		}
 	}
 	attrs := boundedAttributes(d.Attributes)
 	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
-	optional("version_hint", ":vhint", sv(truncate(d.VersionHint, MaxIDLength)), d.VersionHint != "")
+	optional("version_hint", ":vhint", sv(d.VersionHint), d.VersionHint != "")
 	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
 	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
-	optional("payload", ":payload", &types.AttributeValueMemberB{Value: stored}, chunks == 0 && len(stored) > 0)
+	optional("payload", ":payload", &types.AttributeValueMemberB{Value: p.bytes}, p.chunks == 0 && len(p.bytes) > 0)
+	return u.If("#status = :quar", "error_code = :replay", "total_attempts = :zero", "payload_hash = :oldhash")
+}
 
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String("SET " + join(set) + " REMOVE " + join(remove)),
-		ConditionExpression:                 aws.String("#status = :quar AND error_code = :replay AND total_attempts = :zero AND payload_hash = :oldhash"),
-		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           vals,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, translate(err))
-		}
-		if _, own := l.appliedBefore(ctx, ccf, key, vals[":audit"]); !own {
-			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, errDisplaceLost)
-		}
-		// This very displacement, applied by an earlier attempt whose
-		// answer was lost (see appliedBefore).
-	}
-	if chunks > 0 {
-		if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
-			return Accepted{}, err
-		}
-	}
-	// The row as written, built here rather than read back (an emulator's
-	// ALL_NEW may still show the attributes REMOVE took away).
+// displacedEvent is the row displace wrote, built here rather than read
+// back: the replay's audit with the displace_replay entry, and in's
+// fields as a new row.
+func displacedEvent(in acceptInput, ev Event, actor, reason string) Event {
+	d, now := in.d, in.now
 	audit := append(append([]AuditEntry(nil), ev.Audit...), AuditEntry{
-		At: now.UTC().Truncate(time.Millisecond), From: StatusQuarantined, To: StatusReceived, Actor: truncate(l.opts.Actor, MaxIDLength),
+		At: now.UTC().Truncate(time.Millisecond), From: StatusQuarantined, To: StatusReceived, Actor: truncate(actor, MaxIDLength),
 		Action: "displace_replay", Reason: truncate(reason, MaxReasonLen),
 	})
-	cur := Event{
+	return Event{
 		Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject, VersionHint: d.VersionHint,
 		Status: StatusReceived, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID,
-		LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-		PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}}, Audit: audit,
+		LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: in.payload.hash, PayloadSize: in.payload.size,
+		PayloadChunks: in.payload.chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}}, Audit: audit,
 	}
-	replay := ev
-	return Accepted{Event: cur, Displaced: &replay}, nil
 }
 
 // ClaimBody records that a body arrived under eventID, for schemes whose
