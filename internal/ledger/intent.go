@@ -234,3 +234,39 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 	in.Audit = auditEntries(it.Audit)
 	return in, nil
 }
+
+// intentItem is a new PENDING intent as commit writes it, without its
+// payload and condition.
+func (l *Ledger) intentItem(c Claim, w *ProjectionWrite, in Intent) map[string]types.AttributeValue {
+	now := l.now()
+	it := intentKey(in.OperationID)
+	it["item"] = sv("intent")
+	it["operation_id"] = sv(in.OperationID)
+	it["kind"] = sv(in.Kind)
+	it["subject"] = sv(in.Subject)
+	it["status"] = sv(IntentPending)
+	it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
+	// Whose fact the intent acts on: the scope that owns its projection and
+	// the source that delivered the event. The dispatcher checks the scope
+	// against the effect's allowed scopes and sends both with the call.
+	if scope := ScopeOf(w.Name); scope != "" {
+		it["scope"] = sv(scope)
+	}
+	it["source"] = sv(c.Event.Source)
+	it["created_at"] = nv(ms(now))
+	// The truth the intent came from: the dispatcher compares it with the
+	// projection when it claims the intent (DESIGN.md §6).
+	it["projection"] = sv(w.Name)
+	it["proj_subject"] = sv(w.Subject)
+	it["version"] = nv(w.Version)
+	// The same version as text: exact whatever rewrites the item (minidyn
+	// turns every number of an item it updates into a float64).
+	it["version_s"] = sv(strconv.FormatInt(w.Version, 10))
+	it["fingerprint"] = sv(w.Fingerprint)
+	if in.Policy != "" && in.Policy != PolicyOnce {
+		it["policy"] = sv(string(in.Policy))
+	}
+	it[attrDueShard] = sv(l.dueShard("OP", in.OperationID))
+	it[attrDueAt] = nv(ms(now))
+	return it
+}

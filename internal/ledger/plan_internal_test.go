@@ -1,6 +1,9 @@
 package ledger
 
 import (
+	"errors"
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +299,233 @@ func avEqual(a, b types.AttributeValue) bool {
 		return ok && x.Value == y.Value
 	}
 	return false
+}
+
+// commitInputs are a claimed event, a revision of its projection, two
+// intents, and a watch plan that contradicts a performed intent with a
+// compensation and an in-flight one without.
+func commitInputs() (Claim, *ProjectionWrite, []Intent, watchPlan) {
+	c := Claim{Event: Event{Source: "stripe", EventID: "evt_9", Subject: "sub_1"}, Owner: "proc-1", Token: "tok-9"}
+	w := &ProjectionWrite{Name: "billing/subscription", Subject: "sub_1", Version: 9, Fingerprint: "fp9", State: map[string]any{"status": "canceled"}}
+	intents := []Intent{
+		{OperationID: "op-revoke", Kind: "entitlement.revoke", Subject: "sub_1", Policy: PolicyLatest},
+		{OperationID: "op-mail", Kind: "notify", Subject: "sub_1", Payload: map[string]any{"to": "a@example.test"}},
+	}
+	watch := watchPlan{contra: []contradiction{
+		{entry: WatchEntry{OperationID: "op-refund", Kind: "refund", Version: 7, Compensation: "refund.reverse"},
+			intent: IntentState{OperationID: "op-refund", Kind: "refund", Status: IntentStatusSucceeded}, why: "status=canceled"},
+		{entry: WatchEntry{OperationID: "op-ship", Kind: "ship", Version: 8},
+			intent: IntentState{OperationID: "op-ship", Kind: "ship", Status: IntentStatusDispatching, LeaseToken: "lt"}, why: "status=canceled"},
+	}}
+	return c, w, intents, watch
+}
+
+func TestCommitTxPlansEachWriteWithItsRole(t *testing.T) {
+	l := offline(t)
+	c, w, intents, watch := commitInputs()
+	tx, err := l.commitTx(c, w, intents, nil, watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		role txRole
+		key  string // the item the write concerns
+	}{
+		{txRole{kind: txEventLease}, "event stripe/evt_9"},
+		{txRole{kind: txProjectionGuard}, "projection billing/subscription/sub_1"},
+		{txRole{kind: txNewIntent, intent: 0}, "intent op-revoke"},
+		{txRole{kind: txNewIntent, intent: 1}, "intent op-mail"},
+		{txRole{kind: txCompensation}, "intent " + CompensationID("op-refund")},
+		{txRole{kind: txWatchedIntent}, "intent op-refund"},
+		{txRole{kind: txWatchedIntent}, "intent op-ship"},
+	}
+	if len(tx.items) != len(want) || len(tx.roles) != len(want) {
+		t.Fatalf("%d writes, %d roles; want %d", len(tx.items), len(tx.roles), len(want))
+	}
+	for i, wnt := range want {
+		if tx.roles[i] != wnt.role || transactItemName(tx.items[i]) != wnt.key {
+			t.Errorf("write %d: %+v on %s; want %+v on %s", i, tx.roles[i], transactItemName(tx.items[i]), wnt.role, wnt.key)
+		}
+	}
+	if got := strings.Join(tx.ops, ","); got != "op-revoke,op-mail,"+CompensationID("op-refund") {
+		t.Errorf("ops %s", got)
+	}
+	if got := strings.Join(tx.contradicted, ","); got != "op-refund,op-ship" {
+		t.Errorf("contradicted %s", got)
+	}
+	if tx.result.Intents != 3 || len(tx.result.Operations) != 3 || tx.result.Operations[2].Kind != "refund.reverse" {
+		t.Errorf("result %+v: the compensation is one of the commit's operations", tx.result)
+	}
+
+	event := tx.items[0].Update
+	if got, want := aws.ToString(event.ConditionExpression), "#status = :proc AND lease_token = :tok"; got != want {
+		t.Errorf("event condition %q, want %q", got, want)
+	}
+	if got := aws.ToString(event.UpdateExpression); !strings.HasPrefix(got, "SET #status = :done, processed_at = :now, #result = :res, expires_at = :ttl, done_shard = :dshard, audit = list_append(audit, :audit) REMOVE ") {
+		t.Errorf("event update %q", got)
+	}
+	audit := event.ExpressionAttributeValues[":audit"].(*types.AttributeValueMemberL).Value[0].(*types.AttributeValueMemberS).Value
+	if !strings.Contains(audit, "contradicts refund op-refund (SUCCEEDED), ship op-ship (DISPATCHING)") {
+		t.Errorf("the event's audit does not name the contradicted intents: %q", audit)
+	}
+	for i, it := range tx.items[2:5] {
+		if got := aws.ToString(it.Put.ConditionExpression); got != "attribute_not_exists(pk)" || it.Put.ExpressionAttributeValues != nil {
+			t.Errorf("new intent %d: condition %q, values %v", i, got, it.Put.ExpressionAttributeValues)
+		}
+	}
+	if _, ok := tx.items[3].Put.Item["payload"].(*types.AttributeValueMemberM); !ok {
+		t.Errorf("intent payload %T", tx.items[3].Put.Item["payload"])
+	}
+	if _, ok := tx.items[2].Put.Item["payload"].(*types.AttributeValueMemberNULL); !ok {
+		t.Errorf("an empty payload is stored as NULL, not %T", tx.items[2].Put.Item["payload"])
+	}
+	if li, ok := tx.items[1].Put.Item[attrLatestPref+"entitlement"]; !ok || li == nil {
+		t.Errorf("the projection does not name its latest entitlement intent")
+	}
+	refund, ship := tx.items[5].Update, tx.items[6].Update
+	if got := aws.ToString(refund.UpdateExpression); got != "SET contradicted_by = :by, audit = list_append(if_not_exists(audit, :empty), :audit), compensated_by = :cop" {
+		t.Errorf("compensated intent: %q", got)
+	}
+	if got := aws.ToString(ship.ConditionExpression); got != "#status = :seen AND lease_token = :tok" {
+		t.Errorf("in-flight intent condition %q", got)
+	}
+}
+
+func TestCommitTxContradictsAPerformedIntentWithoutCompensation(t *testing.T) {
+	l := offline(t)
+	c, w, _, _ := commitInputs()
+	watch := watchPlan{contra: []contradiction{{entry: WatchEntry{OperationID: "op-grant", Kind: "grant", Version: 3},
+		intent: IntentState{OperationID: "op-grant", Kind: "grant", Status: IntentStatusSucceeded}, why: "x"}}}
+	tx, err := l.commitTx(c, w, nil, nil, watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tx.roles) != 3 || tx.roles[2].kind != txWatchedIntent || len(tx.ops) != 0 {
+		t.Fatalf("roles %+v ops %v", tx.roles, tx.ops)
+	}
+	u := tx.items[2].Update
+	if got, want := aws.ToString(u.UpdateExpression), "SET contradicted_by = :by, audit = list_append(if_not_exists(audit, :empty), :audit), "+
+		"#status = :to, error_code = :code, detail = :detail, due_shard = :ashard, due_at = :now REMOVE expires_at"; got != want {
+		t.Fatalf("update\n got %s\nwant %s", got, want)
+	}
+	if got := u.ExpressionAttributeValues[":ashard"].(*types.AttributeValueMemberS).Value; !strings.HasPrefix(got, attentionPrefix) {
+		t.Fatalf("a contradicted intent waits on the attention shards, not %q", got)
+	}
+}
+
+func TestProjectionGuard(t *testing.T) {
+	w := &ProjectionWrite{Name: "p", Subject: "s", Version: 5, Fingerprint: "fp5"}
+	for _, tc := range []struct {
+		name string
+		prev *Projection
+		cond string
+		vals []string
+	}{
+		{"no watch list known", nil,
+			"attribute_not_exists(pk) OR (version < :v AND terminal = :f AND fingerprint <> :fp AND attribute_not_exists(watch_n))", []string{":f", ":fp", ":v"}},
+		{"the projection as read", &Projection{Version: 4, Fingerprint: "fp4"},
+			"version = :pv AND fingerprint = :pfp AND terminal = :f", []string{":f", ":pfp", ":pv"}},
+	} {
+		u := projectionGuard(w, tc.prev)
+		mustCheck(t, u)
+		if got := aws.ToString(u.condition()); got != tc.cond {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.cond)
+		}
+		if got := strings.Join(sortedKeys(u.vals), " "); got != strings.Join(tc.vals, " ") {
+			t.Errorf("%s: values %s", tc.name, got)
+		}
+	}
+}
+
+func TestCommitDecidesByWhatFailed(t *testing.T) {
+	l := offline(t)
+	c, w, intents, watch := commitInputs()
+	tx, err := l.commitTx(c, w, intents, nil, watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writes: 0 event, 1 projection, 2-3 intents, 4 compensation, 5-6 watched intents.
+	ok := types.CancellationReason{Code: aws.String("None")}
+	failed := func(item map[string]types.AttributeValue) types.CancellationReason {
+		return types.CancellationReason{Code: aws.String("ConditionalCheckFailed"), Item: item}
+	}
+	code := func(c string) types.CancellationReason {
+		return types.CancellationReason{Code: aws.String(c), Message: aws.String("because")}
+	}
+	reasons := func(set map[int]types.CancellationReason) []types.CancellationReason {
+		out := make([]types.CancellationReason, len(tx.items))
+		for i := range out {
+			out[i] = ok
+			if r, is := set[i]; is {
+				out[i] = r
+			}
+		}
+		return out
+	}
+	old := map[string]types.AttributeValue{"version": nv(9)}
+	for _, tc := range []struct {
+		name     string
+		reasons  []types.CancellationReason
+		want     cancelVerdict
+		existing []int
+		item     string // cancelUnstorable: the write named
+	}{
+		{"the event's lease", reasons(map[int]types.CancellationReason{0: failed(nil)}), cancelLeaseLost, nil, ""},
+		{"the lease beside a refused value", reasons(map[int]types.CancellationReason{0: failed(nil), 1: code("ValidationError")}), cancelLeaseLost, nil, ""},
+		{"a refused projection", reasons(map[int]types.CancellationReason{1: code("ValidationError")}), cancelUnstorable, nil, "projection billing/subscription/sub_1"},
+		{"a refused intent beside the guard", reasons(map[int]types.CancellationReason{1: failed(old), 3: code("ValidationError")}), cancelUnstorable, nil, "intent op-mail"},
+		{"throttled", reasons(map[int]types.CancellationReason{2: code("ThrottlingError")}), cancelRetryable, nil, ""},
+		{"a concurrent transaction", reasons(map[int]types.CancellationReason{5: code("TransactionConflict")}), cancelRetryable, nil, ""},
+		{"the projection's guard", reasons(map[int]types.CancellationReason{1: failed(old)}), cancelGuard, nil, ""},
+		{"the guard beside an existing intent", reasons(map[int]types.CancellationReason{1: failed(old), 2: failed(nil)}), cancelGuard, nil, ""},
+		{"an existing intent", reasons(map[int]types.CancellationReason{3: failed(nil)}), cancelPlanAgain, []int{1}, ""},
+		{"both intents exist", reasons(map[int]types.CancellationReason{2: failed(nil), 3: failed(nil)}), cancelPlanAgain, []int{0, 1}, ""},
+		{"a watched intent moved", reasons(map[int]types.CancellationReason{6: failed(nil)}), cancelPlanAgain, nil, ""},
+		{"the compensation exists", reasons(map[int]types.CancellationReason{4: failed(nil)}), cancelPlanAgain, nil, ""},
+		{"a reason past the last write", append(reasons(nil), failed(nil)), cancelPlanAgain, nil, ""},
+	} {
+		d := tx.decide(&types.TransactionCanceledException{CancellationReasons: tc.reasons})
+		if d.verdict != tc.want {
+			t.Errorf("%s: verdict %v, want %v", tc.name, d.verdict, tc.want)
+			continue
+		}
+		var existing []int
+		for i := range d.existing {
+			existing = append(existing, i)
+		}
+		sort.Ints(existing)
+		if fmt.Sprint(existing) != fmt.Sprint(tc.existing) && !(len(existing) == 0 && len(tc.existing) == 0) {
+			t.Errorf("%s: existing intents %v, want %v", tc.name, existing, tc.existing)
+		}
+		if tc.want == cancelGuard && !avEqual(d.projection["version"], nv(9)) {
+			t.Errorf("%s: the guard's refusal does not carry the projection: %v", tc.name, d.projection)
+		}
+		if tc.item != "" {
+			var ue *UnstorableError
+			if !errors.As(d.unstorable, &ue) || ue.Item != tc.item {
+				t.Errorf("%s: %v; want a refusal naming %s", tc.name, d.unstorable, tc.item)
+			}
+		}
+	}
+	if got := withoutIntents(intents, map[int]bool{0: true}); len(got) != 1 || got[0].OperationID != "op-mail" {
+		t.Fatalf("withoutIntents: %+v", got)
+	}
+}
+
+func TestGuardAdmits(t *testing.T) {
+	w := &ProjectionWrite{Version: 5, Fingerprint: "new"}
+	for _, tc := range []struct {
+		cur  Projection
+		want bool
+	}{
+		{Projection{Version: 4, Fingerprint: "old"}, true},
+		{Projection{Version: 4, Fingerprint: "new"}, false}, // newer version, same state: advance
+		{Projection{Version: 5, Fingerprint: "old"}, false},
+		{Projection{Version: 6, Fingerprint: "old"}, false},
+		{Projection{Version: 4, Fingerprint: "old", Terminal: true}, false},
+	} {
+		if got := guardAdmits(tc.cur, w); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.cur, got, tc.want)
+		}
+	}
 }

@@ -120,6 +120,30 @@ func (u *update) input(table string, key map[string]types.AttributeValue) *dynam
 	}
 }
 
+// txUpdate is the write as a transaction's Update of the item at key.
+func (u *update) txUpdate(table string, key map[string]types.AttributeValue) *types.Update {
+	return &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       key,
+		UpdateExpression:          aws.String(u.expression()),
+		ConditionExpression:       u.condition(),
+		ExpressionAttributeNames:  u.attrNames(),
+		ExpressionAttributeValues: u.attrValues(),
+	}
+}
+
+// txPut is a transaction's Put of item under u's condition (a Put has no
+// update clauses).
+func (u *update) txPut(table string, item map[string]types.AttributeValue) *types.Put {
+	return &types.Put{
+		TableName:                 aws.String(table),
+		Item:                      item,
+		ConditionExpression:       u.condition(),
+		ExpressionAttributeNames:  u.attrNames(),
+		ExpressionAttributeValues: u.attrValues(),
+	}
+}
+
 var placeholder = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
 
 // check reports what DynamoDB would refuse in u's placeholders: one used
