@@ -69,57 +69,34 @@ type Accepted struct {
 var FormAttributes = []string{"via", "format"}
 
 // Accept records a verified delivery in one request: an UpdateItem upsert
-// that returns the old row (ReturnValues ALL_OLD), so exactly one caller per
-// (source, event_id) sees no old row, and every duplicate learns the row from
-// the same response. Every stored field is written with if_not_exists, so a
-// duplicate never changes the event's identity, status, payload, result or
-// audit; it only records itself: delivery_count and one slot ("dh<n>") of
-// the bounded delivery history, which also tells the last delivery's time
-// and id (see Event.RecentDeliveries). That holds for a duplicate of a
-// finished event too: it costs the one request it cost when its write was
-// refused by a condition and recorded nothing (DynamoDB bills a refused
-// write by the item's size as well).
+// that returns the old row (ReturnValues ALL_OLD), so exactly one caller
+// per (source, event_id) sees no old row, and every duplicate learns the
+// row from the same response. (A conditional PutItem would learn it too,
+// but could not record the duplicate without a second write.) Every
+// stored field is written with if_not_exists, so a duplicate never
+// changes the event's identity, status, payload, result or audit; it only
+// records itself: delivery_count and one slot of the bounded delivery
+// history (Event.RecentDeliveries). A duplicate of a finished event costs
+// that one request too.
 //
-// The due index's keys. A new row gets a work shard; a row that has due
-// keys keeps them (unfinished: its work shard; DEAD or QUARANTINED: its
-// attention shard). A PROCESSED row lost them at completion, which left
-// done_shard ("done#<n>") behind instead, and that is what the fallback
-// writes:
+// A new row goes on its work shard of the due index; a row keeps the due
+// keys it has. A PROCESSED row has none, and kept done_shard instead,
+// which the upsert falls back to (if_not_exists nests, and both operands
+// read the item as it was), so a duplicate of a finished event lands on
+// a done shard that no query reads, never back on the work shards: its
+// first duplicate adds one index write, later ones none. A duplicate of a
+// DEAD or QUARANTINED row off its attention shard moves it there.
 //
-//	due_shard = if_not_exists(due_shard, if_not_exists(done_shard, :shard))
-//	due_at    = if_not_exists(due_at, :now)
+// Other bytes under the same id in the same form (FormAttributes) are a
+// conflict, not a duplicate: only the conflict is recorded. A delivery
+// without identity (Quarantine set) is accepted QUARANTINED on its
+// attention shard, and never recorded on a PROCESSED row. A row that
+// holds a suspected replay (CodeSuspectedReplay, never attempted) yields
+// to a delivery of other bytes that is not itself quarantined: the row
+// becomes this event, RECEIVED (see displace).
 //
-// Both operands are evaluated against the item as it was before the update
-// (DynamoDB's update expression grammar lets an operand be a path or a
-// function, so if_not_exists nests), so a duplicate of a finished event
-// puts it on a done shard that no query reads, never back on the work
-// shards where the reconciler would re-enqueue it. (Its first duplicate
-// therefore adds one index entry, one more write unit; later ones change no
-// index key and no projected attribute, and write no index.) A row finished
-// before done_shard existed falls back to its work shard; ListDue's status
-// filter still keeps it from being re-enqueued.
-//
-// A duplicate of a DEAD or QUARANTINED row that is not on its attention
-// shard (written so by an older version) moves it there: one more request,
-// once (see toAttention).
-//
-// A delivery without identity (Quarantine set) is accepted QUARANTINED on
-// its attention shard. Its write alone is conditioned (not on a PROCESSED
-// row), so its error code can never land on an event an operator replayed
-// to completion; such a duplicate is refused and changes nothing.
-//
-// A suspected replay yields its id. When the row is QUARANTINED as
-// CodeSuspectedReplay and was never attempted, it holds bytes first
-// delivered under another id, re-sent under this one (a captured delivery
-// under the sender's next id, created before the sender used it). A
-// delivery that is not itself quarantined, with other bytes in any form,
-// is then the event's own: it is not a conflict or a duplicate of the
-// replay, it displaces it (see displace), and the row becomes this event,
-// RECEIVED. The upsert's condition refuses such a row, so a delivery in
-// another form (through EventBridge) does not merely count as its
-// duplicate.
-//
-// Large payloads then add their chunk writes for a new event.
+// A payload too large to keep inline is written in chunk items after the
+// row (see storePayload).
 func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	return l.accept(ctx, d, true)
 }

@@ -25,8 +25,8 @@ type AuditEntry struct {
 // "<unix ms>\t<from>\t<to>\t<action>\t<actor>[\t<reason>]" (auditText):
 // every later write of an item pays again for its audit's bytes, and a map
 // per entry costs about 35 bytes more (six attribute names and the map's
-// overhead) than the same fields in one string. Entries written as maps
-// (by versions before this encoding) still decode.
+// overhead) than the same fields in one string. An entry stored as a map
+// of the same fields decodes too: the stored format admits both.
 type auditItem struct {
 	At     int64  `dynamodbav:"at"`
 	From   string `dynamodbav:"from,omitempty"`
@@ -94,9 +94,8 @@ func auditValue(at time.Time, from, to Status, actor, action, reason string) typ
 // SDK (it retries a reset connection or a 500, and the write may have been
 // applied before either): the item's last audit entry is the one sent (an
 // auditValue: time to the millisecond, actor, transition, reason). It
-// returns the item. DynamoDB sends the item back with the refusal
-// (ALL_OLD); from a store that does not (dynalite) it is read, on this
-// refusal path only.
+// returns the item: the one the refusal returned, or read when the store
+// returned none (see the package doc).
 func (l *Ledger) appliedBefore(ctx context.Context, ccf *types.ConditionalCheckFailedException, key map[string]types.AttributeValue, sent types.AttributeValue) (map[string]types.AttributeValue, bool) {
 	item := ccf.Item
 	if len(item) == 0 {

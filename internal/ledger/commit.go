@@ -160,7 +160,10 @@ func (l *Ledger) projectionAt(ctx context.Context, w *ProjectionWrite, item map[
 	return p, nil
 }
 
-// resolveGuard records what a failed version guard means (DESIGN.md §6).
+// resolveGuard records what a refused version guard means: an older or
+// terminal subject makes the event stale, the same version and state a
+// noop, the same version with another state a conflict (quarantined), a
+// newer version with the same state a noop that advances the version.
 func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, old Projection) (Committed, error) {
 	res := Result{Projection: w.Name, Subject: w.Subject, Version: w.Version}
 	switch {

@@ -14,7 +14,7 @@ import (
 )
 
 // A subject cursor serializes the dispatch of latest-policy intents per
-// (projection subject, kind family) (DESIGN.md §6): the downstream must
+// (projection subject, kind family): the downstream must
 // never receive an older state after a newer one, even with two
 // dispatchers and retries in flight.
 //
@@ -106,8 +106,8 @@ func decodeCursor(av map[string]types.AttributeValue) (SubjectCursor, string, er
 
 // LockSubject takes the subject cursor of a claimed latest-policy intent
 // for the claim's lease (see the cursor doc above). An intent of another
-// policy, or one written before intents knew their truth, needs no cursor:
-// nil without a request.
+// policy, or one that names no projection, needs no cursor: nil without a
+// request.
 func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 	in := c.Intent
 	if in.Policy != PolicyLatest || in.Projection == "" {
@@ -150,9 +150,8 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 		}
 		old := ccf.Item
 		if len(old) == 0 {
-			// DynamoDB returns the item with the refusal; a store that does
-			// not (dynalite) is read: the condition only fails on an
-			// existing cursor.
+			// The refusal returned no item (see the package doc): the
+			// condition only fails on an existing cursor, so read it.
 			if old, err = l.getItem(ctx, key, "cursor"); err != nil {
 				return fmt.Errorf("lock subject %s/%s %s: %w", in.Projection, in.ProjectionSubject, fam, err)
 			}
@@ -164,8 +163,9 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 		if cur.HolderOp == in.OperationID && tok == c.Token {
 			// This very takeover was applied by an earlier attempt whose
 			// answer was lost, and the SDK sent it again: the cursor is
-			// ours. (Judged by its version instead, it looked held by a
-			// newer one, and the revoke was never performed.)
+			// ours. Judged by its version alone, it would look held by a
+			// version as new as this one, and the intent would end without
+			// being sent.
 			return nil
 		}
 		if cur.HolderVersion >= in.Version {

@@ -119,8 +119,8 @@ func sortDue(items []dueItem) {
 // queryDue reads the due index, every shard, for items of one kind in one
 // of the given (unfinished) statuses, oldest first, at most limit. The
 // status filter is defensive: a finished item has no due keys and so no index
-// entry, but index reads lag the table (and minidyn keeps entries whose keys
-// were removed).
+// entry, but index reads lag the table (and an emulator may keep entries
+// whose keys were removed).
 func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
 	return l.queryShards(ctx, "", before, limit, kind, statuses...)
 }

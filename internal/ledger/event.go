@@ -38,8 +38,8 @@ type Event struct {
 	// the first delivery's id; LastDeliveryAt and LastDeliveryID are when
 	// the newest delivery arrived and its id (empty when it had none, as
 	// Stripe's have). They are read from RecentDeliveries, whose newest
-	// record is always the newest delivery (rows written before the
-	// history existed keep them as attributes).
+	// record is always the newest delivery, or from the attributes
+	// last_delivery_at and last_delivery_id of a row without a history.
 	DeliveryCount   int
 	FirstDeliveryID string
 	LastDeliveryID  string

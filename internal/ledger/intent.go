@@ -47,7 +47,7 @@ type StoredIntent struct {
 	Status      string         `dynamodbav:"status"`
 	Payload     map[string]any `dynamodbav:"payload"`
 	Causation   string         `dynamodbav:"causation"` // source/event_id that created it
-	Scope       string         `dynamodbav:"scope"`     // absent on intents written before it was recorded
+	Scope       string         `dynamodbav:"scope"`     // may be absent (see IntentState.Scope)
 	Source      string         `dynamodbav:"source"`    // likewise
 	CreatedAt   int64          `dynamodbav:"created_at"`
 }
@@ -89,8 +89,9 @@ const (
 	// IntentStatusContradicted: a while_current intent that was performed
 	// (the downstream applied it) and that a newer revision contradicted
 	// afterwards, with no compensation declared for its kind. It waits on
-	// the attention shards for the recovery owner (DESIGN.md §5 I7): the
-	// effect cannot be taken back by us; a human contains and records it.
+	// the attention shards for the recovery owner: an irreversible effect
+	// whose reason went away is never silent, and since the ledger cannot
+	// take it back, a human contains and records it.
 	IntentStatusContradicted IntentStatus = "CONTRADICTED"
 )
 
@@ -115,17 +116,17 @@ type IntentState struct {
 	CreatedAt   time.Time
 	// Scope owns the fact the intent acts on (the scope of its projection,
 	// "" for an unscoped source's) and Source delivered the event that
-	// caused it. Intents written before these were recorded have them
-	// derived when read: the scope from the projection's name
+	// caused it. An intent item without them has them derived when read:
+	// the scope from the projection's name
 	// ("<scope>/<name>", ScopeOf), the source from Causation
 	// ("<source>/<event id>"); an intent without a scoped projection has
 	// scope "", which only an effect open to every scope performs.
 	Scope  string
 	Source string
 
-	// The truth the intent came from (empty for intents written before
-	// these fields existed): the projection, its subject, version and
-	// state fingerprint at the commit, and the dispatch policy.
+	// The truth the intent came from (empty when the item does not record
+	// it): the projection, its subject, version and state fingerprint at
+	// the commit, and the dispatch policy.
 	Projection        string
 	ProjectionSubject string
 	Version           int64
@@ -144,8 +145,9 @@ type IntentState struct {
 	// (it timed out after sending, or its dispatcher died mid-call). It
 	// stays set through later attempts that learned nothing about that one
 	// (a 500 on a retry with the same key), so a decision without a call
-	// (OBSOLETE, SUPERSEDED) still asks the downstream first. Found by the
-	// chaos checker (seed 65).
+	// (OBSOLETE, SUPERSEDED) still asks the downstream first: deciding
+	// from the last attempt alone would end as never sent an intent an
+	// earlier attempt may have performed.
 	MaybeSent bool
 
 	Attempts       int
@@ -215,7 +217,7 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 		ErrorCode: it.ErrorCode, Detail: it.Detail, FinishedAt: fromMS(it.FinishedAt),
 	}
 	if in.Scope == "" {
-		in.Scope = ScopeOf(it.Projection) // written before the scope was recorded
+		in.Scope = ScopeOf(it.Projection) // not recorded: the projection's
 	}
 	if in.Source == "" {
 		// Written before the source was recorded: a source's name never
@@ -226,7 +228,7 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 		in.ExpiresAt = time.Unix(it.ExpiresAt, 0).UTC()
 	}
 	if v, err := strconv.ParseInt(it.VersionText, 10, 64); err == nil {
-		in.Version = v // exact, where the number may have been rounded by an emulator
+		in.Version = v // exact, where the number may have been rounded (see the package doc)
 	}
 	if p, ok := it.Payload.(map[string]any); ok {
 		in.Payload = exactNumbers(p).(map[string]any)
@@ -255,12 +257,12 @@ func (l *Ledger) intentItem(c Claim, w *ProjectionWrite, in Intent) map[string]t
 	it["source"] = sv(c.Event.Source)
 	it["created_at"] = nv(ms(now))
 	// The truth the intent came from: the dispatcher compares it with the
-	// projection when it claims the intent (DESIGN.md §6).
+	// projection when it claims the intent.
 	it["projection"] = sv(w.Name)
 	it["proj_subject"] = sv(w.Subject)
 	it["version"] = nv(w.Version)
-	// The same version as text: exact whatever rewrites the item (minidyn
-	// turns every number of an item it updates into a float64).
+	// The same version as text, exact whatever rewrites the item (see the
+	// package doc).
 	it["version_s"] = sv(strconv.FormatInt(w.Version, 10))
 	it["fingerprint"] = sv(w.Fingerprint)
 	if in.Policy != "" && in.Policy != PolicyOnce {

@@ -18,7 +18,12 @@ import (
 // How a payload is stored: gzip-compressed above compressAbove bytes
 // (unless that makes it larger), inline in the event item up to
 // Options.InlinePayloadMax stored bytes, else in chunk items of at most
-// chunkBytes written once beside the event (see the package doc).
+// chunkBytes, keyed by the payload's hash. Chunks are written once, after
+// the event item, so a duplicate of a processed event needs nothing but
+// the one conditional update; an intake that dies between the two writes
+// has not answered 2xx, and the provider's retry finds the row RECEIVED
+// and writes the same chunks again. A processor that finds a chunk
+// missing treats it as transient (Payload).
 const (
 	chunkBytes    = 350 * 1024 // below DynamoDB's 400 KB item limit with room for keys
 	compressAbove = 1024
@@ -125,7 +130,7 @@ func encodePayload(raw []byte) ([]byte, string, error) {
 	var buf bytes.Buffer
 	// A flate compressor is about 1 MB of state: reuse them (Reset gives
 	// the same output as a new writer), or building one per delivery is
-	// most of the intake's CPU and garbage (issue 17's profile).
+	// most of the intake's CPU and garbage.
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
 	zw.Reset(&buf)

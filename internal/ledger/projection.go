@@ -50,7 +50,7 @@ type WatchEntry struct {
 // ScopeOf is the scope that owns a projection, read from its ledger name
 // "<scope>/<name>" (the form the processor writes, projection.ScopedName):
 // the part before the first "/", or "" for a name without one (an
-// unscoped source's projection, or one written before ownership existed).
+// unscoped source's projection).
 // Scopes never contain "/", so the first one ends the scope.
 func ScopeOf(name string) string {
 	scope, _ := projection.SplitScoped(name)

@@ -9,8 +9,8 @@ import (
 // Result is what a processed event did (the stored result). Operators read
 // all of it; a duplicate delivery of the event is told only its Outcome.
 //
-// In DynamoDB its fields keep their Go names (as rows written before the
-// tags were added have them), and empty ones are left out: every byte of
+// In DynamoDB its fields are stored under their Go names ("Outcome",
+// "Projection": the stored format), and empty ones are left out: every byte of
 // the event item is paid again by each later write of it. Intents is not
 // stored when Operations are (it is their number).
 type Result struct {

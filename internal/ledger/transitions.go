@@ -163,8 +163,7 @@ func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, act
 		}
 		cur, failed := conditionFailed(err)
 		if failed && cur == nil {
-			// DynamoDB returns the item with the refusal; an emulator that
-			// does not (dynalite) is asked.
+			// The refusal returned no item (see the package doc): read it.
 			got, gerr := l.Get(ctx, source, eventID)
 			if errors.Is(gerr, ErrNotFound) {
 				return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, ErrNotFound)
@@ -229,8 +228,7 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason, let
 	}
 	raw := ccf.Item
 	if _, ok := raw["status"]; !ok {
-		// DynamoDB returns the item with the refusal; a store that does
-		// not (dynalite) is asked.
+		// The refusal returned no item (see the package doc): read it.
 		if raw, err = l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID); err != nil {
 			return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, err)
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // An irreversible effect whose reason a newer revision removes after it
-// was performed is never silent (DESIGN.md §5 I7). The projection item of
+// was performed is never silent. The projection item of
 // a subject lists the while_current intents it created (Watch). The commit
 // of every later revision of that subject evaluates their conditions
 // against the new state, and for each one the new state breaks, in the
