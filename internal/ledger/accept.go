@@ -209,23 +209,13 @@ func prepareDelivery(d Delivery) (Delivery, error) {
 // replay's row, and for a delivery without identity a PROCESSED row)
 // untouched.
 func upsertPlan(in acceptInput, actor string) *update {
-	d, p := in.d, in.payload
-	u := (&update{}).Name("#status", "status").Name("#item", "item").Name("#source", "source")
+	d := in.d
+	u := (&update{}).Name("#status", "status").Name("#item", "item").Name("#source", "source").Values(rowValues(in))
 	u.Values(map[string]types.AttributeValue{
 		":status": sv(string(in.status)),
 		":itemev": sv("event"),
 		":source": sv(d.Source),
 		":eid":    sv(d.EventID),
-		":etype":  sv(d.EventType),
-		":now":    nv(ms(in.now)),
-		":zero":   nv(0),
-		":one":    nv(1),
-		":hash":   sv(p.hash),
-		":size":   nv(int64(p.size)),
-		":chunks": nv(int64(p.chunks)),
-		":enc":    sv(p.enc),
-		":shard":  sv(in.shard),
-		":hist":   sv(deliveryRecord(d.DeliveryID, in.now)),
 		":audit":  auditValue(in.now, "", in.status, actor, in.action, deliveryReason(d)),
 	})
 	u.Set(
@@ -246,19 +236,11 @@ func upsertPlan(in acceptInput, actor string) *update {
 		attrDueAt+" = if_not_exists("+attrDueAt+", :now)",
 		historyAttr(in.slot)+" = :hist",
 	)
-	optional := func(attr, ph string, v types.AttributeValue, present bool) {
-		if present {
-			u.Value(ph, v).Set(attr + " = if_not_exists(" + attr + ", " + ph + ")")
+	for _, f := range optionalFields(in) {
+		if f.present {
+			u.Value(f.ph, f.v).Set(f.attr + " = if_not_exists(" + f.attr + ", " + f.ph + ")")
 		}
 	}
-	attrs := boundedAttributes(d.Attributes)
-	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
-	optional("version_hint", ":vhint", sv(d.VersionHint), d.VersionHint != "")
-	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
-	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
-	// An empty payload is stored as no attribute (see the package doc);
-	// Payload reads a missing attribute as the empty body its hash names.
-	optional("payload", ":payload", &types.AttributeValueMemberB{Value: p.bytes}, p.chunks == 0 && len(p.bytes) > 0)
 
 	// A row of this id is recorded on only when it holds the same bytes,
 	// or the same fact in another form; other bytes in the same form are a
@@ -281,6 +263,48 @@ func upsertPlan(in acceptInput, actor string) *update {
 		u.If("(attribute_not_exists(pk) OR #status <> :processed)")
 	}
 	return u.Add("delivery_count :one")
+}
+
+// rowValues are the values every write of a new row for in defines:
+// its type, arrival, payload, due shard, delivery record, and the
+// numbers 0 and 1.
+func rowValues(in acceptInput) map[string]types.AttributeValue {
+	p := in.payload
+	return map[string]types.AttributeValue{
+		":etype":  sv(in.d.EventType),
+		":now":    nv(ms(in.now)),
+		":zero":   nv(0),
+		":one":    nv(1),
+		":hash":   sv(p.hash),
+		":size":   nv(int64(p.size)),
+		":chunks": nv(int64(p.chunks)),
+		":enc":    sv(p.enc),
+		":shard":  sv(in.shard),
+		":hist":   sv(deliveryRecord(in.d.DeliveryID, in.now)),
+	}
+}
+
+// optionalField is an attribute of a new row that only some deliveries
+// have: written when present, and absent otherwise.
+type optionalField struct {
+	attr, ph string
+	v        types.AttributeValue
+	present  bool
+}
+
+// optionalFields are in's optional attributes. An empty payload is stored
+// as no attribute (see the package doc); Payload reads a missing attribute
+// as the empty body its hash names.
+func optionalFields(in acceptInput) []optionalField {
+	d, p := in.d, in.payload
+	attrs := boundedAttributes(d.Attributes)
+	return []optionalField{
+		{"subject", ":subject", sv(d.Subject), d.Subject != ""},
+		{"version_hint", ":vhint", sv(d.VersionHint), d.VersionHint != ""},
+		{"attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0},
+		{"first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != ""},
+		{"payload", ":payload", &types.AttributeValueMemberB{Value: p.bytes}, p.chunks == 0 && len(p.bytes) > 0},
+	}
 }
 
 // upsert sends Accept's write. It returns the row as it was before (none

@@ -320,13 +320,19 @@ func commitInputs() (Claim, *ProjectionWrite, []Intent, watchPlan) {
 	return c, w, intents, watch
 }
 
-func TestCommitTxPlansEachWriteWithItsRole(t *testing.T) {
-	l := offline(t)
+// plannedCommit is the transaction commitTx plans for commitInputs.
+func plannedCommit(t *testing.T) (commitTx, []Intent) {
+	t.Helper()
 	c, w, intents, watch := commitInputs()
-	tx, err := l.commitTx(c, w, intents, nil, watch)
+	tx, err := offline(t).commitTx(c, w, intents, nil, watch)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tx, intents
+}
+
+func TestCommitTxPlansEachWriteWithItsRole(t *testing.T) {
+	tx, _ := plannedCommit(t)
 	want := []struct {
 		role txRole
 		key  string // the item the write concerns
@@ -438,12 +444,7 @@ func TestProjectionGuard(t *testing.T) {
 }
 
 func TestCommitDecidesByWhatFailed(t *testing.T) {
-	l := offline(t)
-	c, w, intents, watch := commitInputs()
-	tx, err := l.commitTx(c, w, intents, nil, watch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx, intents := plannedCommit(t)
 	// The writes: 0 event, 1 projection, 2-3 intents, 4 compensation, 5-6 watched intents.
 	ok := types.CancellationReason{Code: aws.String("None")}
 	failed := func(item map[string]types.AttributeValue) types.CancellationReason {

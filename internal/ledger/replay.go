@@ -95,22 +95,11 @@ func displaceReason(in acceptInput, ev Event) string {
 // field the replay had and in has not removed, conditioned on the row
 // still being the untouched replay ev.
 func displacePlan(in acceptInput, ev Event, actor, reason string) *update {
-	d, p := in.d, in.payload
-	u := (&update{}).Name("#status", "status").Values(map[string]types.AttributeValue{
+	u := (&update{}).Name("#status", "status").Values(rowValues(in)).Values(map[string]types.AttributeValue{
 		":received": sv(string(StatusReceived)),
 		":quar":     sv(string(StatusQuarantined)),
 		":replay":   sv(CodeSuspectedReplay),
 		":oldhash":  sv(ev.PayloadHash),
-		":zero":     nv(0),
-		":one":      nv(1),
-		":etype":    sv(d.EventType),
-		":now":      nv(ms(in.now)),
-		":hash":     sv(p.hash),
-		":size":     nv(int64(p.size)),
-		":chunks":   nv(int64(p.chunks)),
-		":enc":      sv(p.enc),
-		":shard":    sv(in.shard),
-		":hist":     sv(deliveryRecord(d.DeliveryID, in.now)),
 		":audit":    auditValue(in.now, StatusQuarantined, StatusReceived, actor, "displace_replay", truncate(reason, MaxReasonLen)),
 	})
 	u.Set(
@@ -125,19 +114,13 @@ func displacePlan(in acceptInput, ev Event, actor, reason string) *update {
 			u.Remove(historyAttr(i))
 		}
 	}
-	optional := func(attr, ph string, v types.AttributeValue, present bool) {
-		if present {
-			u.Value(ph, v).Set(attr + " = " + ph)
+	for _, f := range optionalFields(in) {
+		if f.present {
+			u.Value(f.ph, f.v).Set(f.attr + " = " + f.ph)
 		} else {
-			u.Remove(attr)
+			u.Remove(f.attr)
 		}
 	}
-	attrs := boundedAttributes(d.Attributes)
-	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
-	optional("version_hint", ":vhint", sv(d.VersionHint), d.VersionHint != "")
-	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
-	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
-	optional("payload", ":payload", &types.AttributeValueMemberB{Value: p.bytes}, p.chunks == 0 && len(p.bytes) > 0)
 	return u.If("#status = :quar", "error_code = :replay", "total_attempts = :zero", "payload_hash = :oldhash")
 }
 

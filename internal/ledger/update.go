@@ -110,13 +110,10 @@ func (u *update) attrValues() map[string]types.AttributeValue {
 
 // input is the write as an UpdateItem request of the item at key.
 func (u *update) input(table string, key map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	t := u.txUpdate(table, key)
 	return &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(table),
-		Key:                       key,
-		UpdateExpression:          aws.String(u.expression()),
-		ConditionExpression:       u.condition(),
-		ExpressionAttributeNames:  u.attrNames(),
-		ExpressionAttributeValues: u.attrValues(),
+		TableName: t.TableName, Key: t.Key, UpdateExpression: t.UpdateExpression, ConditionExpression: t.ConditionExpression,
+		ExpressionAttributeNames: t.ExpressionAttributeNames, ExpressionAttributeValues: t.ExpressionAttributeValues,
 	}
 }
 
