@@ -1,17 +1,11 @@
 package ledger
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,12 +41,6 @@ type Delivery struct {
 	QuarantineReason string
 }
 
-// CodeSuspectedReplay is the error code of a delivery kept as a suspected
-// replay: its id is not signed, and its bytes were first delivered under
-// another id (see ClaimBody). Such a row holds another event's bytes, so
-// it yields its id to the event's own bytes (see Accept).
-const CodeSuspectedReplay = "suspected_replay"
-
 // Accepted is the outcome of Accept.
 type Accepted struct {
 	Event Event
@@ -80,87 +68,35 @@ type Accepted struct {
 // bytes under the same id is a conflict (see Accept).
 var FormAttributes = []string{"via", "format"}
 
-// MaxPayloadBytes is the largest raw payload the ledger stores (1 MiB).
-const MaxPayloadBytes = 1 << 20
-
-const (
-	chunkBytes    = 350 * 1024 // below DynamoDB's 400 KB item limit with room for keys
-	compressAbove = 1024
-)
-
-// CheckEventID returns nil when id can be an event id everywhere one goes:
-// a DynamoDB key (at most MaxIDLength bytes of UTF-8), the body of an SQS
-// pointer message (no code point SQS refuses: U+FFFE, U+FFFF, C0 controls
-// but tab and newlines), and a log line (no control characters at all).
-// Otherwise it returns an error wrapping ErrInvalid, as Accept would. The
-// id is the sender's input: intake checks it first and keeps a verified
-// delivery whose id fails under its ContentID instead.
-func CheckEventID(id string) error { return validID("event id", id, MaxIDLength) }
-
-// ContentID derives an event id from the payload bytes, for verified
-// deliveries that carry no usable identity.
-func ContentID(payload []byte) string {
-	sum := sha256.Sum256(payload)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func payloadHash(payload []byte) string {
-	sum := sha256.Sum256(payload)
-	return hex.EncodeToString(sum[:16])
-}
-
 // Accept records a verified delivery in one request: an UpdateItem upsert
-// that returns the old row (ReturnValues ALL_OLD), so exactly one caller per
-// (source, event_id) sees no old row, and every duplicate learns the row from
-// the same response. Every stored field is written with if_not_exists, so a
-// duplicate never changes the event's identity, status, payload, result or
-// audit; it only records itself: delivery_count and one slot ("dh<n>") of
-// the bounded delivery history, which also tells the last delivery's time
-// and id (see Event.RecentDeliveries). That holds for a duplicate of a
-// finished event too: it costs the one request it cost when its write was
-// refused by a condition and recorded nothing (DynamoDB bills a refused
-// write by the item's size as well).
+// that returns the old row (ReturnValues ALL_OLD), so exactly one caller
+// per (source, event_id) sees no old row, and every duplicate learns the
+// row from the same response. (A conditional PutItem would learn it too,
+// but could not record the duplicate without a second write.) Every
+// stored field is written with if_not_exists, so a duplicate never
+// changes the event's identity, status, payload, result or audit; it only
+// records itself: delivery_count and one slot of the bounded delivery
+// history (Event.RecentDeliveries). A duplicate of a finished event costs
+// that one request too.
 //
-// The due index's keys. A new row gets a work shard; a row that has due
-// keys keeps them (unfinished: its work shard; DEAD or QUARANTINED: its
-// attention shard). A PROCESSED row lost them at completion, which left
-// done_shard ("done#<n>") behind instead, and that is what the fallback
-// writes:
+// A new row goes on its work shard of the due index; a row keeps the due
+// keys it has. A PROCESSED row has none, and kept done_shard instead,
+// which the upsert falls back to (if_not_exists nests, and both operands
+// read the item as it was), so a duplicate of a finished event lands on
+// a done shard that no query reads, never back on the work shards: its
+// first duplicate adds one index write, later ones none. A duplicate of a
+// DEAD or QUARANTINED row off its attention shard moves it there.
 //
-//	due_shard = if_not_exists(due_shard, if_not_exists(done_shard, :shard))
-//	due_at    = if_not_exists(due_at, :now)
+// Other bytes under the same id in the same form (FormAttributes) are a
+// conflict, not a duplicate: only the conflict is recorded. A delivery
+// without identity (Quarantine set) is accepted QUARANTINED on its
+// attention shard, and never recorded on a PROCESSED row. A row that
+// holds a suspected replay (CodeSuspectedReplay, never attempted) yields
+// to a delivery of other bytes that is not itself quarantined: the row
+// becomes this event, RECEIVED (see displace).
 //
-// Both operands are evaluated against the item as it was before the update
-// (DynamoDB's update expression grammar lets an operand be a path or a
-// function, so if_not_exists nests), so a duplicate of a finished event
-// puts it on a done shard that no query reads, never back on the work
-// shards where the reconciler would re-enqueue it. (Its first duplicate
-// therefore adds one index entry, one more write unit; later ones change no
-// index key and no projected attribute, and write no index.) A row finished
-// before done_shard existed falls back to its work shard; ListDue's status
-// filter still keeps it from being re-enqueued.
-//
-// A duplicate of a DEAD or QUARANTINED row that is not on its attention
-// shard (written so by an older version) moves it there: one more request,
-// once (see toAttention).
-//
-// A delivery without identity (Quarantine set) is accepted QUARANTINED on
-// its attention shard. Its write alone is conditioned (not on a PROCESSED
-// row), so its error code can never land on an event an operator replayed
-// to completion; such a duplicate is refused and changes nothing.
-//
-// A suspected replay yields its id. When the row is QUARANTINED as
-// CodeSuspectedReplay and was never attempted, it holds bytes first
-// delivered under another id, re-sent under this one (a captured delivery
-// under the sender's next id, created before the sender used it). A
-// delivery that is not itself quarantined, with other bytes in any form,
-// is then the event's own: it is not a conflict or a duplicate of the
-// replay, it displaces it (see displace), and the row becomes this event,
-// RECEIVED. The upsert's condition refuses such a row, so a delivery in
-// another form (through EventBridge) does not merely count as its
-// duplicate.
-//
-// Large payloads then add their chunk writes for a new event.
+// A payload too large to keep inline is written in chunk items after the
+// row (see storePayload).
 func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 	return l.accept(ctx, d, true)
 }
@@ -168,71 +104,121 @@ func (l *Ledger) Accept(ctx context.Context, d Delivery) (Accepted, error) {
 // accept is Accept; retry says whether a displacement that lost a race
 // may run it once more (it then finds the winner's row).
 func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, error) {
-	if err := validID("source", d.Source, MaxIDLength); err != nil {
+	in, err := l.acceptInput(d)
+	if err != nil {
 		return Accepted{}, err
 	}
-	if err := validID("event id", d.EventID, MaxIDLength); err != nil {
+	old, recorded, err := l.upsert(ctx, in)
+	if err != nil {
 		return Accepted{}, err
+	}
+	var ev *Event
+	if _, existed := old["status"]; existed {
+		e, err := decodeEvent(old)
+		if err != nil {
+			return Accepted{}, err
+		}
+		ev = &e
+	}
+	switch judgeDelivery(in, ev, recorded) {
+	case deliveryNew:
+		return l.acceptNew(ctx, in)
+	case deliveryDisplaces:
+		res, err := l.displace(ctx, in, *ev)
+		if errors.Is(err, errDisplaceLost) && retry {
+			// Another delivery changed the row first (the same event's
+			// retry displaced it, say): this one is judged against that.
+			return l.accept(ctx, d, false)
+		}
+		return res, err
+	case deliveryConflicts:
+		conflicts, err := l.recordConflict(ctx, in.d, in.payload.hash, *ev)
+		if err != nil {
+			return Accepted{}, err
+		}
+		ev.Conflicts = conflicts
+		return Accepted{Event: *ev, Conflict: true, PayloadMismatch: true}, nil
+	}
+	return l.acceptDuplicate(ctx, in, *ev, old, recorded)
+}
+
+// acceptInput is a delivery ready for the upsert: checked, its free text
+// in Printable form, its payload encoded, and what its row is if it is new.
+type acceptInput struct {
+	d       Delivery
+	now     time.Time
+	payload storedPayload
+	status  Status // RECEIVED, or QUARANTINED for a delivery without identity
+	action  string // the audit action of a new row
+	shard   string // a new row's due shard: its work shard, or its attention shard when QUARANTINED
+	slot    int    // the delivery history slot this delivery writes
+}
+
+// acceptInput prepares d (prepareDelivery) and its payload (storePayload)
+// and places a new row on the due index.
+func (l *Ledger) acceptInput(d Delivery) (acceptInput, error) {
+	d, err := prepareDelivery(d)
+	if err != nil {
+		return acceptInput{}, err
+	}
+	now := l.now()
+	p, err := storePayload(d.Payload, l.opts.InlinePayloadMax)
+	if err != nil {
+		return acceptInput{}, err
+	}
+	in := acceptInput{d: d, now: now, payload: p, status: StatusReceived, action: "accept",
+		shard: l.dueShard(d.Source, d.EventID), slot: historySlot(d.DeliveryID, now)}
+	if d.Quarantine != "" {
+		in.status, in.action, in.shard = StatusQuarantined, "quarantine_on_accept", attentionPrefix+in.shard
+	}
+	return in, nil
+}
+
+// prepareDelivery refuses a delivery whose keys (source, event id) cannot
+// be keys or whose payload is over MaxPayloadBytes (ErrInvalid), and
+// returns it with its free text in the ledger's form. That text comes
+// from the sender, from headers no signature covers (a delivery id, a
+// Shopify topic or shop domain) or from the body: it is stored in
+// Printable form, cut to the ledger's bounds, so the row an operator
+// inspects cannot rewrite their terminal; and never refused, because the
+// delivery is verified and an unsigned header must not cost its fact.
+func prepareDelivery(d Delivery) (Delivery, error) {
+	if err := validID("source", d.Source, MaxIDLength); err != nil {
+		return Delivery{}, err
+	}
+	if err := validID("event id", d.EventID, MaxIDLength); err != nil {
+		return Delivery{}, err
 	}
 	if d.EventType == "" {
 		d.EventType = "unknown"
 	}
-	// The free-text fields come from the sender: from headers no signature
-	// covers (a delivery id, a Shopify topic or shop domain) or from the
-	// body. They are stored with their control and bidirectional
-	// characters escaped (Printable), never raw, so the row an operator
-	// inspects cannot rewrite their terminal; and never refused, because
-	// the delivery is verified and an unsigned header must not cost its
-	// fact. The event id is checked above instead: it is a key.
 	d.EventType = printableWithin(d.EventType, MaxTypeLength)
 	d.Subject = printableWithin(d.Subject, MaxIDLength)
 	d.DeliveryID = printableWithin(d.DeliveryID, MaxIDLength)
 	d.VersionHint = printableWithin(d.VersionHint, MaxIDLength)
 	d.Attributes = printableAttributes(d.Attributes)
 	if len(d.Payload) > MaxPayloadBytes {
-		return Accepted{}, fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(d.Payload), MaxPayloadBytes)
+		return Delivery{}, fmt.Errorf("%w: payload of %d bytes exceeds %d", ErrInvalid, len(d.Payload), MaxPayloadBytes)
 	}
+	return d, nil
+}
 
-	now := l.now()
-	stored, enc, err := encodePayload(d.Payload)
-	if err != nil {
-		return Accepted{}, err
-	}
-	hash := payloadHash(d.Payload)
-	chunks := 0
-	if len(stored) > l.opts.InlinePayloadMax {
-		chunks = (len(stored) + chunkBytes - 1) / chunkBytes
-	}
-
-	status := StatusReceived
-	action := "accept"
-	shard := l.dueShard(d.Source, d.EventID)
-	if d.Quarantine != "" {
-		status = StatusQuarantined
-		action = "quarantine_on_accept"
-		shard = attentionPrefix + shard
-	}
-	slot := historySlot(d.DeliveryID, now)
-
-	names := map[string]string{"#status": "status", "#item": "item", "#source": "source"}
-	vals := map[string]types.AttributeValue{
-		":status": sv(string(status)),
+// upsertPlan is Accept's one write (see Accept): every field of a new row
+// under if_not_exists, this delivery's history slot and count, and the
+// condition that keeps a conflicting delivery (and a displaceable
+// replay's row, and for a delivery without identity a PROCESSED row)
+// untouched.
+func upsertPlan(in acceptInput, actor string) *update {
+	d := in.d
+	u := (&update{}).Name("#status", "status").Name("#item", "item").Name("#source", "source").Values(rowValues(in))
+	u.Values(map[string]types.AttributeValue{
+		":status": sv(string(in.status)),
 		":itemev": sv("event"),
 		":source": sv(d.Source),
 		":eid":    sv(d.EventID),
-		":etype":  sv(d.EventType),
-		":now":    nv(ms(now)),
-		":zero":   nv(0),
-		":one":    nv(1),
-		":hash":   sv(hash),
-		":size":   nv(int64(len(d.Payload))),
-		":chunks": nv(int64(chunks)),
-		":enc":    sv(enc),
-		":shard":  sv(shard),
-		":hist":   sv(deliveryRecord(d.DeliveryID, now)),
-		":audit":  auditValue(now, "", status, l.opts.Actor, action, deliveryReason(d)),
-	}
-	set := []string{
+		":audit":  auditValue(in.now, "", in.status, actor, in.action, deliveryReason(d)),
+	})
+	u.Set(
 		"#status = if_not_exists(#status, :status)",
 		"#item = if_not_exists(#item, :itemev)",
 		"#source = if_not_exists(#source, :source)",
@@ -246,145 +232,183 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 		"payload_chunks = if_not_exists(payload_chunks, :chunks)",
 		"payload_enc = if_not_exists(payload_enc, :enc)",
 		"audit = if_not_exists(audit, :audit)",
-		attrDueShard + " = if_not_exists(" + attrDueShard + ", if_not_exists(" + attrDoneShard + ", :shard))",
-		attrDueAt + " = if_not_exists(" + attrDueAt + ", :now)",
-		historyAttr(slot) + " = :hist",
+		attrDueShard+" = if_not_exists("+attrDueShard+", if_not_exists("+attrDoneShard+", :shard))",
+		attrDueAt+" = if_not_exists("+attrDueAt+", :now)",
+		historyAttr(in.slot)+" = :hist",
+	)
+	for _, f := range optionalFields(in) {
+		if f.present {
+			u.Value(f.ph, f.v).Set(f.attr + " = if_not_exists(" + f.attr + ", " + f.ph + ")")
+		}
 	}
-	if d.Subject != "" {
-		vals[":subject"] = sv(d.Subject)
-		set = append(set, "subject = if_not_exists(subject, :subject)")
-	}
-	if d.VersionHint != "" {
-		vals[":vhint"] = sv(d.VersionHint)
-		set = append(set, "version_hint = if_not_exists(version_hint, :vhint)")
-	}
-	if attrs := boundedAttributes(d.Attributes); len(attrs) > 0 {
-		vals[":attrs"] = &types.AttributeValueMemberM{Value: attrs}
-		set = append(set, "attrs = if_not_exists(attrs, :attrs)")
-	}
-	if d.DeliveryID != "" {
-		vals[":did"] = sv(d.DeliveryID)
-		set = append(set, "first_delivery_id = if_not_exists(first_delivery_id, :did)")
-	}
-	if chunks == 0 && len(stored) > 0 {
-		// An empty payload is stored as no attribute: DynamoDB accepts an
-		// empty Binary outside keys, but minidyn refuses one, and Payload
-		// reads a missing attribute as the empty body its hash names.
-		vals[":payload"] = &types.AttributeValueMemberB{Value: stored}
-		set = append(set, "payload = if_not_exists(payload, :payload)")
-	}
+
 	// A row of this id is recorded on only when it holds the same bytes,
 	// or the same fact in another form; other bytes in the same form are a
 	// conflict, and the row is not touched here. Nor is a suspected
 	// replay's row with other bytes, for a delivery that is not
-	// quarantined itself: it is displaced below.
-	otherForm := "NOT " + sameForm(d.Attributes, names, vals)
-	if status != StatusQuarantined {
-		vals[":quar"] = sv(string(StatusQuarantined))
-		vals[":replay"] = sv(CodeSuspectedReplay)
+	// quarantined itself: it is displaced instead.
+	otherForm := "NOT " + sameForm(u, d.Attributes)
+	if in.status != StatusQuarantined {
+		u.Value(":quar", sv(string(StatusQuarantined))).Value(":replay", sv(CodeSuspectedReplay))
 		otherForm = "(" + otherForm + " AND NOT (#status = :quar AND error_code = :replay AND total_attempts = :zero))"
 	}
-	conds := []string{"(attribute_not_exists(pk) OR payload_hash = :hash OR " + otherForm + ")"}
-	if status == StatusQuarantined {
-		vals[":code"] = sv(truncate(d.Quarantine, MaxErrorCodeLen))
-		vals[":processed"] = sv(string(StatusProcessed))
-		set = append(set, "error_code = if_not_exists(error_code, :code)")
+	u.If("(attribute_not_exists(pk) OR payload_hash = :hash OR " + otherForm + ")")
+	if in.status == StatusQuarantined {
+		u.Value(":code", sv(truncate(d.Quarantine, MaxErrorCodeLen))).Value(":processed", sv(string(StatusProcessed)))
+		u.Set("error_code = if_not_exists(error_code, :code)")
 		if d.QuarantineReason != "" {
-			vals[":msg"] = sv(truncate(d.QuarantineReason, MaxErrorMessageLen))
-			set = append(set, "error_message = if_not_exists(error_message, :msg)")
+			u.Value(":msg", sv(truncate(d.QuarantineReason, MaxErrorMessageLen)))
+			u.Set("error_message = if_not_exists(error_message, :msg)")
 		}
-		conds = append(conds, "(attribute_not_exists(pk) OR #status <> :processed)")
+		u.If("(attribute_not_exists(pk) OR #status <> :processed)")
 	}
-	cond := aws.String(strings.Join(conds, " AND "))
-	update := "SET " + join(set) + " ADD delivery_count :one"
+	return u.Add("delivery_count :one")
+}
 
-	in := &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Key:                                 eventKey(d.Source, d.EventID),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 cond,
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllOld,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+// rowValues are the values every write of a new row for in defines:
+// its type, arrival, payload, due shard, delivery record, and the
+// numbers 0 and 1.
+func rowValues(in acceptInput) map[string]types.AttributeValue {
+	p := in.payload
+	return map[string]types.AttributeValue{
+		":etype":  sv(in.d.EventType),
+		":now":    nv(ms(in.now)),
+		":zero":   nv(0),
+		":one":    nv(1),
+		":hash":   sv(p.hash),
+		":size":   nv(int64(p.size)),
+		":chunks": nv(int64(p.chunks)),
+		":enc":    sv(p.enc),
+		":shard":  sv(in.shard),
+		":hist":   sv(deliveryRecord(in.d.DeliveryID, in.now)),
 	}
-	out, err := l.db.UpdateItem(ctx, in)
-	var old map[string]types.AttributeValue
-	recorded := true
+}
+
+// optionalField is an attribute of a new row that only some deliveries
+// have: written when present, and absent otherwise.
+type optionalField struct {
+	attr, ph string
+	v        types.AttributeValue
+	present  bool
+}
+
+// optionalFields are in's optional attributes. An empty payload is stored
+// as no attribute (see the package doc); Payload reads a missing attribute
+// as the empty body its hash names.
+func optionalFields(in acceptInput) []optionalField {
+	d, p := in.d, in.payload
+	attrs := boundedAttributes(d.Attributes)
+	return []optionalField{
+		{"subject", ":subject", sv(d.Subject), d.Subject != ""},
+		{"version_hint", ":vhint", sv(d.VersionHint), d.VersionHint != ""},
+		{"attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0},
+		{"first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != ""},
+		{"payload", ":payload", &types.AttributeValueMemberB{Value: p.bytes}, p.chunks == 0 && len(p.bytes) > 0},
+	}
+}
+
+// upsert sends Accept's write. It returns the row as it was before (none
+// for a new row) and whether this delivery was recorded on it: a refused
+// write recorded nothing, and its row is the one the refusal returned or,
+// from a store that returns none, the one read after it.
+func (l *Ledger) upsert(ctx context.Context, in acceptInput) (map[string]types.AttributeValue, bool, error) {
+	key := eventKey(in.d.Source, in.d.EventID)
+	req := upsertPlan(in, l.opts.Actor).input(l.opts.Table, key)
+	req.ReturnValues = types.ReturnValueAllOld
+	req.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := l.db.UpdateItem(ctx, req)
+	if err == nil {
+		return out.Attributes, true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return nil, false, fmt.Errorf("accept %s/%s: %w", in.d.Source, in.d.EventID, translate(err))
+	}
+	old := ccf.Item
+	if _, ok := old["status"]; !ok {
+		// The condition only fails on an existing row.
+		if old, err = l.getItem(ctx, key, "event "+in.d.Source+"/"+in.d.EventID); err != nil {
+			return nil, false, fmt.Errorf("accept %s/%s: %w", in.d.Source, in.d.EventID, err)
+		}
+	}
+	return old, false, nil
+}
+
+// deliveryVerdict is what a delivery is to the row its upsert found.
+type deliveryVerdict int
+
+const (
+	// deliveryNew: there was no row; the upsert created the event.
+	deliveryNew deliveryVerdict = iota
+	// deliveryDisplaces: the row is an untouched suspected replay with
+	// other bytes, and this delivery (not itself quarantined) is the
+	// event's own: it takes the row over (displace).
+	deliveryDisplaces
+	// deliveryConflicts: the row holds other bytes in the same form; the
+	// upsert was refused, and only the conflict is recorded.
+	deliveryConflicts
+	// deliveryDuplicate: a duplicate, recorded on the row; or, refused, a
+	// delivery without identity of a PROCESSED row, which changed nothing.
+	deliveryDuplicate
+)
+
+// judgeDelivery decides what in is to ev, the row as it was before the
+// upsert (nil: there was none), given whether the upsert recorded it.
+func judgeDelivery(in acceptInput, ev *Event, recorded bool) deliveryVerdict {
 	switch {
-	case err == nil:
-		old = out.Attributes
-	default:
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, translate(err))
-		}
-		old, recorded = ccf.Item, false // a delivery without identity of a PROCESSED row: nothing was written
-		if _, ok := old["status"]; !ok {
-			// DynamoDB returns the item with the refusal (an emulator may
-			// not): the condition only fails on an existing row, so read it.
-			if old, err = l.getItem(ctx, eventKey(d.Source, d.EventID), "event "+d.Source+"/"+d.EventID); err != nil {
-				return Accepted{}, fmt.Errorf("accept %s/%s: %w", d.Source, d.EventID, err)
-			}
-		}
+	case ev == nil:
+		return deliveryNew
+	case !recorded && in.status != StatusQuarantined && ev.PayloadHash != in.payload.hash && displaceable(*ev):
+		return deliveryDisplaces
+	case !recorded && ev.PayloadHash != in.payload.hash && sameFormAs(in.d.Attributes, ev.Attributes):
+		return deliveryConflicts
 	}
+	return deliveryDuplicate
+}
 
-	// A new row has no old status. (DynamoDB returns no attributes for a new
-	// item; minidyn returns its key, so test for the status, not for nil.)
-	if _, existed := old["status"]; !existed {
-		// New row: store the payload chunks before anyone can be told about it.
-		if chunks > 0 {
-			if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
-				return Accepted{}, err
-			}
-		}
-		ev := Event{
-			Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
-			Status: status, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
-			LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-			PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}},
-		}
-		if status == StatusQuarantined {
-			ev.ErrorCode, ev.ErrorMessage = truncate(d.Quarantine, MaxErrorCodeLen), truncate(d.QuarantineReason, MaxErrorMessageLen)
-		}
-		return Accepted{Event: ev}, nil
-	}
-
-	ev, err := decodeEvent(old)
-	if err != nil {
-		return Accepted{}, err
-	}
-	if !recorded && status != StatusQuarantined && ev.PayloadHash != hash && displaceable(ev) {
-		res, err := l.displace(ctx, d, now, hash, stored, enc, chunks, slot, ev)
-		if errors.Is(err, errDisplaceLost) && retry {
-			// Another delivery changed the row first (the same event's
-			// retry displaced it, say): this one is judged against that.
-			return l.accept(ctx, d, false)
-		}
-		return res, err
-	}
-	if !recorded && ev.PayloadHash != hash && sameFormAs(d.Attributes, ev.Attributes) {
-		conflicts, err := l.recordConflict(ctx, d, hash, ev)
-		if err != nil {
+// acceptNew finishes a new row: its payload chunks are stored before
+// anyone can be told about the event. It returns the row as written.
+func (l *Ledger) acceptNew(ctx context.Context, in acceptInput) (Accepted, error) {
+	if in.payload.chunks > 0 {
+		if err := l.putChunks(ctx, in.d.Source, in.d.EventID, in.payload.hash, in.payload.bytes, in.payload.chunks); err != nil {
 			return Accepted{}, err
 		}
-		ev.Conflicts = conflicts
-		return Accepted{Event: ev, Conflict: true, PayloadMismatch: true}, nil
 	}
-	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != hash}
+	return Accepted{Event: newEvent(in)}, nil
+}
+
+// newEvent is the row the upsert created for in.
+func newEvent(in acceptInput) Event {
+	d := in.d
+	ev := Event{
+		Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
+		Status: in.status, ReceivedAt: in.now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID, VersionHint: d.VersionHint,
+		LastDeliveryID: d.DeliveryID, LastDeliveryAt: in.now, PayloadHash: in.payload.hash, PayloadSize: in.payload.size,
+		PayloadChunks: in.payload.chunks, RecentDeliveries: []DeliveryRecord{{At: in.now, ID: d.DeliveryID}},
+	}
+	if in.status == StatusQuarantined {
+		ev.ErrorCode, ev.ErrorMessage = truncate(d.Quarantine, MaxErrorCodeLen), truncate(d.QuarantineReason, MaxErrorMessageLen)
+	}
+	return ev
+}
+
+// acceptDuplicate answers a duplicate of ev (old is its row before the
+// upsert). An unfinished RECEIVED row gets its chunks written again: the
+// first delivery may have stopped between the event write and the chunk
+// writes, and rewriting identical, hash-keyed chunks is idempotent. A DEAD
+// or QUARANTINED row off its attention shard is moved there (toAttention).
+func (l *Ledger) acceptDuplicate(ctx context.Context, in acceptInput, ev Event, old map[string]types.AttributeValue, recorded bool) (Accepted, error) {
+	d := in.d
+	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != in.payload.hash}
 	if recorded {
 		// The row as it is now: this delivery recorded on it.
 		res.Event.DeliveryCount++
-		res.Event.LastDeliveryAt, res.Event.LastDeliveryID = now, d.DeliveryID
-		res.Event.RecentDeliveries = withDelivery(old, slot, DeliveryRecord{At: now, ID: d.DeliveryID})
+		res.Event.LastDeliveryAt, res.Event.LastDeliveryID = in.now, d.DeliveryID
+		res.Event.RecentDeliveries = withDelivery(old, in.slot, DeliveryRecord{At: in.now, ID: d.DeliveryID})
 	}
-	if !ev.Status.Terminal() {
-		// The first delivery may have crashed between the event write and the
-		// chunk writes; rewriting identical, hash-keyed chunks is idempotent.
-		if ev.PayloadChunks > 0 && !res.PayloadMismatch && ev.Status == StatusReceived {
-			if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, ev.PayloadChunks); err != nil {
-				return Accepted{}, err
-			}
+	if ev.Status == StatusReceived && ev.PayloadChunks > 0 && !res.PayloadMismatch {
+		if err := l.putChunks(ctx, d.Source, d.EventID, in.payload.hash, in.payload.bytes, ev.PayloadChunks); err != nil {
+			return Accepted{}, err
 		}
 	}
 	if err := l.toAttention(ctx, d.Source, d.EventID, ev.Status, old); err != nil {
@@ -393,144 +417,14 @@ func (l *Ledger) accept(ctx context.Context, d Delivery, retry bool) (Accepted, 
 	return res, nil
 }
 
-// displaceable reports whether a row holds a suspected replay that no
-// worker or operator has acted on: QUARANTINED as CodeSuspectedReplay on
-// accept, never attempted (an operator's replay or hold changes its status
-// or error code, and any processing its attempts).
-func displaceable(ev Event) bool {
-	return ev.Status == StatusQuarantined && ev.ErrorCode == CodeSuspectedReplay && ev.TotalAttempts == 0
-}
-
-// errDisplaceLost: the suspected replay's row changed before displace
-// wrote it.
-var errDisplaceLost = errors.New("the suspected replay's row changed first")
-
-// displace gives the row of a suspected replay (ev, displaceable) to
-// delivery d, the event's own bytes, in one UpdateItem conditioned on the
-// row as read: still the untouched replay, with the replay's payload hash.
-// Of two deliveries racing to displace it exactly one wins; the other gets
-// errDisplaceLost and is judged again against the winner's row (a
-// duplicate of the same bytes, a conflict with other ones).
-//
-// The row becomes what Accept would have written for d on an empty key:
-// RECEIVED on its work shard (due now), d's type, subject, version hint,
-// attributes, payload and delivery, received now, one delivery. What made
-// it a replay leaves the row's fields (error code and message, the
-// replay's attributes and replay_of, its deliveries, and the conflicts
-// recorded against its bytes) and is kept in the audit: the replay's own
-// quarantine_on_accept entry stays, and a "displace_replay" entry
-// (QUARANTINED to RECEIVED) names the replayed event, the replay's hash,
-// its delivery and conflict counts, and d's hash and delivery. The
-// replay's bytes are the replayed event's (ClaimBody keyed them by hash),
-// so no evidence is lost with its payload. Chunks of a large payload are
-// written after the row, as for a new event.
-//
-// Cost: this one UpdateItem after the upsert's refusal, as a conflict's
-// record costs (both are billed by the item's size); moving the row from
-// its attention shard to its work shard adds two index writes (the due
-// index deletes one entry and puts another).
-func (l *Ledger) displace(ctx context.Context, d Delivery, now time.Time, hash string, stored []byte, enc string, chunks, slot int, ev Event) (Accepted, error) {
-	key := eventKey(d.Source, d.EventID)
-	conflicts := ""
-	if ev.Conflicts > 0 {
-		conflicts = fmt.Sprintf(", %d conflicting deliveries", ev.Conflicts)
-	}
-	reason := fmt.Sprintf("%s displaced by the event's own bytes (sha256/128 %s, delivery %q): this id held a replay of %q (sha256/128 %s, %d deliveries%s)",
-		CodeSuspectedReplay, hash, truncate(d.DeliveryID, 64), truncate(ev.Attributes["replay_of"], 64), ev.PayloadHash, ev.DeliveryCount, conflicts)
-	vals := map[string]types.AttributeValue{
-		":received": sv(string(StatusReceived)),
-		":quar":     sv(string(StatusQuarantined)),
-		":replay":   sv(CodeSuspectedReplay),
-		":oldhash":  sv(ev.PayloadHash),
-		":zero":     nv(0),
-		":one":      nv(1),
-		":etype":    sv(d.EventType),
-		":now":      nv(ms(now)),
-		":hash":     sv(hash),
-		":size":     nv(int64(len(d.Payload))),
-		":chunks":   nv(int64(chunks)),
-		":enc":      sv(enc),
-		":shard":    sv(l.dueShard(d.Source, d.EventID)),
-		":hist":     sv(deliveryRecord(d.DeliveryID, now)),
-		":audit":    auditValue(now, StatusQuarantined, StatusReceived, l.opts.Actor, "displace_replay", truncate(reason, MaxReasonLen)),
-	}
-	set := []string{
-		"#status = :received", "event_type = :etype", "received_at = :now",
-		"payload_hash = :hash", "payload_size = :size", "payload_chunks = :chunks", "payload_enc = :enc",
-		attrDueShard + " = :shard", attrDueAt + " = :now", "delivery_count = :one",
-		historyAttr(slot) + " = :hist", "audit = list_append(audit, :audit)",
-	}
-	remove := []string{"error_code", "error_message", "conflict_count", "last_conflict", "last_delivery_id", "last_delivery_at"}
-	for i := range DeliveryHistorySlots {
-		if i != slot {
-			remove = append(remove, historyAttr(i))
-		}
-	}
-	optional := func(attr, name string, v types.AttributeValue, present bool) {
-		if present {
-			vals[name] = v
-			set = append(set, attr+" = "+name)
-		} else {
-			remove = append(remove, attr)
-		}
-	}
-	attrs := boundedAttributes(d.Attributes)
-	optional("subject", ":subject", sv(d.Subject), d.Subject != "")
-	optional("version_hint", ":vhint", sv(truncate(d.VersionHint, MaxIDLength)), d.VersionHint != "")
-	optional("attrs", ":attrs", &types.AttributeValueMemberM{Value: attrs}, len(attrs) > 0)
-	optional("first_delivery_id", ":did", sv(d.DeliveryID), d.DeliveryID != "")
-	optional("payload", ":payload", &types.AttributeValueMemberB{Value: stored}, chunks == 0 && len(stored) > 0)
-
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Key:                                 key,
-		UpdateExpression:                    aws.String("SET " + join(set) + " REMOVE " + join(remove)),
-		ConditionExpression:                 aws.String("#status = :quar AND error_code = :replay AND total_attempts = :zero AND payload_hash = :oldhash"),
-		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           vals,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, translate(err))
-		}
-		if _, own := l.appliedBefore(ctx, ccf, key, vals[":audit"]); !own {
-			return Accepted{}, fmt.Errorf("displace the suspected replay %s/%s: %w", d.Source, d.EventID, errDisplaceLost)
-		}
-		// This very displacement, applied by an earlier attempt whose
-		// answer was lost (see appliedBefore).
-	}
-	if chunks > 0 {
-		if err := l.putChunks(ctx, d.Source, d.EventID, hash, stored, chunks); err != nil {
-			return Accepted{}, err
-		}
-	}
-	// The row as written, built here rather than read back (an emulator's
-	// ALL_NEW may still show the attributes REMOVE took away).
-	audit := append(append([]AuditEntry(nil), ev.Audit...), AuditEntry{
-		At: now.UTC().Truncate(time.Millisecond), From: StatusQuarantined, To: StatusReceived, Actor: truncate(l.opts.Actor, MaxIDLength),
-		Action: "displace_replay", Reason: truncate(reason, MaxReasonLen),
-	})
-	cur := Event{
-		Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject, VersionHint: d.VersionHint,
-		Status: StatusReceived, ReceivedAt: now, DeliveryCount: 1, FirstDeliveryID: d.DeliveryID,
-		LastDeliveryID: d.DeliveryID, LastDeliveryAt: now, PayloadHash: hash, PayloadSize: len(d.Payload),
-		PayloadChunks: chunks, RecentDeliveries: []DeliveryRecord{{At: now, ID: d.DeliveryID}}, Audit: audit,
-	}
-	replay := ev
-	return Accepted{Event: cur, Displaced: &replay}, nil
-}
-
 // toAttention moves a DEAD or QUARANTINED row that is not on its attention
 // shard there (due_shard "A"+shard, due_at kept, or now when it has none).
-// Every path that sets either status writes the attention keys in the
-// same request; a row an older version wrote (a delivery without identity
-// was accepted QUARANTINED on its work shard) has them wrong, where
-// ListOpen, and so stats, events list --status and the gauges, cannot see
-// it, and it costs this one extra request when it is delivered again. The
-// write is conditioned on the row as it was, so it never moves a row that
-// changed in between.
+// Every path that sets either status writes the attention keys in the same
+// request, but a row quarantined on accept could have been left on its
+// work shard, where ListOpen, and so stats, events list --status and the
+// gauges, cannot see it; it costs this one extra request when it is
+// delivered again. The write is conditioned on the row as it was, so it
+// never moves a row that changed in between.
 func (l *Ledger) toAttention(ctx context.Context, source, eventID string, st Status, old map[string]types.AttributeValue) error {
 	if st != StatusDead && st != StatusQuarantined {
 		return nil
@@ -539,51 +433,22 @@ func (l *Ledger) toAttention(ctx context.Context, source, eventID string, st Sta
 	if _, hasDue := old[attrDueAt]; shard != nil && strings.HasPrefix(shard.Value, attentionPrefix) && hasDue {
 		return nil
 	}
-	vals := map[string]types.AttributeValue{":st": sv(string(st)), ":ashard": sv(attentionPrefix + l.dueShard(source, eventID)), ":now": nv(ms(l.now()))}
-	cond := "#status = :st AND attribute_not_exists(" + attrDueShard + ")"
-	if shard != nil {
-		cond = "#status = :st AND " + attrDueShard + " = :old"
-		vals[":old"] = sv(shard.Value)
-	}
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.opts.Table),
-		Key:                       eventKey(source, eventID),
-		UpdateExpression:          aws.String("SET " + attrDueShard + " = :ashard, " + attrDueAt + " = if_not_exists(" + attrDueAt + ", :now)"),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  map[string]string{"#status": "status"},
-		ExpressionAttributeValues: vals,
+	u := (&update{}).Name("#status", "status").Values(map[string]types.AttributeValue{
+		":st": sv(string(st)), ":ashard": sv(attentionPrefix + l.dueShard(source, eventID)), ":now": nv(ms(l.now())),
 	})
+	u.Set(attrDueShard+" = :ashard", attrDueAt+" = if_not_exists("+attrDueAt+", :now)")
+	if shard != nil {
+		u.If("#status = :st", attrDueShard+" = :old").Value(":old", sv(shard.Value))
+	} else {
+		u.If("#status = :st", "attribute_not_exists("+attrDueShard+")")
+	}
+	_, err := l.db.UpdateItem(ctx, u.input(l.opts.Table, eventKey(source, eventID)))
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {
 		return fmt.Errorf("move %s/%s to its attention shard: %w", source, eventID, translate(err))
 	}
 	return nil
 }
-
-// withDelivery is the delivery history of the old item with slot set to r,
-// newest first.
-func withDelivery(old map[string]types.AttributeValue, slot int, r DeliveryRecord) []DeliveryRecord {
-	out := []DeliveryRecord{r}
-	for i := range DeliveryHistorySlots {
-		if i == slot {
-			continue
-		}
-		if v, ok := old[historyAttr(i)].(*types.AttributeValueMemberS); ok {
-			if rec, ok := parseDeliveryRecord(v.Value); ok {
-				out = append(out, rec)
-			}
-		}
-	}
-	sortDeliveries(out)
-	return out
-}
-
-// Bounds on Delivery.Attributes.
-const (
-	maxAttributes       = 16
-	maxAttributeLen     = 256
-	maxAttributeNameLen = 64
-)
 
 // printableAttributes is attrs with every name and value in Printable
 // form, within the bounds boundedAttributes keeps (a copy; attrs is the
@@ -620,125 +485,20 @@ func deliveryReason(d Delivery) string {
 	return "delivery " + d.DeliveryID
 }
 
-func (l *Ledger) putChunks(ctx context.Context, source, eventID, hash string, stored []byte, chunks int) error {
-	expires := l.now().Add(l.opts.PayloadRetention).Unix()
-	for i := 0; i < chunks; i++ {
-		lo, hi := i*chunkBytes, min((i+1)*chunkBytes, len(stored))
-		_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(l.opts.Table),
-			Item: map[string]types.AttributeValue{
-				attrPK:       sv(eventPK(source, eventID)),
-				attrSK:       sv(chunkSK(hash, i)),
-				"data":       &types.AttributeValueMemberB{Value: stored[lo:hi]},
-				TTLAttribute: nv(expires),
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("store payload chunk %d of %s/%s: %w", i, source, eventID, translate(err))
-		}
-	}
-	return nil
-}
-
-func chunkSK(hash string, i int) string { return "PL#" + hash + "#" + strconv.Itoa(i) }
-
-// Payload returns the raw payload bytes of ev: inline from the item, or from
-// its chunk items (one GetItem per chunk). A missing chunk is ErrUnavailable:
-// the intake that wrote the row may not have finished, and a provider retry
-// rewrites it.
-func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
-	stored := ev.payload
-	if ev.PayloadChunks > 0 {
-		var buf bytes.Buffer
-		for i := 0; i < ev.PayloadChunks; i++ {
-			out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
-				TableName:      aws.String(l.opts.Table),
-				Key:            map[string]types.AttributeValue{attrPK: sv(eventPK(ev.Source, ev.EventID)), attrSK: sv(chunkSK(ev.PayloadHash, i))},
-				ConsistentRead: aws.Bool(true),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("load payload chunk %d of %s/%s: %w", i, ev.Source, ev.EventID, translate(err))
-			}
-			b, ok := out.Item["data"].(*types.AttributeValueMemberB)
-			if !ok {
-				return nil, fmt.Errorf("payload chunk %d of %s/%s missing: %w", i, ev.Source, ev.EventID, ErrUnavailable)
-			}
-			buf.Write(b.Value)
-		}
-		stored = buf.Bytes()
-	}
-	raw, err := decodePayload(stored, ev.encoded)
-	if err != nil {
-		return nil, fmt.Errorf("payload of %s/%s: %w", ev.Source, ev.EventID, err)
-	}
-	if payloadHash(raw) != ev.PayloadHash {
-		return nil, fmt.Errorf("payload of %s/%s does not match its hash: %w", ev.Source, ev.EventID, ErrUnavailable)
-	}
-	return raw, nil
-}
-
-// gzipWriters holds reusable gzip writers at BestCompression.
-var gzipWriters = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestCompression) // a valid level: no error
-	return zw
-}}
-
-func encodePayload(raw []byte) ([]byte, string, error) {
-	if len(raw) <= compressAbove {
-		return raw, "raw", nil
-	}
-	var buf bytes.Buffer
-	// A flate compressor is about 1 MB of state: reuse them (Reset gives
-	// the same output as a new writer), or building one per delivery is
-	// most of the intake's CPU and garbage (issue 17's profile).
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
-	zw.Reset(&buf)
-	if _, err := zw.Write(raw); err != nil {
-		return nil, "", fmt.Errorf("compress payload: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return nil, "", fmt.Errorf("compress payload: %w", err)
-	}
-	if buf.Len() >= len(raw) {
-		return raw, "raw", nil // incompressible: store as is
-	}
-	return buf.Bytes(), "gzip", nil
-}
-
-func decodePayload(stored []byte, enc string) ([]byte, error) {
-	switch enc {
-	case "raw", "":
-		return stored, nil
-	case "gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(stored))
-		if err != nil {
-			return nil, fmt.Errorf("decompress: %w", err)
-		}
-		raw, err := io.ReadAll(io.LimitReader(zr, MaxPayloadBytes+1))
-		if err != nil {
-			return nil, fmt.Errorf("decompress: %w", err)
-		}
-		return raw, nil
-	default:
-		return nil, fmt.Errorf("unknown payload encoding %q", enc)
-	}
-}
-
 // sameForm is a condition that holds when the stored row arrived in the
 // same form as a delivery with attrs (FormAttributes equal, absent as
-// absent).
-func sameForm(attrs map[string]string, names map[string]string, vals map[string]types.AttributeValue) string {
-	names["#attrs"] = "attrs"
+// absent); it defines its placeholders in u.
+func sameForm(u *update, attrs map[string]string) string {
+	u.Name("#attrs", "attrs")
 	var parts []string
 	for i, a := range FormAttributes {
 		n, v := "#form"+strconv.Itoa(i), ":form"+strconv.Itoa(i)
-		names[n] = a
+		u.Name(n, a)
 		if attrs[a] == "" {
 			parts = append(parts, "attribute_not_exists(#attrs."+n+")")
 			continue
 		}
-		vals[v] = sv(attrs[a])
+		u.Value(v, sv(attrs[a]))
 		parts = append(parts, "#attrs."+n+" = "+v)
 	}
 	return "(" + strings.Join(parts, " AND ") + ")"
@@ -793,48 +553,4 @@ func (l *Ledger) recordConflict(ctx context.Context, d Delivery, hash string, ev
 		return n, nil
 	}
 	return 0, fmt.Errorf("record conflict on %s/%s: %w", d.Source, d.EventID, ErrConflict)
-}
-
-// PayloadHash is the hash Accept stores for a payload (sha256, 128 bits,
-// hex): what ClaimBody and a conflict record name.
-func PayloadHash(payload []byte) string { return payloadHash(payload) }
-
-// ClaimBody records that a body arrived under eventID, for schemes whose
-// ids are not signed (provider.Identity.UnsignedID): one conditional
-// PutItem of a small marker keyed by the source and the body's hash, kept
-// for the events' retention. It returns the event id that first claimed
-// the body: eventID itself for a first delivery or a redelivery of the same
-// event; another id means the same bytes came back under a new id, a
-// suspected replay of a captured delivery.
-func (l *Ledger) ClaimBody(ctx context.Context, source, hash, eventID string) (string, error) {
-	now := l.now()
-	key := map[string]types.AttributeValue{attrPK: sv("BH#" + source + "#" + hash), attrSK: sv("BH")}
-	item := map[string]types.AttributeValue{
-		attrPK: key[attrPK], attrSK: key[attrSK], "item": sv("body"), "event_id": sv(eventID),
-		"first_at": nv(ms(now)), TTLAttribute: nv(now.Add(l.opts.Retention).Unix()),
-	}
-	_, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(l.opts.Table),
-		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(pk) OR event_id = :eid"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":eid": sv(eventID)},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return eventID, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return "", fmt.Errorf("claim body %s/%s: %w", source, hash, translate(err))
-	}
-	old := ccf.Item
-	if _, ok := old["event_id"]; !ok {
-		if old, err = l.getItem(ctx, key, "body "+source+"/"+hash); err != nil {
-			return "", fmt.Errorf("claim body %s/%s: %w", source, hash, err)
-		}
-	}
-	if v, ok := old["event_id"].(*types.AttributeValueMemberS); ok {
-		return v.Value, nil
-	}
-	return "", fmt.Errorf("claim body %s/%s: marker without an event id: %w", source, hash, ErrConflict)
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// An audit entry is stored as one string; entries stored as maps (before
-// issue 18) decode the same; a tab in the actor cannot shift the fields,
+// An audit entry is stored as one string; entries stored as maps decode
+// the same; a tab in the actor cannot shift the fields,
 // one in the reason is kept; a malformed entry is an error, not a silent
 // empty entry.
 func TestAuditEntryEncodings(t *testing.T) {

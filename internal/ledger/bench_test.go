@@ -28,7 +28,7 @@ import (
 // client's. Read them as a regression signal for our code and a bound on
 // its CPU cost, not as production numbers. The reported ddb-req/op is the
 // number of DynamoDB requests per operation, counted by an SDK middleware
-// (DESIGN.md §9's budget: one claim, one transaction).
+// (the budget: one claim, one transaction).
 //
 // Setup stays outside the timer: events are accepted (and, for Commit,
 // claimed) in batches of benchBatch, each on a fresh emulator and table,

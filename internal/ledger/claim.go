@@ -67,15 +67,14 @@ type ClaimOptions struct {
 	//     messages and are assigned a new messageID"), so that is what a
 	//     message back from the DLQ looks like. The claim starts a new
 	//     round, audited as a redrive naming the letter. (The letters
-	//     stay on the row: one per message that ever reached the DLQ.
-	//     Removing one with DELETE would leave minidyn an empty set it
-	//     then refuses in every later update of the item.)
+	//     stay on the row, one per message that ever reached the DLQ;
+	//     see the package doc.)
 	//   - Message is the one Dead recorded: the dead event's own message,
 	//     received again before SQS moved it on (NotClaimableError with
 	//     InFlightToDLQ).
 	//   - anything else (a second pointer: an intake duplicate, a
 	//     reconciler re-enqueue, a replay's pointer that arrives late, a
-	//     pointer written before pointers had ids): NotClaimableError; the
+	//     pointer without an id): NotClaimableError; the
 	//     event stays DEAD and its audit unchanged. Only a redrive or an
 	//     operator's Replay reopens it.
 	Message, Letter string
@@ -105,8 +104,7 @@ func (l *Ledger) Claim(ctx context.Context, source, eventID string, o ClaimOptio
 			return Claim{}, err
 		}
 		if _, ok := raw["status"]; !ok {
-			// DynamoDB returns the item with the refusal; a store that
-			// does not (dynalite) is asked.
+			// The refusal returned no item (see the package doc): read it.
 			if raw, err = l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID); err != nil {
 				return Claim{}, fmt.Errorf("claim %s/%s: %w", source, eventID, err)
 			}

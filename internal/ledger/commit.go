@@ -4,108 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/effectively-once/webhooks/internal/warehouse"
-	"github.com/effectively-once/webhooks/pkg/projection"
 )
-
-// ProjectionWrite, Intent and Policy are the projection contract's types
-// (package projection owns them; a projection never imports the ledger).
-type (
-	ProjectionWrite = projection.Write
-	Intent          = projection.Intent
-	Policy          = projection.Policy
-)
-
-// The policies, as the projection contract names them.
-const (
-	PolicyOnce         = projection.PolicyOnce
-	PolicyWhileCurrent = projection.PolicyWhileCurrent
-	PolicyLatest       = projection.PolicyLatest
-)
-
-// CompensationID is projection.CompensationID.
-func CompensationID(op string) string { return projection.CompensationID(op) }
-
-// Projection is the stored state of one subject.
-type Projection struct {
-	Name        string         `dynamodbav:"name"`
-	Subject     string         `dynamodbav:"subject"`
-	Version     int64          `dynamodbav:"version"`
-	Fingerprint string         `dynamodbav:"fingerprint"`
-	Terminal    bool           `dynamodbav:"terminal"`
-	State       map[string]any `dynamodbav:"state"`
-	UpdatedAt   int64          `dynamodbav:"updated_at"`
-	LastEvent   string         `dynamodbav:"last_event"`
-	// Latest names, per kind family of its latest intents ("entitlement"
-	// for entitlement.grant/revoke), the newest intent that carries the
-	// current state: what the downstream should end at. The reconciler's
-	// drift check compares the downstream's version with it.
-	Latest map[string]LatestIntent `dynamodbav:"-"`
-	// Watch lists the while_current intents whose reason a later revision
-	// could remove; the commit of every revision checks them (see Commit).
-	Watch []WatchEntry `dynamodbav:"watch,omitempty"`
-}
-
-// LatestIntent is the newest latest-policy intent of one kind family.
-type LatestIntent struct {
-	OperationID string `dynamodbav:"op"`
-	Kind        string `dynamodbav:"kind"`
-	Subject     string `dynamodbav:"subject"`
-	Version     int64  `dynamodbav:"version"`
-}
-
-// WatchEntry is one while_current intent a projection subject watches.
-type WatchEntry struct {
-	OperationID  string            `dynamodbav:"op"`
-	Kind         string            `dynamodbav:"kind"`
-	Version      int64             `dynamodbav:"version"`
-	Condition    map[string]string `dynamodbav:"cond"`
-	Compensation string            `dynamodbav:"comp,omitempty"`
-}
-
-// ScopeOf is the scope that owns a projection, read from its ledger name
-// "<scope>/<name>" (the form the processor writes, projection.ScopedName):
-// the part before the first "/", or "" for a name without one (an
-// unscoped source's projection, or one written before ownership existed).
-// Scopes never contain "/", so the first one ends the scope.
-func ScopeOf(name string) string {
-	scope, _ := projection.SplitScoped(name)
-	return scope
-}
-
-// Family is the kind family of an intent kind: the part before the first
-// dot ("entitlement" for "entitlement.grant"), or the kind itself.
-func Family(kind string) string {
-	if i := strings.IndexByte(kind, '.'); i > 0 {
-		return kind[:i]
-	}
-	return kind
-}
-
-// StoredIntent is an outbox intent as stored.
-type StoredIntent struct {
-	OperationID string         `dynamodbav:"operation_id"`
-	Kind        string         `dynamodbav:"kind"`
-	Subject     string         `dynamodbav:"subject"`
-	Status      string         `dynamodbav:"status"`
-	Payload     map[string]any `dynamodbav:"payload"`
-	Causation   string         `dynamodbav:"causation"` // source/event_id that created it
-	Scope       string         `dynamodbav:"scope"`     // absent on intents written before it was recorded
-	Source      string         `dynamodbav:"source"`    // likewise
-	CreatedAt   int64          `dynamodbav:"created_at"`
-}
-
-// IntentPending is the status of a newly written intent. The dispatcher
-// moves it on (see IntentStatus).
-const IntentPending = "PENDING"
 
 // Committed is the outcome of Commit.
 type Committed struct {
@@ -122,14 +27,6 @@ type Committed struct {
 	// (see watch.go): marked, made CONTRADICTED, or compensated (the
 	// compensation intents are among Intents).
 	Contradicted []string
-}
-
-func projectionKey(name, subject string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv("PJ#" + name + "#" + subject), attrSK: sv(skProjection)}
-}
-
-func intentKey(op string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv("OP#" + op), attrSK: sv(skIntent)}
 }
 
 // Commit completes a claimed event in one TransactWriteItems: the event moves
@@ -149,100 +46,78 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 	if err := validID("projection subject", write.Subject, MaxIDLength); err != nil {
 		return Committed{}, err
 	}
-	// prev is the projection as read when the first attempt learned that
-	// it watches intents (see watch.go): nil until then, and never read on
-	// the common path.
+	// prev is the projection as read once a refused guard showed that the
+	// plan's assumption about it (no watch list) was wrong: nil until then,
+	// and never read on the common path.
 	var prev *Projection
-	for attempt := 0; attempt < 5; attempt++ {
-		res := Result{Outcome: OutcomeApplied, Projection: write.Name, Subject: write.Subject, Version: write.Version, Intents: len(intents)}
-		for _, in := range intents {
-			res.Operations = append(res.Operations, Operation{ID: in.OperationID, Kind: in.Kind})
-		}
-		plan, err := l.planWatch(ctx, write, intents, prev)
+	for range 5 {
+		watch, err := l.planWatch(ctx, write, intents, prev)
 		if err != nil {
 			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, err)
 		}
-		// The compensations this revision writes are its operations too:
-		// the stored result names them, so a redelivered pointer of a
-		// crashed batch announces them like the others.
-		for _, k := range plan.contra {
-			if k.intent.Status == IntentStatusSucceeded && k.entry.Compensation != "" {
-				res.Operations = append(res.Operations, Operation{ID: CompensationID(k.intent.OperationID), Kind: k.entry.Compensation})
-				res.Intents++
-			}
-		}
-		items, comps, err := l.commitItems(c, write, intents, res, prev, plan)
+		tx, err := l.commitTx(c, write, intents, prev, watch)
 		if err != nil {
 			return Committed{}, err
 		}
 		// What DynamoDB would refuse is refused here, named, before the
 		// transaction (see validate.go): no retry could store it.
-		if err := checkTransaction(items); err != nil {
+		if err := checkTransaction(tx.items); err != nil {
 			return l.refuseUnstorable(ctx, c, write, err)
 		}
-		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.items})
 		if err == nil {
-			ops := make([]string, 0, len(intents)+len(comps))
-			for _, in := range intents {
-				ops = append(ops, in.OperationID)
-			}
-			ops = append(ops, comps...)
-			done := Committed{Result: res, Intents: ops}
-			for _, k := range plan.contra {
-				done.Contradicted = append(done.Contradicted, k.intent.OperationID)
-			}
-			return done, nil
+			return tx.committed(), nil
 		}
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {
 			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
 		}
-		failed := conditionFailures(tce)
-		if _, ok := failed[0]; ok {
+		switch d := tx.decide(tce); d.verdict {
+		case cancelLeaseLost:
 			return Committed{}, fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
-		}
-		// DynamoDB refused an item (a ValidationError reason): permanent,
-		// named by the item it concerns.
-		if cl := classifyCancellation(tce); cl.kind == ErrInvalid {
-			name := fmt.Sprintf("transaction item %d", cl.index)
-			if cl.index >= 0 && cl.index < len(items) {
-				name = transactItemName(items[cl.index])
-			}
-			return l.refuseUnstorable(ctx, c, write, cl.unstorable(name))
-		}
-		if len(failed) == 0 {
-			// Throttled (ErrUnavailable) or a concurrent transaction
-			// (ErrConflict): both retryable.
+		case cancelUnstorable:
+			return l.refuseUnstorable(ctx, c, write, d.unstorable)
+		case cancelRetryable:
 			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, translate(err))
-		}
-		if old, ok := failed[1]; ok {
-			cur, err := l.projectionAt(ctx, write, old)
+		case cancelGuard:
+			cur, err := l.projectionAt(ctx, write, d.projection)
 			if err != nil {
 				return Committed{}, err
 			}
-			if cur.Version < write.Version && !cur.Terminal && cur.Fingerprint != write.Fingerprint {
-				// The write is allowed; what the guard assumed about the
-				// item (no watch list, or the version read) was not so.
-				// Plan again knowing it.
-				prev = &cur
-				continue
+			if !guardAdmits(cur, write) {
+				return l.resolveGuard(ctx, c, write, cur, intents)
 			}
-			return l.resolveGuard(ctx, c, write, cur, intents)
+			// The write is allowed; what the guard assumed about the item
+			// (no watch list, or the version read) was not so. Plan again
+			// knowing it.
+			prev = &cur
+		case cancelPlanAgain:
+			// An intent with the same operation id exists: another event
+			// already carried this business intent, so it keeps the one
+			// effect and this commit drops its own. (A watched intent that
+			// a dispatcher moved since it was read is read again.)
+			intents = withoutIntents(intents, d.existing)
 		}
-		// An intent with the same operation id exists: another event already
-		// carried this business intent. Keep the one effect; drop ours.
-		kept := intents[:0:0]
-		for i, in := range intents {
-			if _, dup := failed[2+i]; !dup {
-				kept = append(kept, in)
-			}
-		}
-		// A failure among the contradiction items (after the intents) means
-		// a dispatcher moved a watched intent since it was read: the next
-		// attempt reads it again.
-		intents = kept
 	}
 	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, ErrConflict)
+}
+
+// guardAdmits reports whether the projection's version guard lets w
+// replace cur: a newer version with another state, on a subject that is
+// not terminal.
+func guardAdmits(cur Projection, w *ProjectionWrite) bool {
+	return cur.Version < w.Version && !cur.Terminal && cur.Fingerprint != w.Fingerprint
+}
+
+// withoutIntents is intents less those whose index is in drop.
+func withoutIntents(intents []Intent, drop map[int]bool) []Intent {
+	kept := intents[:0:0]
+	for i, in := range intents {
+		if !drop[i] {
+			kept = append(kept, in)
+		}
+	}
+	return kept
 }
 
 // refuseUnstorable answers a commit that DynamoDB cannot store (verr, an
@@ -262,186 +137,11 @@ func (l *Ledger) refuseUnstorable(ctx context.Context, c Claim, w *ProjectionWri
 		if err != nil {
 			return Committed{}, fmt.Errorf("projection %s/%s: %w", w.Name, w.Subject, err)
 		}
-		if !(cur.Version < w.Version && !cur.Terminal && cur.Fingerprint != w.Fingerprint) {
+		if !guardAdmits(cur, w) {
 			return l.resolveGuard(ctx, c, w, cur, nil)
 		}
 	}
 	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, verr)
-}
-
-// conditionFailures returns, by transaction index, the items whose condition
-// failed, with the old item when DynamoDB returned it.
-func conditionFailures(tce *types.TransactionCanceledException) map[int]map[string]types.AttributeValue {
-	out := map[int]map[string]types.AttributeValue{}
-	for i, r := range tce.CancellationReasons {
-		if r.Code != nil && *r.Code == "ConditionalCheckFailed" {
-			out[i] = r.Item
-		}
-	}
-	return out
-}
-
-func (l *Ledger) commitItems(c Claim, w *ProjectionWrite, intents []Intent, res Result, prev *Projection, plan watchPlan) ([]types.TransactWriteItem, []string, error) {
-	now := l.now()
-	note := w.Note
-	if len(plan.contra) > 0 {
-		ops := make([]string, 0, len(plan.contra))
-		for _, k := range plan.contra {
-			ops = append(ops, k.intent.Kind+" "+k.intent.OperationID+" ("+string(k.intent.Status)+")")
-		}
-		note = withNote(note, "contradicts "+strings.Join(ops, ", "))
-	}
-	if plan.dropped > 0 {
-		note = withNote(note, fmt.Sprintf("watch list full: the %d oldest watched intents are no longer checked", plan.dropped))
-	}
-	eventUpdate, err := l.finishUpdate(c, res, note)
-	if err != nil {
-		return nil, nil, err
-	}
-	state, err := attributevalue.MarshalMap(w.State)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: projection state: %v", ErrInvalid, err)
-	}
-	pitem := projectionKey(w.Name, w.Subject)
-	pitem["item"] = sv("projection")
-	pitem["name"] = sv(w.Name)
-	pitem["subject"] = sv(w.Subject)
-	pitem["version"] = nv(w.Version)
-	pitem["fingerprint"] = sv(w.Fingerprint)
-	pitem["terminal"] = &types.AttributeValueMemberBOOL{Value: w.Terminal}
-	pitem["state"] = &types.AttributeValueMemberM{Value: state}
-	pitem["updated_at"] = nv(ms(now))
-	pitem["last_event"] = sv(c.Event.Source + "/" + c.Event.EventID)
-	if len(plan.keep) > 0 {
-		wl, err := attributevalue.Marshal(plan.keep)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: watch list: %v", ErrInvalid, err)
-		}
-		pitem[attrWatch] = wl
-		pitem[attrWatchN] = nv(int64(len(plan.keep)))
-	}
-	// The newest latest intent per kind family: this revision's, and, when
-	// the item was read (prev), the families it does not touch. A
-	// projection with several latest families emits one intent of each in
-	// every revision that changes state (the built-in ones have one).
-	latest := map[string]LatestIntent{}
-	if prev != nil {
-		for f, li := range prev.Latest {
-			latest[f] = li
-		}
-	}
-	for _, in := range intents {
-		if in.Policy == PolicyLatest {
-			latest[Family(in.Kind)] = LatestIntent{OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Version: w.Version}
-		}
-	}
-	for f, li := range latest {
-		v, err := attributevalue.Marshal(li)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: latest intent: %v", ErrInvalid, err)
-		}
-		pitem[attrLatestPref+f] = v
-	}
-	// The guard: a newer version with another state, on an item whose
-	// watch list the plan knows (none, or the one read at prev's version).
-	cond := "attribute_not_exists(pk) OR (version < :v AND terminal = :f AND fingerprint <> :fp AND attribute_not_exists(" + attrWatchN + "))"
-	vals := map[string]types.AttributeValue{":v": nv(w.Version), ":f": &types.AttributeValueMemberBOOL{Value: false}, ":fp": sv(w.Fingerprint)}
-	if prev != nil {
-		cond = "version = :pv AND fingerprint = :pfp AND terminal = :f"
-		vals = map[string]types.AttributeValue{":pv": nv(prev.Version), ":pfp": sv(prev.Fingerprint), ":f": &types.AttributeValueMemberBOOL{Value: false}}
-	}
-	items := []types.TransactWriteItem{
-		{Update: eventUpdate},
-		{Put: &types.Put{
-			TableName:                           aws.String(l.opts.Table),
-			Item:                                pitem,
-			ConditionExpression:                 aws.String(cond),
-			ExpressionAttributeValues:           vals,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-	}
-	for _, in := range intents {
-		put, err := l.intentPut(c, w, in)
-		if err != nil {
-			return nil, nil, err
-		}
-		items = append(items, put)
-	}
-	contra, comps, err := l.contradictionItems(c, w, plan)
-	if err != nil {
-		return nil, nil, err
-	}
-	return append(items, contra...), comps, nil
-}
-
-// intentPut is the transaction's Put of a new PENDING intent, refused if
-// its operation id exists.
-func (l *Ledger) intentPut(c Claim, w *ProjectionWrite, in Intent) (types.TransactWriteItem, error) {
-	if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
-		return types.TransactWriteItem{}, err
-	}
-	if err := validID("intent kind", in.Kind, MaxTypeLength); err != nil {
-		return types.TransactWriteItem{}, err
-	}
-	payload, err := attributevalue.MarshalMap(in.Payload)
-	if err != nil {
-		return types.TransactWriteItem{}, fmt.Errorf("%w: intent payload: %v", ErrInvalid, err)
-	}
-	it := l.intentItem(c, w, in)
-	it["payload"] = &types.AttributeValueMemberM{Value: payload}
-	if len(payload) == 0 {
-		// NULL, not an empty map (minidyn cannot rewrite an item that
-		// holds one; DynamoDB can).
-		it["payload"] = &types.AttributeValueMemberNULL{Value: true}
-	}
-	if len(in.Condition) > 0 {
-		cond, err := attributevalue.MarshalMap(in.Condition)
-		if err != nil {
-			return types.TransactWriteItem{}, fmt.Errorf("%w: intent condition: %v", ErrInvalid, err)
-		}
-		it["condition"] = &types.AttributeValueMemberM{Value: cond}
-	}
-	return types.TransactWriteItem{Put: &types.Put{
-		TableName:           aws.String(l.opts.Table),
-		Item:                it,
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	}}, nil
-}
-
-// intentItem is a new PENDING intent as commit writes it, without its
-// payload and condition.
-func (l *Ledger) intentItem(c Claim, w *ProjectionWrite, in Intent) map[string]types.AttributeValue {
-	now := l.now()
-	it := intentKey(in.OperationID)
-	it["item"] = sv("intent")
-	it["operation_id"] = sv(in.OperationID)
-	it["kind"] = sv(in.Kind)
-	it["subject"] = sv(in.Subject)
-	it["status"] = sv(IntentPending)
-	it["causation"] = sv(c.Event.Source + "/" + c.Event.EventID)
-	// Whose fact the intent acts on: the scope that owns its projection and
-	// the source that delivered the event. The dispatcher checks the scope
-	// against the effect's allowed scopes and sends both with the call.
-	if scope := ScopeOf(w.Name); scope != "" {
-		it["scope"] = sv(scope)
-	}
-	it["source"] = sv(c.Event.Source)
-	it["created_at"] = nv(ms(now))
-	// The truth the intent came from: the dispatcher compares it with the
-	// projection when it claims the intent (DESIGN.md §6).
-	it["projection"] = sv(w.Name)
-	it["proj_subject"] = sv(w.Subject)
-	it["version"] = nv(w.Version)
-	// The same version as text: exact whatever rewrites the item (minidyn
-	// turns every number of an item it updates into a float64).
-	it["version_s"] = sv(strconv.FormatInt(w.Version, 10))
-	it["fingerprint"] = sv(w.Fingerprint)
-	if in.Policy != "" && in.Policy != PolicyOnce {
-		it["policy"] = sv(string(in.Policy))
-	}
-	it[attrDueShard] = sv(l.dueShard("OP", in.OperationID))
-	it[attrDueAt] = nv(ms(now))
-	return it
 }
 
 // projectionAt decodes the projection item a failed guard returned, or
@@ -461,7 +161,11 @@ func (l *Ledger) projectionAt(ctx context.Context, w *ProjectionWrite, item map[
 	return p, nil
 }
 
-// resolveGuard records what a failed version guard means (DESIGN.md §6).
+// resolveGuard records what a refused version guard means: an older or
+// terminal subject makes the event stale, the same version and state a
+// noop, the same version with another state a conflict (quarantined), a
+// newer version with the same state a noop that advances the version.
+// Of intents, only a warehouse record is written with an advance.
 func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, intents []Intent) (Committed, error) {
 	res := Result{Projection: w.Name, Subject: w.Subject, Version: w.Version}
 	switch {
@@ -487,58 +191,59 @@ func (l *Ledger) resolveGuard(ctx context.Context, c Claim, w *ProjectionWrite, 
 		// now, and the warehouse follows the canonical version).
 		res.Outcome = OutcomeNoop
 		var records []Intent
+		done := Committed{Result: res}
 		for _, in := range intents {
 			if in.Kind == warehouse.Kind {
 				records = append(records, in)
-				res.Operations = append(res.Operations, Operation{ID: in.OperationID, Kind: in.Kind})
+				done.Intents = append(done.Intents, in.OperationID)
+				done.Result.Operations = append(done.Result.Operations, Operation{ID: in.OperationID, Kind: in.Kind})
 			}
 		}
-		res.Intents = len(records)
-		done := Committed{Result: res}
-		for _, in := range records {
-			done.Intents = append(done.Intents, in.OperationID)
-		}
-		return done, l.advance(ctx, c, w, old, res, records)
+		done.Result.Intents = len(records)
+		return done, l.advance(ctx, c, w, old, done.Result, records)
 	}
 }
 
+// advance records a newer revision with the projection's state: the event
+// is PROCESSED and the projection's version moves up, in one transaction,
+// so an older event can never apply later; records are put with them.
 func (l *Ledger) advance(ctx context.Context, c Claim, w *ProjectionWrite, old Projection, res Result, records []Intent) error {
-	eventUpdate, err := l.finishUpdate(c, res, withNote("newer version, same state", w.Note))
+	event, err := l.finishUpdate(c, res, withNote("newer version, same state", w.Note))
 	if err != nil {
 		return err
 	}
-	var puts []types.TransactWriteItem
-	for _, in := range records {
+	var tx commitTx
+	tx.add(txRole{kind: txEventLease}, types.TransactWriteItem{Update: event})
+	tx.add(txRole{kind: txProjectionGuard}, types.TransactWriteItem{Update: l.advanceUpdate(c, w, old)})
+	for i, in := range records {
 		put, err := l.intentPut(c, w, in)
 		if err != nil {
 			return err
 		}
-		puts = append(puts, put)
+		tx.add(txRole{kind: txNewIntent, intent: i}, types.TransactWriteItem{Put: put})
 	}
-	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append([]types.TransactWriteItem{
-		{Update: eventUpdate},
-		{Update: &types.Update{
-			TableName:           aws.String(l.opts.Table),
-			Key:                 projectionKey(w.Name, w.Subject),
-			UpdateExpression:    aws.String("SET version = :v, updated_at = :now, last_event = :ev"),
-			ConditionExpression: aws.String("version = :old AND fingerprint = :fp AND terminal = :f"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":v": nv(w.Version), ":old": nv(old.Version), ":fp": sv(w.Fingerprint), ":f": &types.AttributeValueMemberBOOL{Value: false},
-				":now": nv(ms(l.now())), ":ev": sv(c.Event.Source + "/" + c.Event.EventID),
-			},
-		}},
-	}, puts...)})
+	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.items})
 	if err == nil {
 		return nil
 	}
 	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		if _, ok := conditionFailures(tce)[0]; ok {
-			return fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
-		}
+	if errors.As(err, &tce) && tx.decide(tce).verdict == cancelLeaseLost {
+		return fmt.Errorf("commit %s/%s by %s: %w", c.Event.Source, c.Event.EventID, c.Owner, ErrLeaseLost)
 	}
 	// The projection moved under us: retry the event from the top.
 	return fmt.Errorf("advance projection %s/%s: %w", w.Name, w.Subject, translate(err))
+}
+
+// advanceUpdate moves the projection from old's version to w's, guarded
+// on the state being the one read.
+func (l *Ledger) advanceUpdate(c Claim, w *ProjectionWrite, old Projection) *types.Update {
+	u := (&update{}).Values(map[string]types.AttributeValue{
+		":v": nv(w.Version), ":old": nv(old.Version), ":fp": sv(w.Fingerprint), ":f": &types.AttributeValueMemberBOOL{Value: false},
+		":now": nv(ms(l.now())), ":ev": sv(c.Event.Source + "/" + c.Event.EventID),
+	})
+	u.Set("version = :v", "updated_at = :now", "last_event = :ev")
+	u.If("version = :old", "fingerprint = :fp", "terminal = :f")
+	return u.txUpdate(l.opts.Table, projectionKey(w.Name, w.Subject))
 }
 
 func withNote(reason, note string) string {
@@ -575,20 +280,16 @@ func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update
 	} else {
 		reason = string(res.Outcome) + ": " + reason
 	}
-	return &types.Update{
-		TableName: aws.String(l.opts.Table),
-		Key:       eventKey(c.Event.Source, c.Event.EventID),
-		UpdateExpression: aws.String("SET #status = :done, processed_at = :now, #result = :res, expires_at = :ttl, " + attrDoneShard + " = :dshard, " +
-			"audit = list_append(audit, :audit) REMOVE lease_owner, lease_token, lease_expires_at, due_shard, due_at, next_attempt_at, error_code, error_message"),
-		ConditionExpression:      aws.String("#status = :proc AND lease_token = :tok"),
-		ExpressionAttributeNames: map[string]string{"#status": "status", "#result": "result"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":done": sv(string(StatusProcessed)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
-			":now": nv(ms(now)), ":res": rv, ":ttl": nv(now.Add(l.opts.Retention).Unix()),
-			":dshard": sv(doneShardPrefix + l.dueShard(c.Event.Source, c.Event.EventID)),
-			":audit":  auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(reason, MaxReasonLen)),
-		},
-	}, nil
+	u := (&update{}).Name("#status", "status").Name("#result", "result").Values(map[string]types.AttributeValue{
+		":done": sv(string(StatusProcessed)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
+		":now": nv(ms(now)), ":res": rv, ":ttl": nv(now.Add(l.opts.Retention).Unix()),
+		":dshard": sv(doneShardPrefix + l.dueShard(c.Event.Source, c.Event.EventID)),
+		":audit":  auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(reason, MaxReasonLen)),
+	})
+	u.Set("#status = :done", "processed_at = :now", "#result = :res", TTLAttribute+" = :ttl", attrDoneShard+" = :dshard", "audit = list_append(audit, :audit)")
+	u.Remove("lease_owner", "lease_token", "lease_expires_at", attrDueShard, attrDueAt, "next_attempt_at", "error_code", "error_message")
+	u.If("#status = :proc", "lease_token = :tok")
+	return u.txUpdate(l.opts.Table, eventKey(c.Event.Source, c.Event.EventID)), nil
 }
 
 // finish moves a claimed event to PROCESSED without touching a projection.
@@ -598,9 +299,4 @@ func (l *Ledger) finish(ctx context.Context, c Claim, res Result, reason string)
 		return err
 	}
 	return l.fencedUpdate(ctx, c, u)
-}
-
-// GetProjection reads a projection (strongly consistent).
-func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Projection, error) {
-	return l.Reader().Projection(ctx, name, subject)
 }

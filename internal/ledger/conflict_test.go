@@ -7,7 +7,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 )
 
-// Issue 13 §4: a delivery under a known id with other bytes in the same
+// A delivery under a known id with other bytes in the same
 // form is not a duplicate. It is recorded as a conflict on the row (a
 // count, the last one, one audit entry however many come) and changes
 // nothing else: not the delivery count, not the last delivery, not the

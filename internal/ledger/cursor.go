@@ -14,7 +14,7 @@ import (
 )
 
 // A subject cursor serializes the dispatch of latest-policy intents per
-// (projection subject, kind family) (DESIGN.md §6): the downstream must
+// (projection subject, kind family): the downstream must
 // never receive an older state after a newer one, even with two
 // dispatchers and retries in flight.
 //
@@ -48,15 +48,6 @@ import (
 // from the moment a dispatch takes them until the reconciler has seen the
 // downstream at the projection's version (MarkSynced).
 
-const (
-	skCursor = "CUR"
-	// syncPrefix: due-index shards of cursors whose downstream version the
-	// reconciler should compare with the projection. syncedPrefix: cursors
-	// found in sync; no query reads them.
-	syncPrefix   = "sync#"
-	syncedPrefix = "synced#"
-)
-
 // SubjectCursor is one cursor item.
 type SubjectCursor struct {
 	Projection  string // the projection the intents came from
@@ -89,10 +80,6 @@ func (e *SubjectBusyError) Error() string {
 		e.Cursor.Projection, e.Cursor.ProjSubject, e.Cursor.Family, e.Cursor.HolderVersion, e.Cursor.HolderOp, e.Cursor.HolderUntil.Format(time.RFC3339Nano))
 }
 
-func cursorKey(projection, subject, family string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{attrPK: sv("CUR#" + projection + "#" + subject + "#" + family), attrSK: sv(skCursor)}
-}
-
 type cursorItem struct {
 	Projection    string `dynamodbav:"projection"`
 	ProjSubject   string `dynamodbav:"proj_subject"`
@@ -119,8 +106,8 @@ func decodeCursor(av map[string]types.AttributeValue) (SubjectCursor, string, er
 
 // LockSubject takes the subject cursor of a claimed latest-policy intent
 // for the claim's lease (see the cursor doc above). An intent of another
-// policy, or one written before intents knew their truth, needs no cursor:
-// nil without a request.
+// policy, or one that names no projection, needs no cursor: nil without a
+// request.
 func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 	in := c.Intent
 	if in.Policy != PolicyLatest || in.Projection == "" {
@@ -163,9 +150,8 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 		}
 		old := ccf.Item
 		if len(old) == 0 {
-			// DynamoDB returns the item with the refusal; a store that does
-			// not (dynalite) is read: the condition only fails on an
-			// existing cursor.
+			// The refusal returned no item (see the package doc): the
+			// condition only fails on an existing cursor, so read it.
 			if old, err = l.getItem(ctx, key, "cursor"); err != nil {
 				return fmt.Errorf("lock subject %s/%s %s: %w", in.Projection, in.ProjectionSubject, fam, err)
 			}
@@ -177,8 +163,9 @@ func (l *Ledger) LockSubject(ctx context.Context, c IntentClaim) error {
 		if cur.HolderOp == in.OperationID && tok == c.Token {
 			// This very takeover was applied by an earlier attempt whose
 			// answer was lost, and the SDK sent it again: the cursor is
-			// ours. (Judged by its version instead, it looked held by a
-			// newer one, and the revoke was never performed.)
+			// ours. Judged by its version alone, it would look held by a
+			// version as new as this one, and the intent would end without
+			// being sent.
 			return nil
 		}
 		if cur.HolderVersion >= in.Version {
@@ -282,9 +269,4 @@ func (l *Ledger) MarkSynced(ctx context.Context, c SubjectCursor, next time.Time
 		return nil
 	}
 	return fmt.Errorf("mark cursor %s/%s %s: %w", c.Projection, c.ProjSubject, c.Family, translate(err))
-}
-
-// GetCursor reads a subject cursor (strongly consistent).
-func (l *Ledger) GetCursor(ctx context.Context, projection, subject, family string) (SubjectCursor, error) {
-	return l.Reader().Cursor(ctx, projection, subject, family)
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -31,7 +32,7 @@ func unmarshalExact(av map[string]types.AttributeValue, out any) error {
 }
 
 // translate maps DynamoDB errors onto the ledger's closed set. It is the only
-// place that knows AWS exception names (STYLE.md: translate at the adapter).
+// place that knows AWS exception names: callers see the ledger's errors.
 func translate(err error) error {
 	if err == nil {
 		return nil
@@ -103,8 +104,8 @@ type cancellation struct {
 //   - ConditionalCheckFailed: the caller's own conditions; ErrConflict
 //     here, and the caller reads which item failed (conditionFailures).
 //
-// An unknown code counts as a conflict (retryable), as every cancellation
-// did before the reasons were read one by one.
+// An unknown code counts as a conflict: retryable, so a code this list
+// does not know is retried rather than taken for permanent.
 func classifyCancellation(tce *types.TransactionCanceledException) cancellation {
 	out := cancellation{kind: ErrConflict, index: -1}
 	rank := 0 // 3 permanent, 2 throttled, 1 conflict
@@ -143,4 +144,25 @@ func (c cancellation) unstorable(item string) error {
 // IsRetryable reports whether err is worth retrying later.
 func IsRetryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrConflict)
+}
+
+// exactNumbers turns the numbers of a value decoded with UseNumber into
+// json.Number, which encodes as the same digits: exact in the JSON a
+// downstream receives, whatever its size.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case attributevalue.Number:
+		return json.Number(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactNumbers(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = exactNumbers(e)
+		}
+		return x
+	}
+	return v
 }

@@ -11,8 +11,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
-// Status is an event's processing state (DESIGN.md §4). It is a different
-// dimension from business state: a cancelled order can have an uncertain refund.
+// Status is an event's processing state. It is a different dimension from
+// business state: a cancelled order can have an uncertain refund.
+//
+//	RECEIVED ──claim──> PROCESSING(lease_owner, lease_token, lease_expires_at, attempts+1)
+//	PROCESSING ──commit──> PROCESSED(outcome: applied | stale | noop | ignored)
+//	PROCESSING ──transient error──> RETRY_WAIT(next_attempt_at) ──claim──> PROCESSING
+//	PROCESSING, lease expired ──claim by another worker──> PROCESSING (new token)
+//	PROCESSING ──attempts exhausted──> DEAD
+//	PROCESSING ──permanent error──> QUARANTINED
+//	DEAD ──redrive from the DLQ──> PROCESSING (audited as a redrive)
+//	DEAD, QUARANTINED ──operator replay(reason, actor)──> RECEIVED (same identity)
+//
+// Every transition is one conditional write that also appends an audit
+// entry (when, what, who, why) to the event item, so the trail can never
+// disagree with the status.
 type Status string
 
 // The processing states.
@@ -116,8 +129,7 @@ type Options struct {
 	// new writes spread over (default 4, at most MaxDueShards). DynamoDB
 	// limits one partition key to about 1,000 write units per second, and
 	// an event with one effect writes about 7 index entries, so the due
-	// index caps the pipeline near DueShards × 1000 / 7 events per second
-	// (BENCHMARKS.md, "Scale").
+	// index caps the pipeline near DueShards × 1000 / 7 events per second.
 	DueShards int
 	// DueShardsRead is how many shards the queries read (default
 	// DueShards; never fewer). Raising DueShards on a live table is safe

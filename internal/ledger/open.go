@@ -8,13 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 )
 
-// attentionPrefix marks the due-index shards of items that wait for an
-// operator (DEAD and QUARANTINED events, QUARANTINED and CONTRADICTED
-// intents). They share the
-// index with the work shards but never appear in ListDue or ListDueIntents,
-// so the reconciler's hot path does not read them.
-const attentionPrefix = "A"
-
 // OpenItem is one item of the due index: an unfinished event or intent, or
 // one waiting for an operator. Since is when it became due (work) or started
 // waiting (attention).

@@ -16,7 +16,7 @@ import (
 // Operator actions: the writes an operator tool (scripts/webhookctl) makes
 // besides Replay. Each is one conditional UpdateItem on the state the
 // operator just read, and appends an audit entry naming the operator and
-// their reason (DESIGN.md §5, I6).
+// their reason: every change an operator makes is attributed and explained.
 
 // ErrRefused: an operator action asked for a transition the item's current
 // state does not allow (a finished item, a live lease). The returned

@@ -82,3 +82,33 @@ func (r Reader) getItem(ctx context.Context, key map[string]types.AttributeValue
 	}
 	return out.Item, nil
 }
+
+// Get reads one event (strongly consistent), with its audit trail.
+func (l *Ledger) Get(ctx context.Context, source, eventID string) (Event, error) {
+	return l.Reader().Event(ctx, source, eventID)
+}
+
+// Reader is the ledger's read path over its own client (see Reader).
+func (l *Ledger) Reader() Reader { return NewReader(l.db, l.opts.Table) }
+
+// getItem is a strongly consistent read of one item; a missing item is
+// ErrNotFound. what names the item in errors.
+func (l *Ledger) getItem(ctx context.Context, key map[string]types.AttributeValue, what string) (map[string]types.AttributeValue, error) {
+	return l.Reader().getItem(ctx, key, what)
+}
+
+// GetProjection reads a projection (strongly consistent).
+func (l *Ledger) GetProjection(ctx context.Context, name, subject string) (Projection, error) {
+	return l.Reader().Projection(ctx, name, subject)
+}
+
+// GetIntentState reads an intent with its dispatch bookkeeping and audit
+// trail (strongly consistent).
+func (l *Ledger) GetIntentState(ctx context.Context, op string) (IntentState, error) {
+	return l.Reader().Intent(ctx, op)
+}
+
+// GetCursor reads a subject cursor (strongly consistent).
+func (l *Ledger) GetCursor(ctx context.Context, projection, subject, family string) (SubjectCursor, error) {
+	return l.Reader().Cursor(ctx, projection, subject, family)
+}

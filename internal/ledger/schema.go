@@ -43,6 +43,10 @@ func TableSchema(name string) *dynamodb.CreateTableInput {
 	}
 }
 
+// TTLAttribute is the table's TTL attribute (epoch seconds): DynamoDB
+// deletes an item some time after it.
+const TTLAttribute = "expires_at"
+
 // DueIndexAttributes are the non-key attributes the due index projects
 // (INCLUDE): what ListDue, ListDueIntents and ListOpen read. The CDK stack
 // declares the same list.

@@ -15,9 +15,9 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 )
 
-// Rules AWS applies that the emulators may not (issue 14).
+// Rules AWS applies that the emulators may not.
 
-// §6: an empty payload is stored (as no attribute: DynamoDB accepts an
+// An empty payload is stored (as no attribute: DynamoDB accepts an
 // empty Binary outside keys, minidyn refuses one) and read back empty; a
 // duplicate finds the row.
 func TestEmptyPayloadIsStored(t *testing.T) {
@@ -37,7 +37,7 @@ func TestEmptyPayloadIsStored(t *testing.T) {
 	}
 }
 
-// §7: an event id is what every component accepts: a DynamoDB key, an SQS
+// An event id is what every component accepts: a DynamoDB key, an SQS
 // message body (SendMessage allows #x9 | #xA | #xD | #x20-#xD7FF |
 // #xE000-#xFFFD | #x10000-#x10FFFF) and a log line. Accept refuses the
 // rest with ErrInvalid, as CheckEventID says beforehand.
@@ -68,7 +68,7 @@ func TestEventIDsAreWhatSQSAndDynamoDBCarry(t *testing.T) {
 	}
 }
 
-// §4: only a message back from the dead-letter queue reopens a DEAD event.
+// Only a message back from the dead-letter queue reopens a DEAD event.
 // Dead records the claim's pointer id as a dead letter and its message id;
 // a console redrive sends the letter's body back under a new message id.
 // The same message received again before SQS moved it, a second pointer
@@ -150,7 +150,7 @@ func TestOnlyADeadLetterReopensADeadEvent(t *testing.T) {
 	}
 }
 
-// §4 with GiveUp first: an unfinished event whose message reached the DLQ
+// With GiveUp first: an unfinished event whose message reached the DLQ
 // is marked DEAD with that message's pointer id as its dead letter.
 func TestGiveUpRecordsTheDeadLetter(t *testing.T) {
 	ctx := context.Background()
@@ -170,7 +170,7 @@ func TestGiveUpRecordsTheDeadLetter(t *testing.T) {
 	}
 }
 
-// §5: every DEAD and QUARANTINED row is on the attention shards of the due
+// Every DEAD and QUARANTINED row is on the attention shards of the due
 // index, however it got there, so ListOpen (webhookctl stats, events list
 // --status, replay --status, the reconciler's gauges) finds it without a
 // scan and the work queries never do. One case per path that sets either

@@ -10,7 +10,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 )
 
-// The due index's shard count can change on a live table (issue 17):
+// The due index's shard count can change on a live table:
 // raising it is safe at once, lowering it keeps reading the old shards
 // until they are empty, and a read narrower than the writes is refused.
 func TestDueShardsChangeOnALiveTable(t *testing.T) {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -166,8 +163,7 @@ func (l *Ledger) reopen(ctx context.Context, source, eventID, actor, reason, act
 		}
 		cur, failed := conditionFailed(err)
 		if failed && cur == nil {
-			// DynamoDB returns the item with the refusal; an emulator that
-			// does not (dynalite) is asked.
+			// The refusal returned no item (see the package doc): read it.
 			got, gerr := l.Get(ctx, source, eventID)
 			if errors.Is(gerr, ErrNotFound) {
 				return Event{}, fmt.Errorf("%s %s/%s: %w", action, source, eventID, ErrNotFound)
@@ -232,8 +228,7 @@ func (l *Ledger) GiveUp(ctx context.Context, source, eventID, actor, reason, let
 	}
 	raw := ccf.Item
 	if _, ok := raw["status"]; !ok {
-		// DynamoDB returns the item with the refusal; a store that does
-		// not (dynalite) is asked.
+		// The refusal returned no item (see the package doc): read it.
 		if raw, err = l.getItem(ctx, eventKey(source, eventID), "event "+source+"/"+eventID); err != nil {
 			return Event{}, fmt.Errorf("give up %s/%s: %w", source, eventID, err)
 		}
@@ -283,190 +278,4 @@ func conditionFailed(err error) (*Event, bool) {
 		return nil, true
 	}
 	return &cur, true
-}
-
-// Get reads one event (strongly consistent), with its audit trail.
-func (l *Ledger) Get(ctx context.Context, source, eventID string) (Event, error) {
-	return l.Reader().Event(ctx, source, eventID)
-}
-
-// Reader is the ledger's read path over its own client (see Reader).
-func (l *Ledger) Reader() Reader { return NewReader(l.db, l.opts.Table) }
-
-// getItem is a strongly consistent read of one item; a missing item is
-// ErrNotFound. what names the item in errors.
-func (l *Ledger) getItem(ctx context.Context, key map[string]types.AttributeValue, what string) (map[string]types.AttributeValue, error) {
-	return l.Reader().getItem(ctx, key, what)
-}
-
-// DueRef names an unfinished item found through the due index.
-type DueRef struct {
-	Source  string
-	EventID string
-	Status  Status
-	DueAt   time.Time
-}
-
-// ListDue returns unfinished events whose due time is at or before `before`
-// (RECEIVED since then, leases expired by then, retries due by then), oldest
-// first, at most limit. It queries each shard of the sparse due index: no
-// table scan. Index reads are eventually consistent; the claim re-checks.
-func (l *Ledger) ListDue(ctx context.Context, before time.Time, limit int) ([]DueRef, error) {
-	items, err := l.queryDue(ctx, before, limit, "event", StatusReceived, StatusProcessing, StatusRetryWait)
-	if err != nil {
-		return nil, err
-	}
-	refs := make([]DueRef, 0, len(items))
-	for _, it := range items {
-		ev, err := decodeEvent(it.item)
-		if err != nil {
-			return nil, err
-		}
-		refs = append(refs, DueRef{Source: ev.Source, EventID: ev.EventID, Status: ev.Status, DueAt: it.dueAt})
-	}
-	return refs, nil
-}
-
-type dueItem struct {
-	item  map[string]types.AttributeValue
-	dueAt time.Time
-}
-
-// dueItemOf is an index entry with its due time read.
-func dueItemOf(it map[string]types.AttributeValue) dueItem {
-	due := time.Time{}
-	if v, ok := it[attrDueAt].(*types.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		due = fromMS(n)
-	}
-	return dueItem{item: it, dueAt: due}
-}
-
-func sortDue(items []dueItem) {
-	sort.SliceStable(items, func(i, j int) bool { return items[i].dueAt.Before(items[j].dueAt) })
-}
-
-// queryDue reads the due index, every shard, for items of one kind in one
-// of the given (unfinished) statuses, oldest first, at most limit. The
-// status filter is defensive: a finished item has no due keys and so no index
-// entry, but index reads lag the table (and minidyn keeps entries whose keys
-// were removed).
-func (l *Ledger) queryDue(ctx context.Context, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
-	return l.queryShards(ctx, "", before, limit, kind, statuses...)
-}
-
-// The due index's paging (queryShards, ListSyncDue). DynamoDB applies a
-// Query's Limit to the entries it evaluates, before the filter, and one
-// shard holds events, intents, live leases and entries the filter drops,
-// so a page can hold any number of matches, none included. Each shard is
-// therefore paged until it has given its own oldest `limit` matches (the
-// oldest `limit` overall are among them) or is exhausted. Pages start at
-// the caller's limit and double up to dueMaxPage entries (never below the
-// limit), so a shard full of matches costs one request and one mostly
-// filtered costs a few; a shard gets at most DueQueryPagesPerShard pages.
-const (
-	// DueQueryPagesPerShard bounds the Query requests one due query makes
-	// per shard: ListDue, ListDueIntents and ListSyncDue make at most
-	// DueShards × DueQueryPagesPerShard (64 with the default 4 shards),
-	// ListOpen twice that (work and attention shards). Each evaluates at
-	// most max(limit, dueMaxPage) index entries and at most 1 MB, the
-	// Query's own cap; with limit 1 the 16 pages evaluate 1+2+…+512 then
-	// 6×1,000, about 7,000 entries (~2 MB of projected attributes, a few
-	// hundred eventually consistent read units).
-	DueQueryPagesPerShard = 16
-	dueMaxPage            = 1000
-)
-
-// queryShards reads one family of shards: "" for work, attentionPrefix for
-// items waiting for an operator. It returns the oldest `limit` matches,
-// oldest first: exactly those, unless a shard reached its page bound
-// without giving `limit` matches (with limit 1, some 7,000 entries to skip
-// ahead of them; more with a larger limit). Then its unread entries are
-// not compared: the result is
-// still oldest first, and exact up to the last entry that shard read, but
-// it may hold newer matches of other shards in place of older ones the
-// bound left unread (rather than nothing newer than that point, which
-// would stall every shard behind one).
-func (l *Ledger) queryShards(ctx context.Context, prefix string, before time.Time, limit int, kind string, statuses ...Status) ([]dueItem, error) {
-	if limit <= 0 {
-		limit = 1
-	}
-	// A claim does not move an item on the index (that would be a delete and
-	// a put of the index entry: two write units): a leased item keeps the
-	// due_at it had, and is due only once its lease has expired.
-	vals := map[string]types.AttributeValue{":b": nv(ms(before)), ":kind": sv(kind),
-		":leased": sv(string(StatusProcessing)), ":dispatching": sv(string(IntentStatusDispatching))}
-	var in []string
-	for i, st := range statuses {
-		k := ":st" + strconv.Itoa(i)
-		vals[k] = sv(string(st))
-		in = append(in, k)
-	}
-	var items []dueItem
-	// Once `limit` matches are known, a later shard can only contribute
-	// items at least as old as the newest of them: its key condition
-	// stops there (:hi), so it does not page through newer entries.
-	hi := before
-	for shard := 0; shard < l.opts.DueShardsRead; shard++ {
-		vals[":s"] = sv(prefix + strconv.Itoa(shard))
-		vals[":hi"] = nv(ms(hi))
-		err := l.pageShard(ctx, dynamodb.QueryInput{
-			TableName:                 aws.String(l.opts.Table),
-			IndexName:                 aws.String(DueIndex),
-			KeyConditionExpression:    aws.String("due_shard = :s AND due_at <= :hi"),
-			FilterExpression:          aws.String("#item = :kind AND #status IN (" + join(in) + ") AND NOT (#status IN (:leased, :dispatching) AND lease_expires_at > :b)"),
-			ExpressionAttributeNames:  map[string]string{"#item": "item", "#status": "status"},
-			ExpressionAttributeValues: vals,
-		}, limit, func(it map[string]types.AttributeValue) (bool, error) {
-			items = append(items, dueItemOf(it))
-			return true, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list due %ss, shard %d: %w", kind, shard, err)
-		}
-		if len(items) >= limit {
-			sortDue(items)
-			items = items[:limit]
-			hi = items[limit-1].dueAt
-		}
-	}
-	sortDue(items)
-	if len(items) > limit {
-		items = items[:limit]
-	}
-	return items, nil
-}
-
-// pageShard pages one shard of the due index (q names it), oldest first,
-// handing each returned item to take, which says whether it counts, until
-// want items counted, the shard is exhausted, or it had
-// DueQueryPagesPerShard pages. A Query error is translated; take's are
-// returned as they are.
-func (l *Ledger) pageShard(ctx context.Context, q dynamodb.QueryInput, want int, take func(map[string]types.AttributeValue) (bool, error)) error {
-	page, maxPage := min(want, dueMaxPage), max(want, dueMaxPage)
-	taken := 0
-	for range DueQueryPagesPerShard {
-		q.Limit = aws.Int32(int32(min(page, math.MaxInt32)))
-		out, err := l.db.Query(ctx, &q)
-		if err != nil {
-			return translate(err)
-		}
-		for _, it := range out.Items {
-			ok, err := take(it)
-			if err != nil {
-				return err
-			}
-			if ok {
-				if taken++; taken >= want {
-					return nil
-				}
-			}
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		q.ExclusiveStartKey = out.LastEvaluatedKey
-		page = min(2*page, maxPage)
-	}
-	return nil
 }

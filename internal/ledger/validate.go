@@ -5,8 +5,78 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/projection"
+)
+
+// The ledger's own bounds on what it stores, so a hostile or broken
+// delivery cannot grow an item without limit. Keys (ids) that break them
+// are refused (validID); free text is cut to them (truncate).
+const (
+	MaxIDLength        = projection.MaxIDLength
+	MaxTypeLength      = 128
+	MaxErrorMessageLen = 512
+	MaxErrorCodeLen    = 64
+	MaxReasonLen       = 512
+	// MaxPayloadBytes is the largest raw payload the ledger stores (1 MiB).
+	MaxPayloadBytes = 1 << 20
+)
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// validID refuses, wrapping ErrInvalid, an id that cannot be a key: empty,
+// longer than maxLen bytes, not UTF-8, or holding a character a key, an
+// SQS message body or a log line must not hold.
+func validID(kind, v string, maxLen int) error {
+	if v == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalid, kind)
+	}
+	if len(v) > maxLen {
+		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalid, kind, maxLen)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, kind)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) || r == 0xFFFE || r == 0xFFFF {
+			// SQS message bodies (where an id travels in its pointer) allow
+			// #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF;
+			// valid UTF-8 has no surrogates; controls (C0, DEL, C1) have no
+			// place in keys and log lines either.
+			return fmt.Errorf("%w: %s contains control characters or code points SQS refuses (U+%04X)", ErrInvalid, kind, r)
+		}
+	}
+	return nil
+}
+
+// CheckEventID returns nil when id can be an event id everywhere one goes:
+// a DynamoDB key (at most MaxIDLength bytes of UTF-8), the body of an SQS
+// pointer message (no code point SQS refuses: U+FFFE, U+FFFF, C0 controls
+// but tab and newlines), and a log line (no control characters at all).
+// Otherwise it returns an error wrapping ErrInvalid, as Accept would. The
+// id is the sender's input: intake checks it first and keeps a verified
+// delivery whose id fails under its ContentID instead.
+func CheckEventID(id string) error { return validID("event id", id, MaxIDLength) }
+
+// Bounds on Delivery.Attributes.
+const (
+	maxAttributes       = 16
+	maxAttributeLen     = 256
+	maxAttributeNameLen = 64
 )
 
 // What DynamoDB refuses to store. Commit checks every item of its
@@ -342,7 +412,7 @@ func itemName(key map[string]types.AttributeValue) string {
 	if pk == nil {
 		return "an item without a key"
 	}
-	for prefix, kind := range map[string]string{"EV#": "event ", "PJ#": "projection ", "OP#": "intent "} {
+	for prefix, kind := range map[string]string{pkEvent: "event ", pkProjection: "projection ", pkIntent: "intent "} {
 		if rest, ok := strings.CutPrefix(pk.Value, prefix); ok {
 			if kind != "intent " {
 				// <source>#<id> or <name>#<subject>: the first # separates.

@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // An irreversible effect whose reason a newer revision removes after it
-// was performed is never silent (DESIGN.md §5 I7). The projection item of
+// was performed is never silent. The projection item of
 // a subject lists the while_current intents it created (Watch). The commit
 // of every later revision of that subject evaluates their conditions
 // against the new state, and for each one the new state breaks, in the
@@ -117,62 +115,59 @@ func (l *Ledger) planWatch(ctx context.Context, w *ProjectionWrite, intents []In
 	return p, nil
 }
 
-// contradictionItems are the transaction items of a plan's contradictions,
-// and the operation ids of the compensation intents they create.
-func (l *Ledger) contradictionItems(c Claim, w *ProjectionWrite, p watchPlan) ([]types.TransactWriteItem, []string, error) {
+// compensates reports whether the commit writes a compensation for k: its
+// intent was performed, and the projection declared a compensation for
+// its kind.
+func (k contradiction) compensates() bool {
+	return k.intent.Status == IntentStatusSucceeded && k.entry.Compensation != ""
+}
+
+// contradictionUpdate records on k's intent that this revision removed its
+// reason, conditioned on the status (and, in flight, the lease) the commit
+// read: marked contradicted_by and, when performed, compensated_by its
+// compensation or made CONTRADICTED on the attention shards.
+func (l *Ledger) contradictionUpdate(c Claim, w *ProjectionWrite, k contradiction) *types.Update {
 	now := l.now()
-	var items []types.TransactWriteItem
-	var comps []string
-	for _, k := range p.contra {
-		in := k.intent
-		op := in.OperationID
-		reason := fmt.Sprintf("version %d of %s/%s removed its reason (%s)", w.Version, w.Name, w.Subject, k.why)
-		vals := map[string]types.AttributeValue{
-			":seen": sv(string(in.Status)), ":by": nv(w.Version), ":empty": &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
-		}
-		cond := "#status = :seen"
-		if in.Status == IntentStatusDispatching {
-			cond += " AND lease_token = :tok"
-			vals[":tok"] = sv(in.LeaseToken)
-		}
-		set := "SET contradicted_by = :by, audit = list_append(if_not_exists(audit, :empty), :audit)"
-		remove := ""
-		switch {
-		case in.Status == IntentStatusSucceeded && k.entry.Compensation != "":
-			cop := CompensationID(op)
-			comps = append(comps, cop)
-			set += ", compensated_by = :cop"
-			vals[":cop"] = sv(cop)
-			vals[":audit"] = auditValue(now, Status(in.Status), Status(in.Status), c.Owner, "compensate", truncate(reason+"; compensation "+k.entry.Compensation+" "+cop, MaxReasonLen))
-			it, err := l.compensationItem(c, w, k, cop)
-			if err != nil {
-				return nil, nil, err
-			}
-			items = append(items, types.TransactWriteItem{Put: &types.Put{
-				TableName: aws.String(l.opts.Table), Item: it, ConditionExpression: aws.String("attribute_not_exists(pk)"),
-			}})
-		case in.Status == IntentStatusSucceeded:
-			set += ", #status = :to, error_code = :code, detail = :detail, due_shard = :ashard, due_at = :now"
-			remove = " REMOVE " + TTLAttribute // an attention item waits for its owner, it does not expire
-			vals[":to"] = sv(string(IntentStatusContradicted))
-			vals[":code"] = sv("contradicted")
-			vals[":detail"] = sv(truncate("performed, then "+reason+"; the recovery owner must decide what to do", MaxErrorMessageLen))
-			vals[":ashard"] = sv(attentionPrefix + l.dueShard("OP", op))
-			vals[":now"] = nv(ms(now))
-			vals[":audit"] = auditValue(now, Status(in.Status), Status(IntentStatusContradicted), c.Owner, "contradict", truncate(reason, MaxReasonLen))
-		default:
-			vals[":audit"] = auditValue(now, Status(in.Status), Status(in.Status), c.Owner, "contradict", truncate(reason, MaxReasonLen))
-		}
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName:                 aws.String(l.opts.Table),
-			Key:                       intentKey(op),
-			UpdateExpression:          aws.String(set + remove),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  map[string]string{"#status": "status"},
-			ExpressionAttributeValues: vals,
-		}})
+	in := k.intent
+	op := in.OperationID
+	reason := fmt.Sprintf("version %d of %s/%s removed its reason (%s)", w.Version, w.Name, w.Subject, k.why)
+	u := (&update{}).Name("#status", "status").Values(map[string]types.AttributeValue{
+		":seen": sv(string(in.Status)), ":by": nv(w.Version), ":empty": &types.AttributeValueMemberL{Value: []types.AttributeValue{}},
+	})
+	u.Set("contradicted_by = :by", "audit = list_append(if_not_exists(audit, :empty), :audit)").If("#status = :seen")
+	if in.Status == IntentStatusDispatching {
+		u.If("lease_token = :tok").Value(":tok", sv(in.LeaseToken))
 	}
-	return items, comps, nil
+	switch {
+	case k.compensates():
+		cop := CompensationID(op)
+		u.Set("compensated_by = :cop").Value(":cop", sv(cop))
+		u.Value(":audit", auditValue(now, Status(in.Status), Status(in.Status), c.Owner, "compensate", truncate(reason+"; compensation "+k.entry.Compensation+" "+cop, MaxReasonLen)))
+	case in.Status == IntentStatusSucceeded:
+		u.Set("#status = :to", "error_code = :code", "detail = :detail", attrDueShard+" = :ashard", attrDueAt+" = :now")
+		u.Remove(TTLAttribute) // an attention item waits for its owner, it does not expire
+		u.Values(map[string]types.AttributeValue{
+			":to":     sv(string(IntentStatusContradicted)),
+			":code":   sv("contradicted"),
+			":detail": sv(truncate("performed, then "+reason+"; the recovery owner must decide what to do", MaxErrorMessageLen)),
+			":ashard": sv(attentionPrefix + l.dueShard("OP", op)),
+			":now":    nv(ms(now)),
+			":audit":  auditValue(now, Status(in.Status), Status(IntentStatusContradicted), c.Owner, "contradict", truncate(reason, MaxReasonLen)),
+		})
+	default:
+		u.Value(":audit", auditValue(now, Status(in.Status), Status(in.Status), c.Owner, "contradict", truncate(reason, MaxReasonLen)))
+	}
+	return u.txUpdate(l.opts.Table, intentKey(op))
+}
+
+// compensationPut puts the compensation intent of k's performed intent,
+// only if it is new.
+func (l *Ledger) compensationPut(c Claim, w *ProjectionWrite, k contradiction, cop string) (*types.Put, error) {
+	it, err := l.compensationItem(c, w, k, cop)
+	if err != nil {
+		return nil, err
+	}
+	return newItemOnly().txPut(l.opts.Table, it), nil
 }
 
 // compensationItem is the intent that compensates k's performed intent:
@@ -191,47 +186,4 @@ func (l *Ledger) compensationItem(c Claim, w *ProjectionWrite, k contradiction, 
 	it := l.intentItem(c, w, Intent{OperationID: cop, Kind: k.entry.Compensation, Subject: k.intent.Subject, Policy: PolicyOnce})
 	it["payload"] = &types.AttributeValueMemberM{Value: payload}
 	return it, nil
-}
-
-// Attribute names of a projection's watch list and latest intents.
-const (
-	attrWatch      = "watch"
-	attrWatchN     = "watch_n" // the list's length; absent (or 0) means none
-	attrLatestPref = "latest:" // one attribute per kind family
-)
-
-// decodeProjection reads a projection item, with its watch list and
-// latest intents.
-func decodeProjection(av map[string]types.AttributeValue) (Projection, error) {
-	var p Projection
-	if err := unmarshalExact(av, &p); err != nil {
-		return p, fmt.Errorf("decode projection: %w", err)
-	}
-	if p.State != nil {
-		p.State = exactNumbers(p.State).(map[string]any)
-	}
-	var n int
-	if v, ok := av[attrWatchN]; ok {
-		if err := attributevalue.Unmarshal(v, &n); err != nil {
-			return p, fmt.Errorf("decode projection watch: %w", err)
-		}
-	}
-	if n == 0 {
-		p.Watch = nil
-	}
-	for k, v := range av {
-		fam, ok := strings.CutPrefix(k, attrLatestPref)
-		if !ok {
-			continue
-		}
-		var li LatestIntent
-		if err := attributevalue.Unmarshal(v, &li); err != nil {
-			return p, fmt.Errorf("decode projection latest %s: %w", fam, err)
-		}
-		if p.Latest == nil {
-			p.Latest = map[string]LatestIntent{}
-		}
-		p.Latest[fam] = li
-	}
-	return p, nil
 }

@@ -1,0 +1,63 @@
+package ledger
+
+import (
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The table's keys: a string partition key "pk" and sort key "sk". Every
+// item's key is built here, and nowhere else (the package doc lists the
+// items).
+const (
+	attrPK = "pk"
+	attrSK = "sk"
+
+	// Partition key prefixes, one per kind of item.
+	pkEvent      = "EV#"  // EV#<source>#<event id>: the event and its payload chunks
+	pkProjection = "PJ#"  // PJ#<name>#<subject>
+	pkIntent     = "OP#"  // OP#<operation id>
+	pkCursor     = "CUR#" // CUR#<projection>#<subject>#<kind family>
+	pkBody       = "BH#"  // BH#<source>#<payload hash>: which event id first delivered a body
+
+	// Sort keys.
+	skEvent      = "EV"
+	skProjection = "PJ"
+	skIntent     = "OP"
+	skCursor     = "CUR"
+	skBody       = "BH"
+	skChunk      = "PL#" // PL#<payload hash>#<n>: chunk n of an out-of-line payload
+)
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: sv(pk), attrSK: sv(sk)}
+}
+
+func eventPK(source, eventID string) string { return pkEvent + source + "#" + eventID }
+
+func eventKey(source, eventID string) map[string]types.AttributeValue {
+	return key(eventPK(source, eventID), skEvent)
+}
+
+// chunkKey is the key of chunk i of an event's out-of-line payload: under
+// the event's partition, named by the payload's hash, so a rewrite of the
+// same bytes lands on the same items.
+func chunkKey(source, eventID, hash string, i int) map[string]types.AttributeValue {
+	return key(eventPK(source, eventID), skChunk+hash+"#"+strconv.Itoa(i))
+}
+
+func projectionKey(name, subject string) map[string]types.AttributeValue {
+	return key(pkProjection+name+"#"+subject, skProjection)
+}
+
+func intentKey(op string) map[string]types.AttributeValue {
+	return key(pkIntent+op, skIntent)
+}
+
+func cursorKey(projection, subject, family string) map[string]types.AttributeValue {
+	return key(pkCursor+projection+"#"+subject+"#"+family, skCursor)
+}
+
+func bodyKey(source, hash string) map[string]types.AttributeValue {
+	return key(pkBody+source+"#"+hash, skBody)
+}
