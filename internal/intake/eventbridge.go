@@ -90,7 +90,7 @@ const (
 // every identity is durably accepted (and enqueued when it waits), and an
 // error otherwise, so Lambda's asynchronous retries and then the
 // function's dead-letter queue keep the event (nothing is acknowledged
-// before the ledger has it; DESIGN.md I1):
+// before the ledger has it: I1, see docs/architecture.md):
 //
 //   - ledger or queue failure: an error (retryable; a row already written
 //     stays RECEIVED and the reconciler re-enqueues it).

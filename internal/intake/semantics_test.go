@@ -11,8 +11,8 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 )
 
-// What AWS accepts, not what the emulators accept (issue 14), over the
-// intake's Lambda JSON path.
+// What AWS accepts, not what the emulators accept, over the intake's
+// Lambda JSON path.
 
 // quarantinedAnswer is the body of a 202 for a delivery kept QUARANTINED
 // under a content id.

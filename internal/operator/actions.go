@@ -145,7 +145,7 @@ type intentDetail struct {
 	// allows; a refusal is QUARANTINED with code scope_not_allowed.
 	Scope  string `json:"scope,omitempty"`
 	Source string `json:"source,omitempty"`
-	// The truth it came from and its dispatch policy (issue 12).
+	// The truth it came from and its dispatch policy.
 	Truth  string `json:"truth,omitempty"` // projection/subject@version
 	Policy string `json:"policy,omitempty"`
 	// A newer revision that removed its reason, and the compensation it
