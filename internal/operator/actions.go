@@ -190,8 +190,8 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 			d.Policy = string(ledger.PolicyOnce)
 		}
 	}
-	// Lease and due times only in the state they belong to (an emulator
-	// that ignores REMOVE leaves them behind).
+	// Lease and due times only in the status they belong to (see the
+	// package doc).
 	switch in.Status {
 	case ledger.IntentStatusDispatching:
 		d.LeaseOwner, d.LeaseExpires = in.LeaseOwner, optTime(in.LeaseExpires)

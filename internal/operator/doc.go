@@ -34,4 +34,9 @@
 // due index (ledger.ListOpen), with every count capped and the cap said
 // aloud. Only `events list --scan` scans, bounded by --limit and a read
 // budget, because PROCESSED events are not on the index.
+//
+// An event's or intent's lease and due times are shown only in the status
+// they belong to (a lease while PROCESSING or DISPATCHING, a next attempt
+// while waiting): an emulator that ignores REMOVE in updates (minidyn)
+// leaves them on the item after the status moved on.
 package operator
