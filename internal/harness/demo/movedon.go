@@ -20,10 +20,10 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// The truth moves on while effects wait (DESIGN.md §5 I7, seed 003). Two
+// The truth moves on while effects wait (I7; see docs/architecture.md). Two
 // stories are played once the main story is quiet, so that the downstream
-// answers scripted for them (per kind, for the next call of that kind)
-// meet their calls and no other:
+// answers scripted for them (per kind, for the next call of that kind) meet
+// their calls and no other:
 //
 //   - Override: order O-43 is cancelled at r12; its refund and its
 //     cancellation notice meet a 503 (Retry-After) at the downstream; while

@@ -56,7 +56,7 @@ type meant struct {
 // refund and notification intents once).
 func otherStory(run string) []otherDelivery {
 	var out []otherDelivery
-	// Standard Webhooks: the seed 003 order O-42, three revisions out of order, once with svix-* headers.
+	// Standard Webhooks: the order O-42 (builtin.Orders), three revisions out of order, once with svix-* headers.
 	for _, rev := range []struct {
 		id     string
 		rev    int
@@ -66,7 +66,7 @@ func otherStory(run string) []otherDelivery {
 		body := fmt.Appendf(nil, `{"type":"order.updated","timestamp":"2026-11-30T12:00:%02dZ","data":{"id":"O-42-%s","revision":%d,"status":%q}}`, rev.rev, run, rev.rev, rev.status)
 		m := meant{event: rev.id, kind: "order (seed 003)", projection: "order", subject: "O-42-" + run, version: int64(rev.rev), state: map[string]string{"status": rev.status}}
 		if rev.status == "cancelled" {
-			m.intents = []string{"notify_cancellation", "refund"} // seed 003: a cancellation refunds and notifies
+			m.intents = []string{"notify_cancellation", "refund"} // a cancellation refunds and notifies
 		}
 		out = append(out, orderDelivery(rev.id, body, rev.svix, m))
 	}
