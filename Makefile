@@ -53,7 +53,8 @@ test: ## every test against in-process DynamoDB (minidyn) and SQS (goaws), the e
 	@$(MAKE) --no-print-directory test-examples-infra
 
 # dynalite: a second, stricter DynamoDB (AWS's validation, no transactions),
-# pinned in scripts/dynalite/package.json; tests only (issue 14).
+# pinned in scripts/dynalite/package.json; tests only: it catches requests
+# DynamoDB refuses that minidyn lets pass.
 DYNALITE := scripts/dynalite/node_modules/.bin/dynalite
 $(DYNALITE): scripts/dynalite/package.json scripts/dynalite/package-lock.json
 	cd scripts/dynalite && npm ci --no-audit --no-fund

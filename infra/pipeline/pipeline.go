@@ -903,7 +903,7 @@ func (s *Pipeline) httpAPI() {
 			Id: jsii.String("AwsSolutions-APIG4"),
 			Reason: jsii.String("Webhook providers (Stripe, Shopify, GitHub, SNS, ...) cannot send IAM, JWT or Lambda-authorizer " +
 				"credentials; every request is authenticated by intake, which verifies the provider's signature over the raw body " +
-				"before anything is written (DESIGN.md I4). An unverified request gets 401 and touches nothing."),
+				"before anything is written. An unverified request gets 401 and touches nothing."),
 		}}, jsii.Bool(true))
 	}
 }

@@ -193,7 +193,8 @@ func TestAssetsComeFromMakeBuildAndNeverDeployAPlaceholderByAccident(t *testing.
 	}
 }
 
-// The due index's shard count reaches every function (issue 17).
+// The due index's shard count reaches every function: each one writes or
+// reads the due index and must agree on its shards.
 func TestDueShardsReachEveryFunction(t *testing.T) {
 	ctx := cdkContext(t)
 	ctx["dueShards"], ctx["dueShardsRead"] = "16", "32"

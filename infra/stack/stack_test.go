@@ -670,7 +670,7 @@ func TestAlarmsCoverDeadLettersAgeErrorsThrottlesDriftAndStuckLeases(t *testing.
 		want["webhooks-dev-"+P+"Errors"] = alarm{"Errors", "AWS/Lambda", "webhooks-dev-" + fn}
 		want["webhooks-dev-"+P+"Throttles"] = alarm{"Throttles", "AWS/Lambda", "webhooks-dev-" + fn}
 	}
-	// AND the alarms the issue names exist on the right metric and resource
+	// AND the alarms an operator relies on exist on the right metric and resource
 	for name, w := range want {
 		if g, ok := got[name]; !ok || g != w {
 			t.Errorf("alarm %s = %+v, want %+v", name, g, w)

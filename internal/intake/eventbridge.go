@@ -1,5 +1,21 @@
 package intake
 
+// The EventBridge envelopes. Stripe (an event destination of type
+// amazon_eventbridge): source "aws.partner/stripe.com/ed_<destination>",
+// detail-type the event's type, resources the event source's ARN, detail
+// the Stripe event object itself, snapshot
+// ({"id":"evt_…","object":"event","data":{"object":…}}) or thin
+// ({"object":"v2.core.event","related_object":…}). Sources: Stripe's "Send
+// events to Amazon EventBridge"
+// (docs.stripe.com/event-destinations/eventbridge: the destination is
+// created in Workbench, Stripe creates the partner event source in the
+// chosen account and region, and it must be associated with an event bus
+// within 7 days) and the EventBridge fixtures of Stripe's own SDK tests (a
+// stripe Go client's ConstructEventFromCloudProvider test: detail-type
+// "customer.created", detail the evt_ object; a thin
+// "v2.core.event_destination.ping"), which match public consumers'
+// recorded events. Shopify: see provider.ShopifyEventBridgeIdentity.
+
 import (
 	"bytes"
 	"context"
@@ -46,66 +62,39 @@ const (
 
 // HandleEventBridge accepts one event from an Amazon EventBridge partner
 // event source (Stripe event destinations, Shopify): the second intake
-// path, beside Handle's signed HTTPS webhooks. It takes aws-lambda-go's
-// events.EventBridgeEvent (the same type as events.CloudWatchEvent, whose
-// Detail stays raw bytes), so the detail reaches the ledger exactly as
-// EventBridge delivered it.
+// path, beside Handle's signed HTTPS webhooks. The detail reaches the
+// ledger exactly as EventBridge delivered it (events.EventBridgeEvent
+// keeps it as raw bytes).
 //
-// Trust. No signature exists on this path. Only the partner can put
-// events on its partner event source, the stack's rule matches exactly the
-// configured event_source, and the event is accepted only for the one
-// source whose delivery includes eventbridge with that event_source
-// (source.Set.ByEventSource), whose own provider kind reads the identity.
+// No signature exists on this path: trust comes from the partner event
+// source, which only the partner can write, the stack's rule matching
+// exactly the configured event_source, and the one source whose delivery
+// includes eventbridge with that event_source (source.Set.ByEventSource).
+// Its provider kind reads the identity the HTTPS path reads
+// (provider.StripeIdentity over the detail, which is the stored payload;
+// provider.ShopifyEventBridgeIdentity, which stores detail.payload), so
+// one fact delivered both ways is one ledger row; a duplicate through the
+// other path has other bytes (EventBridge re-serializes the JSON), keeps
+// the first payload and is logged at info level. The EventBridge id is the
+// attribute eventbridge_id (and the delivery id when the provider names
+// none); the attribute via is "eventbridge".
 //
-// The envelopes. Stripe (an event destination of type amazon_eventbridge):
-// source "aws.partner/stripe.com/ed_<destination>", detail-type the event's
-// type, resources the event source's ARN, detail the Stripe event object
-// itself, snapshot ({"id":"evt_…","object":"event","data":{"object":…}})
-// or thin ({"object":"v2.core.event","related_object":…}). Sources:
-// Stripe's "Send events to Amazon EventBridge" (docs.stripe.com/
-// event-destinations/eventbridge: the destination is created in Workbench,
-// Stripe creates the partner event source in the chosen account and
-// region, and it must be associated with an event bus within 7 days) and
-// the EventBridge fixtures of Stripe's own SDK tests (a stripe Go client's
-// ConstructEventFromCloudProvider test: detail-type "customer.created",
-// detail the evt_ object; a thin "v2.core.event_destination.ping"), which
-// match public consumers' recorded events. Shopify: see
-// provider.ShopifyEventBridgeIdentity.
+// It returns nil once every identity is durably accepted by Handle's
+// accept step (and enqueued when it waits), and an error otherwise, so
+// Lambda's asynchronous retries and then the function's dead-letter queue
+// keep the event (nothing is acknowledged before the ledger has it: I1,
+// see docs/architecture.md):
 //
-// Identity and payload. Stripe: provider.StripeIdentity over the detail,
-// which is the Stripe event object (snapshot or thin); the detail bytes are
-// stored, so the processor reads them exactly as a webhook body. Shopify:
-// provider.ShopifyEventBridgeIdentity; detail.payload is stored. Both are
-// the identities the HTTPS path reads, under the same source name, so one
-// fact delivered both ways is one ledger row. The event's EventBridge id is
-// kept as the attribute eventbridge_id (and is the delivery id when the
-// provider names none); the attribute via is "eventbridge". A duplicate
-// through the other path has other bytes (EventBridge re-serializes the
-// JSON): the first payload is kept, as for any duplicate, and the log says
-// so at info level rather than warning of a changed payload.
-//
-// Answers. The accept-and-enqueue step is Handle's (Handler.accept): a new
-// event is written and its pointer sent; a duplicate of a processed event
-// enqueues nothing; a waiting duplicate is re-enqueued. It returns nil once
-// every identity is durably accepted (and enqueued when it waits), and an
-// error otherwise, so Lambda's asynchronous retries and then the
-// function's dead-letter queue keep the event (nothing is acknowledged
-// before the ledger has it; DESIGN.md I1):
-//
-//   - ledger or queue failure: an error (retryable; a row already written
-//     stays RECEIVED and the reconciler re-enqueues it).
-//   - unknown event source: an error wrapping ErrUnknownEventSource. It
-//     cannot be fixed by a retry, but dropping it would lose a fact the
-//     partner did deliver: after the retries it waits in the bridge DLQ
-//     (alarmed), and the reconciler's bridge sweep accepts it once the
-//     configuration names the source (SweepEventBridgeDLQ).
-//   - body over the source's max_body_bytes, or no usable identity: kept
-//     QUARANTINED under ledger.ContentID of the detail, like the HTTPS
-//     path's unidentified deliveries; nil.
-//   - an event of a Stripe connected account the source does not accept
-//     (its account or context; source.Source.Connect): kept QUARANTINED
-//     under its own id (connect_account_not_allowed), by the same step as
-//     on the HTTPS path; nil.
+//   - ledger or queue failure: an error (a row already written stays
+//     RECEIVED and the reconciler re-enqueues it).
+//   - unknown event source: an error wrapping ErrUnknownEventSource, as
+//     dropping it would lose a fact the partner delivered: after the
+//     retries it waits in the bridge DLQ (alarmed) until the configuration
+//     names the source (SweepEventBridgeDLQ accepts it).
+//   - body over max_body_bytes, or no usable identity: QUARANTINED under
+//     ledger.ContentID of the detail, as on the HTTPS path; nil.
+//   - a Stripe connected account the source does not accept: QUARANTINED
+//     under its own id (connect_account_not_allowed); nil.
 //
 // It never panics on input and emits one metrics record with function
 // "intake-eventbridge": Received, Accepted, Duplicates, ConnectRefused,

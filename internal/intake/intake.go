@@ -1,6 +1,6 @@
 // Package intake provides the webhook intake: verify the raw bytes, record
 // the event in the ledger, enqueue a pointer, and answer with the status code
-// that tells the provider whether to retry (DESIGN.md §6, §7).
+// that tells the provider whether to retry (see docs/providers.md).
 //
 // The core (Handler.Handle) takes plain Go values; HandleHTTPAPI adapts it to
 // API Gateway HTTP API (payload format 2.0) events. HandleEventBridge is the

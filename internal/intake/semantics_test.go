@@ -11,8 +11,8 @@ import (
 	"github.com/effectively-once/webhooks/internal/ledger"
 )
 
-// What AWS accepts, not what the emulators accept (issue 14), over the
-// intake's Lambda JSON path.
+// What AWS accepts, not what the emulators accept, over the intake's
+// Lambda JSON path.
 
 // quarantinedAnswer is the body of a 202 for a delivery kept QUARANTINED
 // under a content id.
@@ -21,7 +21,7 @@ type quarantinedAnswer struct {
 	EventID string `json:"event_id"`
 }
 
-// §6: a correctly signed empty body is a verified delivery no retry can
+// A correctly signed empty body is a verified delivery no retry can
 // improve: 202, kept QUARANTINED no_identity under the content id of the
 // empty body (one row per source; each delivery is counted on it), never
 // a 5xx, never a queue message. minidyn refuses an empty binary value
@@ -79,7 +79,7 @@ func TestSignedEmptyBodyIsQuarantinedNot5xx(t *testing.T) {
 	}
 }
 
-// §7: an event id SQS cannot carry in a message body (U+FFFE, U+FFFF,
+// An event id SQS cannot carry in a message body (U+FFFE, U+FFFF,
 // outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF)
 // or a log line should not (C1 controls) would be accepted and then fail
 // to enqueue on every retry. The id is the sender's input and the delivery
@@ -133,7 +133,8 @@ func TestUnusableEventIDIsQuarantinedUnderTheContentID(t *testing.T) {
 	}
 }
 
-// §7 on the EventBridge path: the same rule, the same outcome.
+// An unusable event id on the EventBridge path: the same rule, the same
+// outcome.
 func TestUnusableEventIDOverEventBridgeIsQuarantined(t *testing.T) {
 	h := pt.New(t, pt.Options{SourcesDoc: ebSources})
 	raw := ebEvent(t, "stripe-customer.subscription.updated.json", func(ev *events.EventBridgeEvent) {

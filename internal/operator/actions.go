@@ -145,7 +145,7 @@ type intentDetail struct {
 	// allows; a refusal is QUARANTINED with code scope_not_allowed.
 	Scope  string `json:"scope,omitempty"`
 	Source string `json:"source,omitempty"`
-	// The truth it came from and its dispatch policy (issue 12).
+	// The truth it came from and its dispatch policy.
 	Truth  string `json:"truth,omitempty"` // projection/subject@version
 	Policy string `json:"policy,omitempty"`
 	// A newer revision that removed its reason, and the compensation it
@@ -190,8 +190,8 @@ func (a *App) IntentsShow(ctx context.Context, op string, withPayload bool) erro
 			d.Policy = string(ledger.PolicyOnce)
 		}
 	}
-	// Lease and due times only in the state they belong to (an emulator
-	// that ignores REMOVE leaves them behind).
+	// Lease and due times only in the status they belong to (see the
+	// package doc).
 	switch in.Status {
 	case ledger.IntentStatusDispatching:
 		d.LeaseOwner, d.LeaseExpires = in.LeaseOwner, optTime(in.LeaseExpires)

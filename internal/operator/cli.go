@@ -559,7 +559,7 @@ func commands() []command {
 					return a.IntentsResolve(ctx, args[0], *outcome, *reason)
 				}
 			}},
-		{name: "stats", about: "The dashboard (seed 003): events accepted but not finished by status, the oldest unfinished,\n" +
+		{name: "stats", about: "The dashboard: events accepted but not finished by status, the oldest unfinished,\n" +
 			"DEAD and QUARANTINED, intents by status, and each dead-letter queue's depth. Counts come from the\n" +
 			"due index, each capped at --max (a capped count is shown as N+). With a warehouse configured\n" +
 			"(--warehouse-bucket, WAREHOUSE_BUCKET, --local), also \"canonical revision != warehouse revision\":\n" +

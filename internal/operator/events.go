@@ -297,8 +297,8 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 	if d.ErrorCode != "" || d.ErrorMessage != "" {
 		lines = append(lines, []string{"error", d.ErrorCode + ": " + d.ErrorMessage})
 	}
-	// (Only in the state they belong to: an emulator that ignores REMOVE
-	// leaves them behind.)
+	// Lease and next attempt only in the status they belong to (see the
+	// package doc).
 	if ev.Status == ledger.StatusProcessing {
 		lines = append(lines, []string{"lease", d.LeaseOwner + " until " + stamp(ev.LeaseExpires)})
 	}

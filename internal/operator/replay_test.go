@@ -135,7 +135,7 @@ func TestReplayOfADeadEventIsProcessedOnce(t *testing.T) {
 	if replay != (ledger.AuditEntry{At: t0.Add(time.Hour + 2*time.Second), From: ledger.StatusDead, To: ledger.StatusReceived, Actor: "ops:alice (" + callerARN + ")", Action: "replay", Reason: "order service restored (INC-7)"}) {
 		t.Fatalf("replay audit %+v", replay)
 	}
-	// In the source's scope (issue 13 §1).
+	// In the source's scope.
 	in, err := f.L.GetIntentState(ctx, projection.ScopedOperationID("stripe", "O-42:refund:12"))
 	if err != nil || in.Causation != "stripe/evt_o42" {
 		t.Fatalf("intent: %+v %v", in, err)

@@ -51,8 +51,9 @@ type DLQDepth struct {
 	Error    string `json:"error,omitempty"`
 }
 
-// Stats is the dashboard of seed 003, as far as the ledger and the queues
-// can tell it.
+// Stats is the operator's dashboard (open work, the oldest unfinished
+// event, attention items, intents, dead letters), as far as the ledger and
+// the queues can tell it.
 type Stats struct {
 	At time.Time `json:"at"`
 	// Unfinished: events accepted but not finished (RECEIVED, PROCESSING,

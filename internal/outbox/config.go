@@ -58,7 +58,7 @@ var ErrConfig = errors.New("effects config")
 // (a vendor's Standard Webhooks sender, a Stripe test-mode account) would
 // otherwise reach this endpoint with the operator's token. ["*"] opts in to
 // every scope, and is the only way to let through intents that have no
-// scope (an unscoped source's, or ones written before ownership existed).
+// scope (an unscoped source's, or any other stored without one).
 // An intent whose scope is not allowed is never sent: it is QUARANTINED
 // with code scope_not_allowed.
 type EffectConfig struct {

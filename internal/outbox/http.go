@@ -107,7 +107,8 @@ type StatusAnswer struct {
 // dispatcher's default).
 func (e *HTTPEffect) IdempotencyWindow() time.Duration { return e.Window }
 
-// client never follows a redirect, whatever Client says (DESIGN.md §6).
+// client never follows a redirect, whatever Client says (see
+// source.NoRedirects).
 func (e *HTTPEffect) client() *http.Client { return source.NoRedirects(e.Client) }
 
 func (e *HTTPEffect) authorize(ctx context.Context, req *http.Request) error {

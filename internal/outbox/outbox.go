@@ -290,7 +290,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		call.Version = strconv.FormatInt(in.Version, 10)
 	}
 
-	// The truth may have moved on since the commit (DESIGN.md §6, I7).
+	// The truth may have moved on since the commit (I7; see
+	// docs/architecture.md).
 	if in.Policy == ledger.PolicyWhileCurrent || in.Policy == ledger.PolicyLatest {
 		why, current, err := d.stillCurrent(ctx, in)
 		if err != nil {

@@ -28,7 +28,7 @@ func (s *elsewhere) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(`{"ok":true}`))
 }
 
-// Attacks of issue 13 §2 on the effect: the configured URL answers a
+// An attack on the effect: the configured URL answers a
 // redirect. Whatever the code, the dispatcher does not follow it (the
 // other server receives neither the bearer token nor the refund body), and
 // the intent is QUARANTINED with redirect_refused naming the Location,

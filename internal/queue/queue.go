@@ -148,10 +148,9 @@ func (s Sender) Send(ctx context.Context, p Pointer) error {
 // its answer was lost (a reset connection; the SDK retries it), the queue
 // then holds two messages with one pointer ID, and a pointer ID names one
 // send: the ledger records the IDs of an event's dead letters, so the second
-// message, arriving after the event went DEAD through the first, looked like
-// a console redrive of it and reopened the event (found by the crash
-// matrix's lost-answer points). With a new ID per attempt, a duplicate is
-// just another pointer.
+// message, arriving after the event went DEAD through the first, would look
+// like a console redrive of it and reopen the event. With a new ID per
+// attempt, a duplicate is just another pointer.
 //
 // The policy is one for the process, as a client's retryer is: its retry
 // quota (a token bucket) stops retries when most calls fail, and a success

@@ -1,5 +1,5 @@
 // Package reconciler provides the scheduled pass that closes the gaps
-// webhooks alone leave open (seed 000 §11, 003 lifecycle, 004): work that
+// webhooks alone leave open: work that
 // nobody picked up, effects whose announcement was lost, dead letters the
 // ledger has not heard of, and facts the provider has that we never
 // received.
@@ -36,7 +36,8 @@
 //     into the ledger under the provider's event id (or a content-derived
 //     id) and enqueued — never written into a projection directly. The
 //     version guard then decides, exactly as for a webhook.
-//  5. Check that the downstream follows the truth (DESIGN.md §5 I7), for
+//  5. Check that the downstream follows the truth (I7; see
+//     docs/architecture.md), for
 //     latest-policy effects: each subject cursor due on the sync shards
 //     (ledger.ListSyncDue; a dispatch puts its cursor there) is compared
 //     with its projection's newest intent of the kind family

@@ -18,8 +18,8 @@ import (
 // their downstream (Options.DriftChecks).
 const DefaultDriftChecks = 100
 
-// DriftReport is what one run's downstream drift check did (DESIGN.md §5
-// I7: the downstream converges to the canonical version).
+// DriftReport is what one run's downstream drift check did (I7, see
+// docs/architecture.md: the downstream converges to the canonical version).
 type DriftReport struct {
 	// Checked counts the subject cursors read from the sync shards.
 	Checked int `json:"checked"`

@@ -18,7 +18,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/queue"
 )
 
-// The downstream drift check (DESIGN.md §5 I7) on minidyn and goaws: the
+// The downstream drift check (I7) on minidyn and goaws: the
 // real processor commits Stripe subscription states (entitlement.grant and
 // entitlement.revoke, policy latest), the real dispatcher performs them
 // against the fake downstream, and the reconciler compares the version the

@@ -364,7 +364,7 @@ func TestEffectsDLQSweep(t *testing.T) {
 	}
 }
 
-// Issue 13 §2: a source of truth answering a redirect. The token is never
+// A source of truth answering a redirect. The token is never
 // sent to the redirect target and the target's answer (facts that would
 // be fed into the ledger) is never read: the truth step fails, naming the
 // Location, and nothing is accepted from it.

@@ -43,7 +43,8 @@ type SourceOfTruth interface {
 // MaxFactBytes bounds one fact's body.
 const MaxFactBytes = 256 << 10
 
-// HTTPTruth is a generic source of truth (the seed 003 orders source):
+// HTTPTruth is a generic source of truth, such as an order service's for a
+// Standard Webhooks orders source:
 //
 //	GET <URL>?since=<RFC 3339>&limit=<n>   Authorization: Bearer <token>
 //	200 {"facts":[{"id":"optional event id","type":"order.updated",
@@ -81,7 +82,7 @@ func (h *HTTPTruth) Facts(ctx context.Context, since time.Time, limit int) ([]Fa
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	// Never follows a redirect: the token goes only to the configured
-	// URL, and only its own answer reaches the ledger (DESIGN.md §6).
+	// URL, and only its own answer reaches the ledger.
 	resp, err := source.NoRedirects(h.Client).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTruthUnavailable, err)

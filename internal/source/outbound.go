@@ -8,7 +8,7 @@ import (
 )
 
 // Outbound calls (an effect, its status lookup, a source of truth) go only
-// to the URL the configuration names (DESIGN.md §6): they never follow a
+// to the URL the configuration names: they never follow a
 // redirect. Go's default client follows up to ten, re-sending a 307's
 // body and, to the same host, its Authorization header, and turning a
 // POST answered 302 into a GET whose 200 looks like success. A 3xx is the

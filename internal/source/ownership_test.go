@@ -8,7 +8,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/source"
 )
 
-// Issue 13 §1: business state has an owner. By default a source owns its
+// Business state has an owner. By default a source owns its
 // subjects (scope = its name); a domain is explicit, and two sources of
 // one kind in one domain (or both unscoped) must each say so.
 func TestOwnershipValidation(t *testing.T) {

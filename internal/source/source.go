@@ -45,14 +45,15 @@ type Source struct {
 	// (projection.ResolverSource.API).
 	API *API `json:"api,omitempty"`
 
-	// Ownership of business state (DESIGN.md §5 I8; see Scope). Domain
-	// names the business domain whose subjects this source writes; empty
-	// means the source's own name, so no other source's secret can touch
-	// them. Sources that name one domain write the same subjects; two of
+	// Ownership of business state (I8, see docs/architecture.md; and
+	// Scope). Domain names the business domain whose subjects this source
+	// writes; empty means the source's own name, so no other source's
+	// secret can touch them. Sources that name one domain write the same subjects; two of
 	// the same kind may do so only if each sets SharedDomain (they can
 	// then change each other's state: say so on purpose). Unscoped keeps
-	// the keys of a stage deployed before ownership existed (projections
-	// and operation ids shared by every unscoped source of a kind).
+	// keys without a scope, for a stage whose ledger already holds such
+	// keys (projections and operation ids shared by every unscoped source
+	// of a kind).
 	Domain       string `json:"domain,omitempty"`
 	SharedDomain bool   `json:"shared_domain,omitempty"`
 	Unscoped     bool   `json:"unscoped,omitempty"`
@@ -308,8 +309,8 @@ func Parse(doc []byte) (*Set, error) {
 // checkOwnership refuses two sources of one kind writing the same
 // subjects (one domain, or both unscoped) unless each says so with
 // shared_domain: otherwise the lower-value secret of the two could change
-// the other's state (issue 13 §1). A domain used by a single source, or by
-// sources of different kinds, needs nothing.
+// the other's state. A domain used by a single source, or by sources of
+// different kinds, needs nothing.
 func checkOwnership(sources []Source) error {
 	type key struct{ kind, scope string }
 	by := map[key][]Source{}

@@ -26,75 +26,45 @@ type OrderOptions struct {
 	HopBudget int64
 }
 
-// Orders projects the seed 003 order workflow, delivered as Standard
-// Webhooks: {"type":"order.updated","data":{"id":"O-42","revision":12,
+// Orders projects a generic order workflow delivered as Standard Webhooks:
+// {"type":"order.updated","data":{"id":"O-42","revision":12,
 // "status":"cancelled",...},"origin":{"automation":"A","hop":2}}.
 //
-// # Ordering rule
+// Ordering: subject = data.id, version = data.revision, an integer the
+// source increments with every change (required: without it the event is
+// malformed). A newer revision wins and an older one is stale (a late r11
+// CONFIRMED never resurrects an r12 CANCELLED); the same revision with the
+// same state is a noop, with another state it is quarantined
+// (version_conflict). No state is terminal.
 //
-// subject = data.id, version = data.revision, an integer the source
-// increments with every change of the order (required: without it there
-// is no safe order, and the event is malformed). Newer revision wins; an
-// older one is stale (a late r11 CONFIRMED never resurrects an r12
-// CANCELLED); the same revision with the same state is a noop; the same
-// revision with a contradictory state is quarantined by the ledger
-// (version_conflict) for authoritative reconciliation, never settled by
-// arrival order. No state is terminal, so those three rules hold for every
-// revision, cancelled or not.
+// State: data as sent (numbers exact) minus "revision" and "updated_at",
+// which change with every revision without being business facts; status
+// lower-cased, "canceled" read as "cancelled", and implied by
+// order.created, order.confirmed and order.cancelled when absent. The
+// envelope ("type", "timestamp", "origin") is not state, so an automation
+// echoing the same state back under another type or origin triggers
+// nothing. The type is the one recorded at intake, or the body's "type"
+// when that is not an order type.
 //
-// # State and fingerprint
+// Intents: an applied cancelled state emits "refund", keyed
+// projection.OperationID(order, "refund_due_to_cancellation", revision),
+// and "notify_cancellation", keyed projection.OperationID(order,
+// "notify_cancellation", revision), carrying the order id, revision, the
+// money and customer fields present and the state. Both are while_current
+// on status=cancelled: one still waiting when a newer revision un-cancels
+// the order ends OBSOLETE without a call. When the effect was already
+// performed, the newer revision's commit makes the refund CONTRADICTED (an
+// attention item: money has no safe compensation) and compensates the
+// notice with "notify_reinstatement" (projection.CompensationID, once). A
+// later revision that stays cancelled but changes a business field emits
+// intents of its own revision, so the refund effect must treat an order's
+// cancellation as refunded once one refund for it succeeded.
 //
-// The state is data as sent (numbers exact), minus the fields that are not
-// business facts: "revision" (it is the version; keeping it would make
-// every revision a change) and "updated_at" (a clock reading that moves
-// with every revision). status is lower-cased, with "canceled" read as
-// "cancelled"; when data has no status, order.created, order.confirmed
-// and order.cancelled imply one. The envelope ("type", "timestamp",
-// "origin") is not state either: an automation that echoes the same
-// business state back under another type or origin changes nothing and
-// triggers nothing (seed 003: no-op suppression before the hop fuse).
-//
-// The type is the event's type as recorded at intake; when that is not an
-// order type (a source whose type_path points elsewhere), the body's
-// "type" is used.
-//
-// # Intents
-//
-// An applied cancelled state emits two intents: "refund" keyed
-// projection.OperationID(order, "refund_due_to_cancellation", revision) and
-// "notify_cancellation" keyed projection.OperationID(order, "notify_cancellation",
-// revision) (DESIGN.md §3). Their payload carries the order id, revision,
-// the money and customer fields when present, and the business state.
-//
-// Note: a later revision that still says cancelled but changes a business
-// field (say, the total) is a new state and emits intents keyed by its own
-// revision. The refund effect must treat "refund this order's
-// cancellation" as settled once one refund for the order succeeded.
-//
-// # Causation and the hop budget
-//
-// The body's "origin" object (e.g. {"automation":"A","hop":2}) is copied
-// into every intent's payload as "origin" with hop+1 (hop absent is 0, so
-// an event without origin gives {"hop":1}); the automation that performs
-// the effect passes it on. When hop+1 exceeds the budget the event is
-// refused with projection.Permanent("hop_budget"): it is quarantined where an
-// operator sees it, whatever its state, because a chain that long is a
-// loop between automations (seed 003 "emergency hop budget").
-//
-// # Dispatch policy
-//
-// refund and notify_cancellation are while_current with the condition
-// status=cancelled: a refund still waiting when a newer revision
-// un-cancels the order (an operator's order.confirmed) ends OBSOLETE,
-// and no call is made.
-//
-// When the newer revision arrives after the effect was performed, the
-// commit of that revision records it (ledger.Commit, DESIGN.md §5 I7): a
-// refund has no compensation we could perform safely (money; the recovery
-// owner decides), so it becomes CONTRADICTED, an attention item; a
-// cancellation notice is compensated by a "notify_reinstatement" intent
-// (projection.CompensationID of the notice, policy once) telling the customer
-// the order stands after all.
+// Hop budget: "origin" is copied into every intent's payload with hop+1
+// (absent hop is 0), for the automation performing the effect to pass on;
+// an event whose hop+1 exceeds the budget is quarantined with
+// projection.Permanent("hop_budget"), since a chain that long is a loop
+// between automations.
 type Orders struct {
 	budget int64
 }

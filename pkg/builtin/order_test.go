@@ -173,11 +173,10 @@ func TestOrderHopBudget(t *testing.T) {
 	}
 }
 
-// The seed 003 timeline: r10 CONFIRMED, its exact redelivery, r12
-// CANCELLED before r11, the late r11, and a replay of r12 under a new event
-// id. Outcomes as the seed's executed fixture reports them, and one refund
-// and one notice keyed by revision 12.
-func TestOrderSeedTimeline(t *testing.T) {
+// The order timeline: r10 CONFIRMED, its exact redelivery, r12 CANCELLED
+// before r11, the late r11, and a replay of r12 under a new event id. Each
+// step's outcome, and one refund and one notice keyed by revision 12.
+func TestOrderTimeline(t *testing.T) {
 	p := builtin.NewOrders(builtin.OrderOptions{})
 	steps := []struct {
 		label string

@@ -18,48 +18,34 @@ const QuilttConnectionProjection = "quiltt_connection"
 // per connection (record.id). The payload is one events[] element of a
 // Quiltt delivery, as the intake stores it.
 //
-// # State
+// State: {connection_id, health, error_kind}. health comes from the event
+// type: connection.synced.successful (and its .initial and .historical
+// variants) is healthy, connection.synced.errored.* is unhealthy
+// (error_kind: repairable, service, provider or institution, the type's
+// last segment), connection.disconnected is disconnected. Record fields
+// that change with every sync are not state, so a repeated report of the
+// same health is a noop or a version advance, never a change.
 //
-// health comes from the event type: connection.synced.successful (and its
-// .initial and .historical variants) is healthy, connection.synced.errored.*
-// is unhealthy (error_kind: repairable, service, provider or institution:
-// the last segment of the type), connection.disconnected is disconnected.
-// The state is {connection_id, health, error_kind}; record fields that
-// change with every sync are not state, so a repeated report of the same
-// health is a noop (same time) or a version advance (newer time), never a
-// change.
+// Ordering: version = the element's "at" (when the event occurred) in
+// Unix milliseconds, since Quiltt batches events per delivery and retries
+// deliveries, so arrival order says nothing. Without "at" the version is
+// projection.Event.ReceivedAt (fixed at first acceptance, so every retry
+// and replay projects the same version): arrival order, weaker, so two
+// disagreeing events of one connection in one delivery share it and the
+// second is quarantined (version_conflict) instead of guessed at, as are
+// two of one millisecond with different health. With neither, the event
+// is malformed.
 //
-// # Ordering rule
-//
-// version = the element's "at" (Quiltt's "timestamp of when the Event
-// occurred", ISO 8601) in Unix milliseconds: Quiltt batches several events
-// per delivery and retries deliveries, so arrival order says nothing; the
-// event's own time does. An element without "at" falls back to the time
-// the event was received (projection.Event.ReceivedAt, fixed when the ledger first
-// accepted it, so every retry and replay projects the same version). That
-// fallback is arrival order and weaker: two events of one connection in
-// one delivery share a receipt time and, if they disagree, the second is
-// quarantined (version_conflict) instead of guessed at. An element with
-// neither is refused (malformed). Two events of one connection at the same
-// millisecond with different health are quarantined the same way.
-//
-// # Intents
-//
-// An applied change into an unhealthy state emits one "connection.alert"
-// intent keyed projection.OperationID("quiltt_connection", connection id, "unhealthy",
-// version). The ledger applies a write only when the state differs from
-// the stored one, so staying unhealthy alerts once; a change of error kind
-// (a service outage becoming "repairable", which needs the user to
-// reconnect) is a change and alerts again. An unhealthy report older than
-// the stored state is stale and alerts nothing: it is already resolved.
-//
-// # Dispatch policy
-//
-// connection.alert is while_current with the condition health=unhealthy:
-// an alert still waiting when the connection has recovered ends OBSOLETE.
-// An alert already sent when the connection recovers is compensated by a
-// "connection.alert_cleared" intent (projection.CompensationID of the alert,
-// policy once), so whoever was alerted hears that it is over.
+// Intents: an applied change into an unhealthy state emits one
+// "connection.alert" keyed projection.OperationID("quiltt_connection",
+// connection id, "unhealthy", version). Staying unhealthy alerts once (an
+// unchanged state is not written); a change of error kind (an outage
+// becoming "repairable", which needs the user to reconnect) alerts again;
+// an unhealthy report older than the stored state is stale and alerts
+// nothing. connection.alert is while_current on health=unhealthy: one
+// still waiting when the connection recovers ends OBSOLETE, and one
+// already sent is compensated by "connection.alert_cleared"
+// (projection.CompensationID of the alert, once).
 type QuilttConnections struct{}
 
 var _ projection.Projection = (*QuilttConnections)(nil)

@@ -23,12 +23,9 @@ const SESSuppressionNamespace = "ses_suppression"
 // "sns") into one delivery status per email: the subject is the SES message
 // id (mail.messageId), not the SNS MessageId, which names the notification.
 //
-// # Ordering rule
-//
-// The version is a precedence rank, not a time: SES events arrive out of
-// order, their timestamps come from different systems (SES, the remote
-// MTA, the recipient's mailbox provider) and may tie, and what matters is
-// how far the email got, which only moves one way. The rank:
+// Ordering: the version is a precedence rank, not a time (SES events
+// arrive out of order with timestamps from different systems, and how far
+// the email got only moves one way):
 //
 //	sent (Send)                  1
 //	delayed (DeliveryDelay)      2  SES is still retrying; precedes any outcome
@@ -38,38 +35,25 @@ const SESSuppressionNamespace = "ses_suppression"
 //	hard_bounced (Bounce, Permanent)     6
 //	complained (Complaint)       7  only ever after a delivery; the strongest signal
 //
-// So a status is never downgraded: a late Send or Delivery after a Bounce
-// is stale. A message with several recipients holds the most severe
-// outcome reported for any of them (delivered to one and bounced for
-// another reads hard_bounced).
+// A status is never downgraded (a late Delivery after a Bounce is stale),
+// and a message with several recipients holds the most severe outcome
+// reported for any of them.
 //
-// The state is {message_id, status, suppressed}: suppressed is the sorted
-// list of addresses the winning event puts on the suppression list (empty
-// unless hard_bounced or complained). Per-recipient delivery details are
-// deliberately not state, so a second Delivery or soft Bounce for another
-// recipient of the same message is a noop, not a conflict.
+// State: {message_id, status, suppressed}, suppressed being the sorted
+// addresses the winning event suppresses (empty unless hard_bounced or
+// complained). Per-recipient details are not state, so a second Delivery
+// or soft Bounce for another recipient is a noop, not a conflict.
 //
-// # Intents
+// Intents: a hard bounce or a complaint emits one "suppression.add" per
+// recipient, policy once, keyed projection.OperationID("ses_suppression",
+// lower-cased address, "add"): one per address across retries and
+// messages (suppression lists compare addresses case-insensitively).
 //
-// A hard bounce (bounceType "Permanent") or a complaint emits one
-// "suppression.add" intent per recipient named in the event, keyed
-// projection.OperationID("ses_suppression", lower-cased address, "add"): stable across
-// retries, redeliveries and messages (an address that bounced on ten
-// emails is suppressed once). Addresses are lower-cased: suppression lists
-// compare them case-insensitively.
-//
-// Known limits of one status per message, kept for simplicity. Two
-// different hard bounces (or two complaints) for different recipients of
-// one message share a version with different suppressed lists: the second
-// is quarantined (version_conflict), visibly, and an operator suppresses
-// its recipients. A hard bounce for one recipient that arrives after a
-// complaint for another is stale and adds no suppression. SES's own
-// account-level suppression list covers both cases when it is enabled.
-//
-// # Dispatch policy
-//
-// suppression.add is once: a hard bounce or a complaint must suppress the
-// address whatever arrives later.
+// Limits of one status per message: two different hard bounces (or
+// complaints) for different recipients of one message share a version, so
+// the second is quarantined (version_conflict) for an operator, and a hard
+// bounce arriving after another recipient's complaint is stale and adds no
+// suppression. SES's account-level suppression list covers both.
 type SESMessages struct{}
 
 var _ projection.Projection = (*SESMessages)(nil)

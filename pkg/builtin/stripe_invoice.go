@@ -80,12 +80,9 @@ func stripeObject(payload []byte) (stripeEvent, error) {
 //
 // An applied paid state emits one "invoice.fulfil" intent keyed
 // projection.OperationID("stripe_invoice", invoice id, "paid"): one fulfilment per
-// invoice, however many events or deliveries report the payment.
-//
-// # Dispatch policy
-//
-// invoice.fulfil is once: paid is terminal in Stripe, so the fact that
-// justifies fulfilment never stops being true.
+// invoice, however many events or deliveries report the payment. Its
+// policy is once: paid is terminal in Stripe, so the fact that justifies
+// fulfilment never stops being true.
 type StripeInvoices struct{}
 
 var _ projection.Projection = (*StripeInvoices)(nil)

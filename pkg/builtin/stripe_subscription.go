@@ -52,14 +52,11 @@ type StripeOptions struct {
 // produces the same key, a newer state a new one. An event that changes no
 // state emits nothing.
 //
-// # Dispatch policy
-//
-// entitlement.grant and entitlement.revoke are latest (a state sync):
-// an intent is performed only while the subscription's projection still
-// holds the state it carries; once a newer state is stored, the older
-// intent ends SUPERSEDED without a call (a grant retried after the revoke
-// can no longer re-entitle a deleted subscription). The call carries the
-// version (X-Subject-Version, exact) so the downstream can guard too.
+// Both intents are latest (a state sync): performed only while the
+// projection still holds the state they carry, else SUPERSEDED without a
+// call, so a grant retried after the revoke never re-entitles a deleted
+// subscription. The call carries the version (X-Subject-Version, exact)
+// so the downstream can guard too.
 type StripeSubscriptions struct {
 	opts StripeOptions
 }

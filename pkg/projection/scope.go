@@ -2,7 +2,7 @@ package projection
 
 import "strings"
 
-// Ownership (DESIGN.md §5 I8, issue 13 §1): the business state a source
+// Ownership (I8; see docs/architecture.md): the business state a source
 // writes belongs to its scope (source.Source.Scope: its domain, else its
 // name). Projections stay pure and scope-blind; the processor scopes their
 // result before the commit, so two scopes never write the same projection
@@ -10,7 +10,7 @@ import "strings"
 
 // ScopedName is the ledger name of projection name in scope:
 // "<scope>/<name>" ("orders/order"); name itself when scope is empty (an
-// unscoped source: the keys before ownership existed). Scopes and built-in
+// unscoped source, whose keys carry no scope). Scopes and built-in
 // projection names never contain "/", so the two forms cannot collide.
 func ScopedName(scope, name string) string {
 	if scope == "" {

@@ -60,21 +60,12 @@ const (
 //	projection_invalid_result: projection "orders/order": intent 0 has no operation id
 //
 // name is the projection's name as the message should show it (the
-// pipeline passes "<scope>/<name>"). The processor calls Validate on every
-// result: an event whose result fails with CodeInvalidResult is
-// QUARANTINED with that code and message (the rest of its batch goes on),
-// and one that fails with CodeUnstorable is left to the commit, which
-// records an older revision stale whatever it carries and quarantines the
-// others with the same code.
-//
-// A team's tests call Validate on their projections' results to find the
-// same mistakes in their own run:
-//
-//	res, err := myProjection{}.Project(ev)
-//	...
-//	if err := projection.Validate("order", res); err != nil {
-//		t.Fatal(err)
-//	}
+// pipeline passes "<scope>/<name>"). The processor quarantines an event
+// whose result fails with CodeInvalidResult (the rest of its batch goes
+// on) and leaves one failing with CodeUnstorable to the commit, which
+// records an older revision stale and quarantines the others with that
+// code. A team's tests call Validate on their projections' results
+// (projection.Validate("order", res)) to find the same mistakes first.
 //
 // The rules:
 //   - intents need a Write (an intent is stored with the state it comes

@@ -30,12 +30,9 @@ import (
 // by the source's options. Build it with New("hmac", options); its zero
 // value verifies nothing (every request is ErrNotSigned).
 //
-// # Generic HMAC options
+// Options (header names are matched lower-case):
 //
-// Header names are matched lower-case (they are lower-cased when read).
-//
-//	header              required. The header that carries the signature,
-//	                    e.g. "x-signature".
+//	header              required: the signature's header ("x-signature").
 //	algorithm           "sha256" (default) or "sha512".
 //	encoding            "hex" (default; either letter case) or "base64"
 //	                    (standard alphabet with padding).
@@ -47,31 +44,27 @@ import (
 //	                    injected clock, in the past or the future.
 //	timestamp_format    "unix" (seconds, default), "unix_ms" or "rfc3339".
 //	signed_payload      what the MAC is computed over: a template in which
-//	                    {body} (required, exactly once) stands for the raw
-//	                    body, {timestamp} (at most once, only with a
-//	                    timestamp_header) for the timestamp header and {id}
-//	                    (at most once, only with an id_header) for the id
-//	                    header, each exactly as sent; everything else is
-//	                    literal. Default "{body}", or "{timestamp}.{body}"
-//	                    when timestamp_header is set.
+//	                    {body} (exactly once) is the raw body, {timestamp}
+//	                    and {id} (at most once each, only with their
+//	                    header) the headers, each exactly as sent; the rest
+//	                    is literal. Default "{body}", or
+//	                    "{timestamp}.{body}" with a timestamp_header.
 //	id_header, id_path  where the event id is (the ledger's dedup key): a
 //	                    header, or a JSON dot path into the body such as
 //	                    "event.id" (a number segment indexes an array). Set
-//	                    exactly one. Choose the sender's stable event id,
+//	                    exactly one, naming the sender's stable event id,
 //	                    never a per-attempt id. Prefer id_path: the body is
-//	                    signed. An id_header is signed only when
-//	                    signed_payload has {id}; a signed timestamp does not
-//	                    sign it (see Identity.UnsignedID).
+//	                    signed; an id_header only when signed_payload has
+//	                    {id} (see Identity.UnsignedID).
 //	type_header,        optional; where the event type is (at most one).
 //	type_path           Without either, the type is "unknown".
 //	delivery_id_header  optional header naming the transport attempt.
 //	subject_path        optional JSON dot path to the business subject.
 //
-// JSON values found by a path are used when they are strings or numbers
-// (numbers as written, so large ids keep every digit). An id longer than 256
-// bytes or with control characters makes the delivery Unidentified; types,
-// subjects and delivery ids are cut at 256 bytes (and stored with their
-// control characters escaped: see Identity).
+// A path's value is used when it is a string or a number (as written, so
+// large ids keep every digit). An id over 256 bytes or with control
+// characters makes the delivery Unidentified; other fields are cut at 256
+// bytes (see Identity).
 type HMAC struct {
 	header          string
 	newHash         func() hash.Hash

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Errors. Each of the first three means 401 and nothing stored (I4).
+// Errors. Each of the first three means 401 and nothing stored (I5; see
+// docs/architecture.md).
 var (
 	ErrNotSigned    = errors.New("provider: request is not signed")
 	ErrBadSignature = errors.New("provider: no valid signature")
@@ -30,7 +31,7 @@ type Request struct {
 // Header returns a header by lower-case name.
 func (r Request) Header(name string) string { return r.Headers[name] }
 
-// Identity names one provider fact inside a delivery (DESIGN.md §3).
+// Identity names one provider fact inside a delivery (see docs/providers.md).
 //
 // EventID is a key: a verifier makes a delivery Unidentified when it is
 // empty, too long or holds a control character. The other text fields are

@@ -1,5 +1,16 @@
 package provider
 
+// The EventBridge envelope: event sources per app (Partner Dashboard),
+// associated with an event bus in the AWS console, as Shopify's "Amazon
+// EventBridge webhook delivery" guide
+// (shopify.dev/docs/apps/webhooks/configuration/eventbridge) and the
+// eventBridgeWebhookSubscriptionCreate mutation describe them (source ARNs
+// arn:aws:events:<region>::event-source/aws.partner/shopify.com/<app
+// id>/<name>). The guide prints no event; the detail (detail-type
+// "shopifyWebhook", detail.payload, detail.metadata with the delivery's
+// headers, X-Shopify-Event-Id and X-Shopify-Triggered-At included) is read
+// as open-source consumers of real deliveries read and test it.
+
 import (
 	"bytes"
 	"encoding/json"
@@ -17,53 +28,29 @@ import (
 // the webhook body (detail.payload), what the processor reads and what the
 // ledger stores; the envelope around it is not stored.
 //
-// # The envelope
-//
 // Shopify puts one event per webhook on the partner bus
 // "aws.partner/shopify.com/<app id>/<event source name>", with detail-type
 // "shopifyWebhook" and a detail of two members:
 //
 //	{"payload":  {…the JSON body an HTTPS delivery would carry…},
-//	 "metadata": {"Content-Type": "application/json",
-//	              "X-Shopify-Topic": "orders/updated",
-//	              "X-Shopify-Shop-Domain": "….myshopify.com",
-//	              "X-Shopify-Hmac-SHA256": "…",
+//	 "metadata": {"X-Shopify-Topic": "orders/updated",
 //	              "X-Shopify-Webhook-Id": "…",
-//	              "X-Shopify-Event-Id": "…",
-//	              "X-Shopify-Triggered-At": "…",
-//	              "X-Shopify-API-Version": "2026-04",
-//	              "X-Shopify-Order-Id": "…"}}
+//	              "X-Shopify-Event-Id": "…", …}}
 //
-// metadata holds the headers of the HTTPS delivery, by their HTTP names;
-// they are matched here case-insensitively. Sources: Shopify's "Amazon
-// EventBridge webhook delivery" guide (shopify.dev/docs/apps/webhooks/
-// configuration/eventbridge: event source per app in the Partner
-// Dashboard, associated with an event bus in the AWS console, routed by
-// rules) and the eventBridgeWebhookSubscriptionCreate mutation's examples
-// (source ARNs arn:aws:events:<region>::event-source/aws.partner/
-// shopify.com/<app id>/<name>); the envelope itself (detail-type
-// "shopifyWebhook", detail.payload, detail.metadata with the header names
-// above, including X-Shopify-Event-Id and X-Shopify-Triggered-At) is as
-// published open-source consumers of real deliveries read and test it,
-// since the guide's text found here does not print an event. If Shopify
-// changes the shape, an event without metadata ids is quarantined under a
-// content hash (nothing is lost) and this function is where to look.
+// metadata holds the HTTPS delivery's headers by their HTTP names, matched
+// here case-insensitively. Should Shopify change the shape, an event
+// without metadata ids is quarantined under a content hash (nothing is
+// lost) and this function is where to look.
 //
-// # Trust
-//
-// No signature is checked. X-Shopify-Hmac-SHA256 is copied into metadata,
-// but it is the MAC of the bytes Shopify would have POSTed, and EventBridge
-// re-serializes the payload as JSON, so those bytes are not what arrives;
-// the metadata's own MAC could not be checked against them reliably, and
-// the app's client secret is not needed on this path at all. Trust comes
-// from where the event is read: only Shopify can put events on a
-// aws.partner/shopify.com/ partner event source, and the stack's rule
-// matches that one source name exactly.
+// No signature is checked: X-Shopify-Hmac-SHA256 is the MAC of the bytes
+// Shopify would have POSTed, and EventBridge re-serializes the payload, so
+// it cannot be checked reliably. Trust comes from where the event is read:
+// only Shopify can put events on an aws.partner/shopify.com/ partner event
+// source, and the stack's rule matches that one source name exactly.
 //
 // A detail that is not a JSON object, or has no payload, is Unidentified
 // (intake keeps it quarantined under a content hash). A string payload
-// (not seen in the sources; an XML subscription might send one) is taken
-// as the body text.
+// (an XML subscription might send one) is taken as the body text.
 func ShopifyEventBridgeIdentity(detail []byte) Verified {
 	var env struct {
 		Payload  json.RawMessage            `json:"payload"`

@@ -7,8 +7,8 @@ package provider
 // validators for Java, .NET, PHP, Ruby and JavaScript but none in the AWS
 // SDK for Go, and the small third-party Go packages are unmaintained (no
 // fetch timeout, no cache, no topic allowlist). The scheme is the one AWS
-// documents in "Verifying the signatures of Amazon SNS messages" and
-// DESIGN.md §8.
+// documents in "Verifying the signatures of Amazon SNS messages" (see
+// also docs/providers.md).
 
 import (
 	"bytes"

@@ -1442,9 +1442,9 @@ func TestSNSDefaultCertHostPattern(t *testing.T) {
 	}
 }
 
-// TestSNSHostPatternMatchesTheWholeHost: "^a|b$" passed the old anchoring
-// check (it starts with ^ and ends with $) but leaves each branch open at
-// one end. A pattern is now matched against the whole host.
+// TestSNSHostPatternMatchesTheWholeHost: "^a|b$" starts with ^ and ends
+// with $ but leaves each branch open at one end, so a check of the anchors
+// alone is not enough: a pattern is matched against the whole host.
 func TestSNSHostPatternMatchesTheWholeHost(t *testing.T) {
 	const pattern = `^127\.0\.0\.1|sns\.example$`
 	tests := []struct {

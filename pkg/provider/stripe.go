@@ -35,7 +35,7 @@ func (Stripe) Verify(_ context.Context, req Request, cfg Config) (Verified, erro
 	ok := false
 	for _, s := range cfg.Secrets {
 		// An empty secret is never a key: anyone can compute an HMAC
-		// under it (issue 13 §5).
+		// under it.
 		if s != "" && webhook.ValidatePayloadIgnoringTolerance(req.Body, header, s) == nil {
 			ok = true
 			break

@@ -442,7 +442,7 @@ func TestFor(t *testing.T) {
 	})
 }
 
-// Issue 13 §5: an empty secret is refused by the verifier itself, not only
+// An empty secret is refused by the verifier itself, not only
 // by the secrets loader: a body signed with the empty key (which anyone
 // can compute) never verifies, alone or next to a real secret.
 func TestStripeEmptySecretIsNeverAKey(t *testing.T) {

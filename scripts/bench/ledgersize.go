@@ -11,7 +11,7 @@ import (
 
 // ledgerSizeSection measures intake and processing latency on the
 // in-process stack with 1,000, 10,000 and 100,000 events already in the
-// ledger (issue 19): BenchmarkLedgerSize in internal/harness/pipelinetest, and
+// ledger: BenchmarkLedgerSize in internal/harness/pipelinetest, and
 // BenchmarkAcceptWithLedgerOf (the ledger's Accept alone) in
 // internal/harness/localaws.
 func ledgerSizeSection(ctx context.Context, w io.Writer, o options) error {
@@ -86,7 +86,7 @@ func ledgerSizeSection(ctx context.Context, w io.Writer, o options) error {
 		}
 		return fmt.Sprintf("%.2f×", v/b)
 	}
-	fmt.Fprintf(w, "\n## The local emulators as the ledger grows (issue 19)\n\n"+
+	fmt.Fprintf(w, "\n## The local emulators as the ledger grows\n\n"+
 		"`go %s` (load average before the run: %s). "+
 		"`BenchmarkLedgerSize` (`internal/harness/pipelinetest/ledgersize_bench_test.go`) runs the real intake core and the real processor core against minidyn and goaws through `internal/harness/localaws`, as the pipeline tests do, with 1,000, 10,000 and 100,000 events already in the ledger. "+
 		"The prefill, outside the timer, looks like processed traffic: ten template events go through the real pipeline (eight, of four subscriptions, processed with their entitlement intents dispatched, SUCCEEDED or SUPERSEDED; one processed with its intent still PENDING; one accepted and not yet processed; with every subscription's projection row and subject cursor), and their items are copied under new ids with BatchWriteItem until the ledger holds the size's events: about four items per event (event, stored payload, intent, projection, cursor), the pending ones and the cursors on the due index. "+
@@ -101,7 +101,7 @@ func ledgerSizeSection(ctx context.Context, w io.Writer, o options) error {
 	}
 	last := rows[order[len(order)-1]]
 	fmt.Fprintf(w, "\nRatio at %s events against %s (target 1.5×): intake **%s**, processing **%s**, a due-shard Query **%s**. "+
-		"Before the incremental index repair (issue 19), intake on the same emulators cost 1.5 ms per delivery at 2,000 events, 6.6 ms at 10,000 and 16 ms at 20,000, growing linearly, because every write rebuilt and sorted the secondary indexes and finished items never left the due index.\n",
+		"Before the incremental index repair (`internal/harness/localaws/gsifix.go`), intake on the same emulators cost 1.5 ms per delivery at 2,000 events, 6.6 ms at 10,000 and 16 ms at 20,000, growing linearly, because every write rebuilt and sorted the secondary indexes and finished items never left the due index.\n",
 		thousands(last.events), thousands(base.events), ratio(last.intake, base.intake), ratio(last.proc, base.proc), ratio(last.query, base.query))
 	return nil
 }

@@ -1,5 +1,5 @@
-// Command bench reproduces BENCHMARKS.md: it runs every measurement of the
-// proof (issue 8) on this machine and writes the report with its plots.
+// Command bench reproduces BENCHMARKS.md: it runs every measurement on
+// this machine and writes the report with its plots.
 //
 //	go run ./scripts/bench                  # the whole report (about 10 minutes on 2 cores)
 //	go run ./scripts/bench -quick           # shorter load runs and chaos batch, for a smoke check
@@ -223,7 +223,7 @@ func dash(s string) string {
 	return s
 }
 
-// policySection measures what each dispatch policy costs (issue 12).
+// policySection measures what each dispatch policy costs.
 func policySection(ctx context.Context, w io.Writer, _ options) error {
 	rows, err := capacity.MeasurePolicies(ctx)
 	if err != nil {
@@ -233,7 +233,7 @@ func policySection(ctx context.Context, w io.Writer, _ options) error {
 		"One intent of each policy committed through the ledger on its own subject, dispatched against the fake downstream, then two more revisions of the subject: one that keeps the intent's reason, one that removes it after the intent was performed (`internal/harness/capacity/policy.go`; test: `go test -run TestPolicyBudget -v ./internal/harness/capacity`). "+
 		"Requests are counted by SDK middleware; write units by DynamoDB's rules from the items written. A cancelled transaction is counted as a request but not in the write units: AWS's documentation does not say how it bills one, so read the while_current rows' WU as a lower bound, by up to one transaction's worth (about 5 WU) per revision of a subject that watches intents.\n\n")
 	capacity.WritePolicyTable(w, rows)
-	fmt.Fprintf(w, "\nBudget (issue 12): a `once` intent costs nothing extra; `while_current` one consistent read per dispatch; `latest` that read and one write (the subject cursor). "+
+	fmt.Fprintf(w, "\nBudget: a `once` intent costs nothing extra; `while_current` one consistent read per dispatch; `latest` that read and one write (the subject cursor). "+
 		"Subjects that never watch an intent (every `once` and `latest` one) pay nothing at commit. A subject that watches one (an order after its cancellation) pays at each later revision one cancelled transaction to learn its list (and, on minidyn only, a read of the item DynamoDB returns with the cancellation), and when the revision contradicts a performed intent, one read of that intent and one write that records the contradiction (or the compensation intent).\n")
 	return nil
 }
@@ -281,7 +281,7 @@ func load(ctx context.Context, w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n## Load against the local stack\n\n`go run ./scripts/load -sweep %s -duration %s -dup 0.2` against `make dev` (here: the same stack started in process, fast profile): the real bootstraps under aws-lambda-rie (2 intake, 2 processor, 1 dispatcher), minidyn and goaws, an event source mapping poller, and the fake downstream, all on this machine's %d CPUs together with the load generator. Open loop: sends are scheduled at the offered rate whatever the answers. 20%% of sends re-send an earlier event; half the new events are Stripe subscriptions (one entitlement effect each), half seed-003 orders (cancellations create a refund and a notification). Lost = accepted but not PROCESSED after the drain; doubled = an operation id applied more than once by the downstream. Both must be 0.\n\n", joinRates(o.rates), o.loadDuration, runtime.NumCPU())
+	fmt.Fprintf(w, "\n## Load against the local stack\n\n`go run ./scripts/load -sweep %s -duration %s -dup 0.2` against `make dev` (here: the same stack started in process, fast profile): the real bootstraps under aws-lambda-rie (2 intake, 2 processor, 1 dispatcher), minidyn and goaws, an event source mapping poller, and the fake downstream, all on this machine's %d CPUs together with the load generator. Open loop: sends are scheduled at the offered rate whatever the answers. 20%% of sends re-send an earlier event; half the new events are Stripe subscriptions (one entitlement effect each), half orders through the generic Standard Webhooks source (cancellations create a refund and a notification). Lost = accepted but not PROCESSED after the drain; doubled = an operation id applied more than once by the downstream. Both must be 0.\n\n", joinRates(o.rates), o.loadDuration, runtime.NumCPU())
 	fmt.Fprintln(w, "| offered /s | sent | accepted /s | intake p50 | p95 | p99 | to PROCESSED p50 | p95 | p99 | events | lost | effects applied | doubled | missing |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	ok := true
@@ -322,7 +322,7 @@ func joinRates(rs []float64) string {
 func chaos(ctx context.Context, w io.Writer, o options) error {
 	args := []string{"run", "./scripts/chaos", "-n", fmt.Sprint(o.chaosN), "-design", "all", "-seed", "1", "-shrink", "0"}
 	out, err := command(ctx, "go", args...)
-	fmt.Fprintf(w, "\n## Chaos against a reference model\n\n`go %s` (`make chaos N=…` runs ours alone). Each schedule is generated from the seed: subjects and revisions, duplicate deliveries (same and new delivery ids), reordering, concurrent workers, a crash before or after a DynamoDB or SQS call, lease expiry, reconciler runs, downstream timeouts and 429s, operator replays, downstream failures that keep older effects waiting while newer revisions (an operator's override, a newer subscription state) arrive, and dispatchers held between their check and their call. It runs through the real handlers against minidyn and goaws, and the invariants of DESIGN.md §5 are checked against a reference model (final state = the highest revision; exactly one effective call per required operation id; every accepted event terminal or visibly stuck; no version regression; audit complete; I7: per subscription the downstream's entitlement versions never go down and end where the truth says, a cancellation taken back is never acted on afterwards, and one acted on before is recorded, CONTRADICTED or compensated). Schedules mix seed-003 orders and Stripe subscriptions. The naive designs are the ones the seeds warn about, run by the same generator and checker; dispatch-everything is our pipeline with the dispatcher of before issue 12 (no truth check, no subject cursor).\n\n```\n%s\n```\n", strings.Join(args, " "), strings.TrimSpace(out))
+	fmt.Fprintf(w, "\n## Chaos against a reference model\n\n`go %s` (`make chaos N=…` runs ours alone). Each schedule is generated from the seed: subjects and revisions, duplicate deliveries (same and new delivery ids), reordering, concurrent workers, a crash before or after a DynamoDB or SQS call, lease expiry, reconciler runs, downstream timeouts and 429s, operator replays, downstream failures that keep older effects waiting while newer revisions (an operator's override, a newer subscription state) arrive, and dispatchers held between their check and their call. It runs through the real handlers against minidyn and goaws, and the invariants (docs/architecture.md) are checked against a reference model (final state = the highest revision; exactly one effective call per required operation id; every accepted event terminal or visibly stuck; no version regression; audit complete; I7: per subscription the downstream's entitlement versions never go down and end where the truth says, a cancellation taken back is never acted on afterwards, and one acted on before is recorded, CONTRADICTED or compensated). Schedules mix orders (Standard Webhooks) and Stripe subscriptions. The naive designs are common webhook-handler mistakes (`internal/harness/chaos/naive`), run by the same generator and checker; dispatch-everything is our pipeline with a dispatcher blind to the truth (no truth check, no subject cursor).\n\n```\n%s\n```\n", strings.Join(args, " "), strings.TrimSpace(out))
 	if err != nil && !strings.Contains(out, "ours") {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // recoverySection measures how long the local stack takes to recover from
-// SIGKILLs of real bootstraps under load (issue 18): processor, dispatcher
+// SIGKILLs of real bootstraps under load: processor, dispatcher
 // and intake runtimes killed during a 15/s load, on the fast profile and
 // on the deployed timings, each kill's time to every event PROCESSED and
 // every effect settled, against the bound the queues' visibility timeouts
@@ -210,7 +210,7 @@ func recoverySection(ctx context.Context, w io.Writer, o options) error {
 
 	deployedVis := queue.Events("").VisibilityTimeout
 	fmt.Fprintf(w, "### The path that bounds a processor crash's effects\n\n"+
-		"A processor announces its batch's intents once, after the batch's commits. When it dies in between, the invocation deletes nothing: every pointer of the batch comes back after the events queue's visibility timeout, and a pointer that finds its event PROCESSED reads the intents the event's stored result names (one GetItem each, only on that path) and announces those still PENDING with its batch (`Processor.recover`, reason `recover`; the dispatcher's claim makes a second announcement harmless). Before issue 18 those intents waited for the reconciler's grace plus its schedule (deployed: up to 300 s + 5 min; fast profile: %s + 60 s). "+
+		"A processor announces its batch's intents once, after the batch's commits. When it dies in between, the invocation deletes nothing: every pointer of the batch comes back after the events queue's visibility timeout, and a pointer that finds its event PROCESSED reads the intents the event's stored result names (one GetItem each, only on that path) and announces those still PENDING with its batch (`Processor.recover`, reason `recover`; the dispatcher's claim makes a second announcement harmless). Without that path those intents would wait for the reconciler's grace plus its schedule (deployed: up to 300 s + 5 min; fast profile: %s + 60 s). "+
 		"`go %s` crashes the processor after the first, second or third of three commits and before the effects SendMessageBatch, then lets a fresh worker and a dispatcher run with no reconciler and the manual clock standing still: every intent must be SUCCEEDED with one effective call per key. Events queue visibility in the test: 1 s (deployed: %s).\n\n```\n%s\n```\n",
 		recSecs(fastT.ReconcileStuck), strings.Join(args, " "), recSecs(deployedVis), strings.Join(lines, "\n"))
 	return nil

@@ -9,7 +9,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/harness/capacity"
 )
 
-// scaleText is the section's prose and its tables of AWS limits (issue 17):
+// scaleText is the section's prose and its tables of AWS limits:
 // their figures come from the measurements above and AWS's documented
 // quotas, cited per row; edit it when a limit or a default changes.
 //

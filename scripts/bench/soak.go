@@ -28,7 +28,7 @@ var (
 	soakRate  = flag.Float64("soak-rate", 30, "offered rate of the soak section (deliveries/s); the local stack on 2 CPUs sustains about 30/s with headroom")
 )
 
-// soakSection offers one long open-loop run to the local stack (issue 19):
+// soakSection offers one long open-loop run to the local stack:
 // at least 50,000 deliveries with duplicates and effects, the usual
 // lost/doubled/missing check, and the latency of the last 1,000 deliveries
 // against the first 1,000. While it runs it samples this process's heap
@@ -64,7 +64,7 @@ func soakSection(ctx context.Context, w io.Writer, o options) error {
 		return fmt.Errorf("the soak sent %d deliveries, fewer than twice %d (stack log: %s)", res.Sent, loadgen.DriftWindow, logName)
 	}
 
-	fmt.Fprintf(w, "\n## Soak: %d deliveries through the local stack (issue 19)\n\n", res.Sent)
+	fmt.Fprintf(w, "\n## Soak: %d deliveries through the local stack\n\n", res.Sent)
 	fmt.Fprintf(w, "`go run ./scripts/bench -skip <every other section> -soak-count %d -soak-rate %g` (against a running `make dev`: `make load LOAD_ARGS='-soak %d -rate %g -drain 5m'`): the stack of the load section (started in process, fast profile, every component on this machine's %d CPUs), one open-loop run at %g deliveries/s with 20%% duplicates, Stripe subscriptions with entitlement effects and orders with refunds and notifications, then the lost/doubled/missing check of the load section. "+
 		"The run's first %d deliveries are compared with its last %d: intake latency by send time, time to PROCESSED by the event's first send. Run %s, %s; load average (1/5/15 min) %s before, %s after.\n\n",
 		n, rate, n, rate, runtime.NumCPU(), rate, res.Drift.Window, res.Drift.Window, res.Run, took.Round(time.Second), loadBefore, loadAfter)
@@ -95,7 +95,7 @@ func soakSection(ctx context.Context, w io.Writer, o options) error {
 	}
 	if runs := reconcileDurations(logName); len(runs) > 0 {
 		k := min(3, len(runs))
-		fmt.Fprintf(w, "\nThe reconciler's runs (every %s on this profile; `duration_ms` of its `reconciled` log lines): %d runs, the first %d took %s, the last %d %s, the longest %s. A run that grows with the ledger holds the emulator's lock longer and longer, and every request waits behind it (issue 19).\n",
+		fmt.Fprintf(w, "\nThe reconciler's runs (every %s on this profile; `duration_ms` of its `reconciled` log lines): %d runs, the first %d took %s, the last %d %s, the longest %s. A run that grows with the ledger holds the emulator's lock longer and longer, and every request waits behind it.\n",
 			time.Duration(stack.Timings().ScheduleSeconds*float64(time.Second)), len(runs), k, durations(runs[:k]), k, durations(runs[len(runs)-k:]), slices.Max(runs))
 	}
 	if !res.OK() {

@@ -4,15 +4,15 @@
 // the demo story, waits until every event and every effect it caused is
 // finished (the dispatcher performs the effects against the stack's fake
 // downstream; it says first how long that takes with the stack's timings),
-// prints the business-outcome report and exits 1 if an invariant of
-// DESIGN.md §5 was violated, a subject differs from what the senders meant,
-// the downstream's view of a subject differs from the truth (I7: a state
-// sync not at the newest version carrying the canonical state, a
-// regression, an obsolete or superseded intent applied, a refund for an
-// order no longer cancelled with no CONTRADICTED record), the processor
-// crash did not interrupt and recover claimed work, or (with the warehouse
-// sink, on unless DEV_WAREHOUSE=off) a subject's current row in the
-// warehouse is not at its canonical version and state within two
+// prints the business-outcome report and exits 1 if an invariant (see
+// docs/architecture.md) was violated, a subject differs from what the
+// senders meant, the downstream's view of a subject differs from the truth
+// (I7: a state sync not at the newest version carrying the canonical state,
+// a regression, an obsolete or superseded intent applied, a refund for an
+// order the final truth does not cancel, with no CONTRADICTED record), the
+// processor crash did not interrupt and recover claimed work, or (with the
+// warehouse sink, on unless DEV_WAREHOUSE=off) a subject's current row in
+// the warehouse is not at its canonical version and state within two
 // reconciler schedules.
 package main
 

@@ -1,7 +1,7 @@
 // Command dynalite runs a command against dynalite, the second, stricter
-// DynamoDB implementation the ledger's contract tests use (issue 14): it
-// starts dynalite (pinned in this folder's package.json, installed by
-// `npm ci` here) on a free loopback port, runs the command with the URL in
+// DynamoDB implementation the ledger's contract tests use: it starts
+// dynalite (pinned in this folder's package.json, installed by `npm ci`
+// here) on a free loopback port, runs the command with the URL in
 // LEDGER_TEST_DYNAMODB_URL (-mode full: the whole ledger suite runs on
 // dynalite; tests that need a transaction skip) or LEDGER_TEST_STRICT_URL
 // (-mode strict: the suite runs on minidyn, and every part of every

@@ -18,49 +18,35 @@ const OrderProjection = "order"
 // (the order is paid) and charge.refunded (the order's charge was refunded,
 // in full or in part).
 //
-// # Subject
-//
-// The order id, from the Stripe object's metadata.order_id: the shop's
-// checkout sets it on the PaymentIntent and on its charge. An event
-// without it names no order of the shop and is quarantined
+// Subject: the order id, from the Stripe object's metadata.order_id (the
+// shop's checkout sets it on the PaymentIntent and on its charge). An
+// event without it names no order of the shop and is quarantined
 // (unknown_subject) for an operator, never guessed.
 //
-// # Ordering rule
+// Ordering: version = created×10 + rank, with rank paid (1) < partly
+// refunded (2) < refunded (3). created (Stripe's event time, whole
+// seconds) orders events of different seconds whatever order they arrive
+// in; a payment and its refund often share a second (an automated fraud
+// refund), and a refund cannot precede its payment, so the rank puts it
+// after, and a full refund after a partial one. Two partial refunds with
+// different amounts in one second share a version with two states: the
+// second processed is quarantined (version_conflict), not settled by
+// arrival order.
 //
-// version = created×10 + rank, with rank paid (1) < partly refunded (2) <
-// refunded (3).
+// State: {order_id, status, payment_intent, customer, amount,
+// amount_refunded, currency}. status is "paid" until the charge is
+// refunded in full, then "refunded"; a partial refund keeps the order paid
+// (it still ships) and records how much was refunded.
 //
-// created is Stripe's event time in whole seconds: it orders the events of
-// an order made in different seconds, whatever order they arrive in. A
-// payment and its refund are often made in the same second (an automated
-// fraud refund); a refund cannot come before the payment it refunds, so
-// within one second the rank puts the refund after the payment, and a
-// full refund after a partial one. Two partial refunds with different
-// amounts in one second have one version and two states: the second one
-// processed is quarantined (version_conflict) for an operator, not
-// settled by arrival order.
-//
-// # State
-//
-// {order_id, status, payment_intent, customer, amount, amount_refunded,
-// currency}: status is "paid" until the charge is refunded in full, then
-// "refunded"; a partial refund keeps the order paid (it still ships) and
-// records how much was refunded.
-//
-// # Intents
-//
-// A paid state, whichever event brings it (a partial refund may arrive
-// before the payment), asks for two effects, each once per order (its
-// operation id is the order's and the effect's: every paid state of an
-// order asks for the same two operations, which the ledger writes once
-// and the downstream performs once):
+// Intents: a paid state, whichever event brings it (a partial refund may
+// arrive before the payment), asks for two effects, each keyed by the
+// order and the effect, so the ledger writes each once per order:
 //
 //   - ship_order, while_current with the condition status=paid: a
 //     shipment still waiting when the refund arrives ends OBSOLETE without
-//     a call. One already sent before the refund was processed is
-//     compensated: the refund's commit writes a cancel_shipment intent
-//     (once, keyed projection.CompensationID of the shipment's), which
-//     stops the parcel or arranges its return.
+//     a call. One already sent is compensated: the refund's commit writes
+//     a cancel_shipment intent (once, keyed projection.CompensationID of
+//     the shipment's), which stops the parcel or arranges its return.
 //   - send_confirmation, once: the customer was told the payment went
 //     through, whatever happens later.
 type Orders struct{}

@@ -1,7 +1,8 @@
 // Package awstrace provides AWS SDK middleware that counts requests per
 // service and operation and can inject a crash right before or right after
-// any call, or lose a call's answer so that the SDK retries it. The counts back the request budgets (DESIGN.md §9); the crashes
-// back the "crash at the awkward moment" tests.
+// any call, or lose a call's answer so that the SDK retries it. The counts
+// back the request budget tests; the crashes back the "crash at the
+// awkward moment" tests.
 //
 // A crash is sticky: once it fires, every later call through the same
 // Recorder fails too, as if the process had died at that point. Nothing the

@@ -126,12 +126,12 @@ func TestTableBillingComparesOnDemandWithProvisionedAtItsTarget(t *testing.T) {
 	}
 }
 
-// The request budget of issue 8, counted by SDK middleware on the real
-// handlers: a new event stored inline costs intake 2 requests (UpdateItem,
-// SendMessage) and processing 2 DynamoDB requests (claim, transaction) plus
-// the effects announcement; a duplicate of a processed event costs 1; an
-// effect checked against its projection costs 3 (while_current) or 4
-// (latest: its subject cursor too).
+// The request budget, counted by SDK middleware on the real handlers: a new
+// event stored inline costs intake 2 requests (UpdateItem, SendMessage) and
+// processing 2 DynamoDB requests (claim, transaction) plus the effects
+// announcement; a duplicate of a processed event costs 1; an effect checked
+// against its projection costs 3 (while_current) or 4 (latest: its subject
+// cursor too).
 func TestRequestBudget(t *testing.T) {
 	rows, err := capacity.MeasurePipeline(context.Background(), []int{0, 4 << 10}, capacity.Realistic)
 	if err != nil {
@@ -155,7 +155,7 @@ func TestRequestBudget(t *testing.T) {
 	}
 	// The effect (an entitlement, policy latest) costs its claim and its
 	// record, plus one consistent read of its projection and one write of
-	// its subject cursor (issue 12's budget: at most one extra read per
+	// its subject cursor (the policies' budget: at most one extra read per
 	// checked dispatch, one extra write per latest dispatch).
 	if small.EffectCalls.Detail != "DynamoDB.GetItem=1 DynamoDB.UpdateItem=3" {
 		t.Fatalf("effect: %+v", small.EffectCalls)
@@ -184,8 +184,8 @@ func TestThinEventCost(t *testing.T) {
 	}
 }
 
-// Issue 12's budget: a once intent costs its claim and record; a
-// while_current one whose subject has not moved one consistent read more;
+// The dispatch policies' budget: a once intent costs its claim and record;
+// a while_current one whose subject has not moved one consistent read more;
 // a latest one a read and one write (its subject cursor) more. A later
 // revision costs nothing extra unless it contradicts a performed
 // while_current intent.
@@ -229,10 +229,10 @@ func TestPolicyBudget(t *testing.T) {
 	}
 }
 
-// Issue 17: the due index caps the pipeline, and the shard count moves the
-// cap. The index write units of one realistic 4 KB event with its effect
-// are measured; the busiest shard's share comes from 100,000 generated
-// ids hashed as the ledger hashes them.
+// The due index caps the pipeline, and the shard count moves the cap. The
+// index write units of one realistic 4 KB event with its effect are
+// measured; the busiest shard's share comes from 100,000 generated ids
+// hashed as the ledger hashes them.
 func TestDueIndexCapMovesWithTheShards(t *testing.T) {
 	rows, err := capacity.MeasurePipeline(t.Context(), []int{4 << 10}, capacity.Realistic)
 	if err != nil {

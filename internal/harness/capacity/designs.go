@@ -80,7 +80,7 @@ func (r DesignRow) Requests() int { return r.ProcessCalls.Total + r.EffectsCalls
 // Units is the write units the design spent on the event after intake.
 func (r DesignRow) Units() int { return r.Process.Units() + r.Effects.Units() }
 
-// OrderCancelledEvent is a seed-003 orders event (Standard Webhooks
+// OrderCancelledEvent is an orders event (builtin.Orders, Standard Webhooks
 // order.updated) that cancels order at revision 1, grown to about size
 // bytes with invoice-like line items in its data (part of the order's
 // state, as a real order's lines would be). Its cancellation creates two
@@ -133,7 +133,7 @@ type DesignEvent struct {
 }
 
 // OrderCancellation is OrderCancelledEvent of about size bytes from the
-// seed-003 "orders" source: two effects (a refund and a notice).
+// "orders" source (builtin.Orders): two effects (a refund and a notice).
 func OrderCancellation(size int) DesignEvent {
 	b := OrderCancelledEvent("ord_design_1", size)
 	return DesignEvent{Name: fmt.Sprintf("order cancellation, %d B, 2 effects", len(b)), Source: "orders", ID: "msg_design_" + strconv.Itoa(size),

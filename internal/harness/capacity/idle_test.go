@@ -10,8 +10,8 @@ import (
 
 // An idle reconciler run at the default 4 due shards: 32 Query (8 per
 // shard, see IdleRun), two queue depth gauges, one receive per DLQ, and
-// nothing written. (Issue 18's meter counted 48 Query on make dev at an
-// earlier commit; the count per shard is pinned here.)
+// nothing written. The count per shard is pinned here, so a reconciler
+// that queries more shows up as a failure.
 func TestReconcilerIdleRun(t *testing.T) {
 	run, err := capacity.MeasureReconcilerIdle(context.Background())
 	if err != nil {

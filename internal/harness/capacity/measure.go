@@ -40,8 +40,8 @@ var anyScope = []string{outbox.AllScopes}
 // version in brackets and 32 hex digits). The rigs name their workers as
 // deployed functions do (config.OwnerName over such a stream), because
 // the owner is written in leases and audit entries and so in the items
-// whose sizes are billed (issue 18: a three-letter owner had hidden a
-// second write unit per commit).
+// whose sizes are billed (a three-letter owner can keep a commit under a
+// write-unit boundary a deployed function's owner crosses).
 const LambdaLogStream = "2026/12/02/[$LATEST]5f0c2b9e7d14a3c8b6e09f1d2a7c4e85"
 
 // The workers' names in the rigs, as a deployed function derives them.

@@ -65,7 +65,7 @@ func TestChaosOursWithLostAnswers(t *testing.T) {
 }
 
 // TestChaosNaiveDesignsAreCaught runs the same generator and checker
-// against the naive designs the seeds warn about: the harness must find
+// against the naive designs (package naive): the harness must find
 // violations in at least two of them, so its silence about ours means
 // something.
 func TestChaosNaiveDesignsAreCaught(t *testing.T) {
@@ -142,11 +142,11 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 }
 
-// The stories of issue 12 as schedules, through the real handlers: the
-// O-42 override while the refund and notice wait on a 503, and a grant
-// that meets a 503 and is retried after the revoke was performed. Ours
-// passes both; the dispatch-everything design (the dispatcher before
-// issue 12) is caught by I7 in both, and in a generated schedule.
+// Two stories as schedules, through the real handlers: the O-42 override
+// while the refund and notice wait on a 503, and a grant that meets a 503
+// and is retried after the revoke was performed. Ours passes both; the
+// dispatch-everything design (a dispatcher blind to the truth) is caught
+// by I7 in both, and in a generated schedule.
 func TestChaosDispatchEverythingIsCaught(t *testing.T) {
 	o42 := chaos.Schedule{Seed: 42, Workers: 1, Dispatchers: 2,
 		Events: []chaos.Event{

@@ -12,7 +12,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// The invariants a violation is filed under (DESIGN.md §5).
+// The invariants a violation is filed under (see docs/architecture.md).
 const (
 	I1      = "I1 nothing accepted is lost"
 	I2      = "I2 one effect per intent"
@@ -177,7 +177,7 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		}
 	}
 	// movedOn: the model's reason for an intent to end OBSOLETE or
-	// SUPERSEDED without a call (DESIGN.md §6): an event of a newer version
+	// SUPERSEDED without a call: an event of a newer version
 	// of its subject, with another state, was applied.
 	movedOn := func(c opInfo) bool {
 		for _, id := range ids {

@@ -35,10 +35,10 @@ func Naive(k naive.Kind) Design {
 	}
 }
 
-// DispatchEverything is ours with the dispatcher as it was before issue
-// 12: it performs every intent once, blind to what happened to its
-// subject since (naive.TruthBlind hides the projection and takes no
-// subject cursor). The processor and the rest are ours, Stripe included.
+// DispatchEverything is ours with a dispatcher blind to the truth: it
+// performs every intent once, whatever happened to its subject since
+// (naive.TruthBlind hides the projection and takes no subject cursor).
+// The processor and the rest are ours, Stripe included.
 var DispatchEverything = Design{
 	Name:         "dispatch-everything",
 	NewProcessor: Ours.NewProcessor,

@@ -1,9 +1,9 @@
-// Package chaos provides model-based chaos testing of the whole pipeline
-// (issue 8, "Chaos, model-based"): a seeded generator of random schedules,
-// an executor that plays a schedule through the real intake, processor,
-// dispatcher and reconciler handlers (internal/harness/pipelinetest over minidyn and
-// goaws, Lambda JSON paths), a reference model with a checker for the
-// invariants of DESIGN.md §5, and a greedy shrinker that turns a failing
+// Package chaos provides model-based chaos testing of the whole pipeline:
+// a seeded generator of random schedules, an executor that plays a
+// schedule through the real intake, processor, dispatcher and reconciler
+// handlers (internal/harness/pipelinetest over minidyn and goaws, Lambda
+// JSON paths), a reference model with a checker for the invariants (see
+// docs/architecture.md), and a greedy shrinker that turns a failing
 // schedule into a short reproducer to paste into a test.
 //
 // # Schedules
@@ -38,7 +38,7 @@
 // 503 with Retry-After, 500, hang after or before applying) and replay an
 // event as an operator.
 //
-// Stories (issue 12): for each subject, two times in five, a story adds
+// Stories: for each subject, two times in five, a story adds
 // an older fact with effects and a newer revision that takes away their
 // reason or their state: for an order, its cancellation (one is added if
 // it has none) and an operator's override, confirmed 1-3 revisions
@@ -160,11 +160,6 @@
 //     that subscription; then as any other fact in the serialization
 //     above, and its intent's operation id follows from that version. A
 //     thin twin never gets a row of its own.
-//     The guards were broken on purpose (seeds 1-200 each): versioning
-//     fetched state by the thin event's own created instead of Stripe's
-//     clock at the fetch fails 88 schedules (I2 51, I3 87); keying a thin
-//     twin by its own id instead of snapshot_event fails 98 (I1 88, I2
-//     68, I3 67). Ours: 0 of 300.
 //   - I4: a forged delivery gets 401 and leaves no ledger row.
 //   - I5: only the lease holder completes (a completion from PROCESSING by
 //     an actor other than the last claimer, or after the event already
@@ -191,7 +186,8 @@
 //     downstream after the revision that took its reason back was
 //     committed is a violation whatever the ledger says, unless its
 //     dispatcher checked before that commit and was held between its check
-//     and its call (the window no local transaction closes). Taken back
+//     and its call (the window no local transaction closes; see
+//     docs/effects.md). Taken back
 //     and never effective: not CONTRADICTED, no compensation effective. A
 //     cancellation that held has no compensation and is not
 //     CONTRADICTED. once (a compensation): exactly once when due, never
@@ -217,12 +213,14 @@
 // # Naive designs
 //
 // The same schedules run against the naive cores of package naive; the
-// checker then measures what the seeds warn about instead of asserting it.
+// checker then measures how often their mistakes break an invariant
+// instead of asserting that nothing does.
 // The naive cores implement only the orders business write, so their runs
 // skip the schedule's Stripe events (Design.OrdersOnly: not delivered,
 // forged or replayed, hence expected nowhere). dispatch-everything is ours
-// with the dispatcher before issue 12 (naive.TruthBlind: the projection
-// is hidden from it and no subject cursor is taken), Stripe included.
+// with a dispatcher blind to the truth, which performs every intent
+// (naive.TruthBlind: the projection is hidden from it and no subject
+// cursor is taken), Stripe included.
 // warehouse-overwrite and warehouse-unobserved are ours with a naive
 // warehouse writer (every schedule with the sink on): one object per
 // subject overwritten by each record, so the last write, not the highest
@@ -234,7 +232,7 @@
 //
 // # Not covered
 //
-// Orders (seed 003, Standard Webhooks) and Stripe subscriptions are
+// Orders (builtin.Orders, Standard Webhooks) and Stripe subscriptions are
 // generated; Stripe's other event types (invoices, payment intents), the
 // other providers, metadata without an account (unknown_subject),
 // malformed bodies and the rotated Stripe secret are covered by

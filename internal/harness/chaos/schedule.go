@@ -58,7 +58,7 @@ var storeOutages = []int{20, 61, 301, 601}
 
 // Sources of events.
 const (
-	SourceOrders = "orders" // the seed 003 orders source (also "")
+	SourceOrders = "orders" // the orders source, builtin.Orders (also "")
 	SourceStripe = "stripe" // Stripe customer.subscription.* events
 )
 
@@ -216,8 +216,9 @@ var crashCalls = map[string][]string{
 
 // dispatcherPauses are where a dispatcher may be paused: mostly right
 // before its downstream call, after it checked the intent against the
-// truth (the window no local transaction closes, DESIGN.md §6), else
-// before a DynamoDB call (its claim, its read of the truth, its record).
+// truth (the window no local transaction closes; see docs/effects.md),
+// else before a DynamoDB call (its claim, its read of the truth, its
+// record).
 var dispatcherPauses = []string{pt.EffectCall, pt.EffectCall, "DynamoDB.UpdateItem", "DynamoDB.GetItem"}
 
 // statuses: a cancellation (with its two effects) half the time.
@@ -309,7 +310,7 @@ func Generate(seed uint64, cfg Config) Schedule {
 		}
 	}
 
-	// Stories (issue 12, I7): an older fact's effects kept waiting while a
+	// Stories (I7): an older fact's effects kept waiting while a
 	// newer revision of the same subject arrives. Their events are
 	// delivered only by their story's steps.
 	storyOnly := map[int]bool{}

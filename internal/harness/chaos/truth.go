@@ -13,8 +13,8 @@ import (
 	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
-// I7, the downstream follows the truth (DESIGN.md §5), checked against a
-// model of the business rules (the orders projection of seed 003 and the
+// I7, the downstream follows the truth (see docs/architecture.md), checked
+// against a model of the business rules (the orders projection and the
 // Stripe subscription projection, see stripe.go), the schedule, and, for
 // the order in which facts were processed, the recorded outcomes (as for
 // I3: the applied events of a subject in version order are its history).
@@ -46,8 +46,9 @@ import (
 //     run's shared sequence of downstream arrivals and projection
 //     samples) is a violation whatever the ledger says, unless its
 //     dispatcher checked before the commit and was held between the check
-//     and the call (the window no local transaction closes, DESIGN.md §6;
-//     the executor knows those windows); then it must be recorded as
+//     and the call (the window no local transaction closes, see
+//     docs/effects.md; the executor knows those windows); then it must be
+//     recorded as
 //     above. If 0: the intent is not CONTRADICTED
 //     (that would be an attention item for nothing) and no compensation
 //     is effective (a compensation of nothing), unless operator-owned
@@ -61,7 +62,7 @@ import (
 //     Stripe deletion's version is above 2^53: never a float).
 
 // Compensations are the compensation kinds the model's projections
-// declare, by intent kind: seed 003's orders declare a notice of
+// declare, by intent kind: the orders projection declares a notice of
 // reinstatement for a cancellation notice; a refund has none.
 var Compensations = map[string]string{"notify_cancellation": "notify_reinstatement"}
 

@@ -1,15 +1,16 @@
 // Package demo provides `make demo`: it sends a realistic mix of signed
 // deliveries to a running local stack (duplicates, concurrent duplicates,
-// out-of-order revisions, forged signatures, an unknown subject, a processor
-// killed mid-batch), waits until the pipeline is quiet, and reports the
-// business outcome: every subject the run touched (Stripe subscriptions,
-// the O-42 order, the Shopify order, the Quiltt connections, the GitHub
-// push, the unowned subscription) with its final state and version next to
-// what the senders meant (subjects.go), intents per operation id, ledger
-// counts by status and outcome, duplicates suppressed, stale events,
-// anything quarantined or dead and why, and every violated invariant of
-// DESIGN.md §5, checked against a model of what the senders meant. Counts
-// are this run's unless labelled as the whole ledger's or a whole queue's.
+// out-of-order revisions, forged signatures, an unknown subject, a
+// processor killed mid-batch), waits until the pipeline is quiet, and
+// reports the business outcome: every subject the run touched (Stripe
+// subscriptions, the O-42 order, the Shopify order, the Quiltt connections,
+// the GitHub push, the unowned subscription) with its final state and
+// version next to what the senders meant (subjects.go), intents per
+// operation id, ledger counts by status and outcome, duplicates suppressed,
+// stale events, anything quarantined or dead and why, and every violated
+// invariant (see docs/architecture.md), checked against a model of what the
+// senders meant. Counts are this run's unless labelled as the whole
+// ledger's or a whole queue's.
 //
 // The processor crash must prove something (crash.go): the stack kills a
 // runtime only while it holds a claim and re-arms the crash otherwise; the
@@ -23,30 +24,29 @@
 // The effects are real: the stack's dispatcher performs every intent the
 // run creates against the stack's fake downstream, and the report gives
 // each intent's final status and the downstream's effective calls per
-// operation id (exactly 1 each, or the run fails). The seed 003 O-42
-// story includes the downstream timeout after success: the demo scripts the
+// operation id (exactly 1 each, or the run fails). The O-42 order's story
+// includes the downstream timeout after success: the demo scripts the
 // downstream (POST /_dev/downstream/script) to apply the cancellation's
-// refund and then hang, so the dispatcher records UNCERTAIN and the refund's
-// status lookup resolves it; the cancellation notice is throttled with
-// Retry-After, then applied and left hanging, and a retry with the same key
-// is replayed. Neither happens twice.
+// refund and then hang, so the dispatcher records UNCERTAIN and the
+// refund's status lookup resolves it; the cancellation notice is throttled
+// with Retry-After, then applied and left hanging, and a retry with the
+// same key is replayed. Neither happens twice.
 //
 // Once the main story is quiet, the truth moves on while effects wait
-// (movedon.go, DESIGN.md §5 I7): in the override story (seed 003) order
-// O-43 is cancelled at r12, its refund and notice meet a 503 with
-// Retry-After, and the operator's r13 (order.confirmed) is processed while
-// they wait, so their retries end OBSOLETE without a call; in the
-// grant/revoke race a subscription's grant meets a 503, its deletion's
-// revoke is performed meanwhile, and the grant's retry ends SUPERSEDED.
-// The stories script the downstream only after everything else is done,
-// and drop scripted answers no call used before and after, so each 503
-// answers its story's call. The report then compares, per subject the
-// run's effects concern, the canonical state and version in the ledger's
-// projection with the downstream's own view of what it applied (truth.go),
-// lists every SUPERSEDED, OBSOLETE and CONTRADICTED intent and every
-// compensation, and fails the run when the downstream is not where the
-// truth says, went back to an older version, or performed an action the
-// truth no longer justifies without a record of it.
+// (movedon.go; I7): in the override story order O-43 is cancelled at r12,
+// its refund and notice meet a 503 with Retry-After, and the operator's r13
+// (order.confirmed) is processed while they wait, so their retries end
+// OBSOLETE without a call; in the grant/revoke race a subscription's grant
+// meets a 503, its deletion's revoke is performed meanwhile, and the
+// grant's retry ends SUPERSEDED. The stories script the downstream only
+// after everything else is done, and drop scripted answers no call used
+// before and after, so each 503 answers its story's call. The report then
+// compares, per subject the run's effects concern, the canonical state and
+// version in the ledger's projection with the downstream's own view of what
+// it applied (truth.go), lists every SUPERSEDED, OBSOLETE and CONTRADICTED
+// intent and every compensation, and fails the run when the downstream is
+// not where the truth says, went back to an older version, or performed an
+// action the final truth does not justify without a record of it.
 //
 // Stripe thin events are mixed into the story (see thin.go): before
 // sending, the demo sets each subscription's current state in the stack's
@@ -340,7 +340,7 @@ func Run(ctx context.Context, t Target, o Options) (Report, error) {
 		}
 	}
 	// 5. The truth moves on while effects wait (movedon.go): the override
-	// story and the grant/revoke race, played now that nothing else of the
+	// story and the grant/revoke race, played once nothing else of the
 	// run calls the downstream.
 	var moved *movedOn
 	if quiet && t.EffectsQueueURL != "" {

@@ -154,8 +154,8 @@ func newerState(intents []ledger.IntentState, in ledger.IntentState) bool {
 	return false
 }
 
-// checkEffects compares the run's intents with the downstream (DESIGN.md
-// §5 I2, I7): every intent SUCCEEDED and applied exactly once, except a
+// checkEffects compares the run's intents with the downstream (I2, I7):
+// every intent SUCCEEDED and applied exactly once, except a
 // state sync superseded by a newer state of its subject and an action
 // made obsolete by a newer revision (never applied), and an action
 // performed and then contradicted (applied once, CONTRADICTED). stories

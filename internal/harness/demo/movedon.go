@@ -20,10 +20,10 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// The truth moves on while effects wait (DESIGN.md §5 I7, seed 003). Two
+// The truth moves on while effects wait (I7; see docs/architecture.md). Two
 // stories are played once the main story is quiet, so that the downstream
-// answers scripted for them (per kind, for the next call of that kind)
-// meet their calls and no other:
+// answers scripted for them (per kind, for the next call of that kind) meet
+// their calls and no other:
 //
 //   - Override: order O-43 is cancelled at r12; its refund and its
 //     cancellation notice meet a 503 (Retry-After) at the downstream; while
@@ -78,7 +78,7 @@ func newMovedOn(run string, now int64, override bool) *movedOn {
 		id := fmt.Sprintf("msg_o43_%d_%s", rev.rev, run)
 		body := fmt.Appendf(nil, `{"type":%q,"timestamp":"2026-11-30T12:05:%02dZ","data":{"id":%q,"revision":%d,"status":%q,"customer_id":"cus_o43","currency":"EUR","total_minor":4200%s}}`,
 			rev.typ, rev.rev, m.order, rev.rev, rev.status, rev.extra)
-		*rev.into = orderDelivery(id, body, false, meant{event: id, kind: "order (seed 003)", projection: builtin.OrderProjection, subject: m.order,
+		*rev.into = orderDelivery(id, body, false, meant{event: id, kind: "order", projection: builtin.OrderProjection, subject: m.order,
 			version: int64(rev.rev), state: map[string]string{"status": rev.status}, intents: rev.wantsEffects})
 	}
 	m.grant = newEvent("evt_demo"+run+"_race_grant", "customer.subscription.created", m.sub, "active", m.account, now-120)
@@ -433,12 +433,12 @@ func (r Report) printMoved(w io.Writer) {
 	if o == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nThe truth moved on while effects waited (DESIGN.md §5 I7); the downstream answered each waiting effect's first call 503, Retry-After: %ds:\n", o.RetryAfter)
+	fmt.Fprintf(w, "\nThe truth moved on while effects waited (I7); the downstream answered each waiting effect's first call 503, Retry-After: %ds:\n", o.RetryAfter)
 	if len(o.ClearedBefore) > 0 {
 		fmt.Fprintf(w, "  (before the stories, dropped scripted answers no call had used: %v)\n", o.ClearedBefore)
 	}
 	if o.Override {
-		fmt.Fprintf(w, "  Override (seed 003): order %s cancelled at r12; its refund and notice wait on the 503; the operator's r13 (order.confirmed) arrives meanwhile.\n", o.Order)
+		fmt.Fprintf(w, "  Override: order %s cancelled at r12; its refund and notice wait on the 503; the operator's r13 (order.confirmed) arrives meanwhile.\n", o.Order)
 		for _, l := range o.OrderLine {
 			fmt.Fprintf(w, "    %s\n", l)
 		}

@@ -35,7 +35,7 @@ type otherDelivery struct {
 // derived from what was sent, never from the ledger.
 type meant struct {
 	event      string
-	kind       string // what the subject is, for people: "order (seed 003)", …
+	kind       string // what the subject is, for people: "order", …
 	projection string // the projection that holds it; "" when none does (the event is recorded and ignored)
 	subject    string
 	// version is the subject's revision the event carries; 0 when the
@@ -56,7 +56,7 @@ type meant struct {
 // refund and notification intents once).
 func otherStory(run string) []otherDelivery {
 	var out []otherDelivery
-	// Standard Webhooks: the seed 003 order O-42, three revisions out of order, once with svix-* headers.
+	// Standard Webhooks: the order O-42 (builtin.Orders), three revisions out of order, once with svix-* headers.
 	for _, rev := range []struct {
 		id     string
 		rev    int
@@ -64,9 +64,9 @@ func otherStory(run string) []otherDelivery {
 		svix   bool
 	}{{"msg_o42_12_" + run, 12, "cancelled", false}, {"msg_o42_10_" + run, 10, "created", false}, {"msg_o42_11_" + run, 11, "confirmed", true}, {"msg_o42_12_" + run, 12, "cancelled", true}} {
 		body := fmt.Appendf(nil, `{"type":"order.updated","timestamp":"2026-11-30T12:00:%02dZ","data":{"id":"O-42-%s","revision":%d,"status":%q}}`, rev.rev, run, rev.rev, rev.status)
-		m := meant{event: rev.id, kind: "order (seed 003)", projection: "order", subject: "O-42-" + run, version: int64(rev.rev), state: map[string]string{"status": rev.status}}
+		m := meant{event: rev.id, kind: "order", projection: "order", subject: "O-42-" + run, version: int64(rev.rev), state: map[string]string{"status": rev.status}}
 		if rev.status == "cancelled" {
-			m.intents = []string{"notify_cancellation", "refund"} // seed 003: a cancellation refunds and notifies
+			m.intents = []string{"notify_cancellation", "refund"} // a cancellation refunds and notifies
 		}
 		out = append(out, orderDelivery(rev.id, body, rev.svix, m))
 	}

@@ -149,7 +149,7 @@ func runRows(snap ledger.Snapshot, run string) map[string]ledger.Event {
 	return rows
 }
 
-// check compares the ledger with the model (DESIGN.md §5). causes are
+// check compares the ledger with the model (the invariants). causes are
 // this run's events (source/event_id), whose intents are the run's.
 func (r *Report) check(s *story, snap ledger.Snapshot, quiet bool, dlq int, causes map[string]bool) {
 	r.ByStatus, r.ByOutcome = map[ledger.Status]int{}, map[ledger.Outcome]int{}

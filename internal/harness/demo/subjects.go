@@ -37,9 +37,9 @@ type expectation struct {
 	events []string
 }
 
-// expectations derives, from the deliveries sent, the final meaning of
-// each subject: the newest revision wins (DESIGN.md §5 I3), whatever the
-// arrival order.
+// expectations derives, from the deliveries sent, the final meaning of each
+// subject: the newest revision wins (I3; see docs/architecture.md),
+// whatever the arrival order.
 func expectations(sent []otherDelivery) []expectation {
 	bySubject := map[string]*expectation{}
 	var order []string

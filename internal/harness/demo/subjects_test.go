@@ -24,7 +24,7 @@ func TestExpectationsFromWhatWasSent(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"github push acme/webhooks refs/heads/main@ab12", "order (seed 003) O-42-ab12", "quiltt connection conn_qevt_1_ab12", "quiltt connection conn_qevt_2_ab12",
+	want := []string{"github push acme/webhooks refs/heads/main@ab12", "order O-42-ab12", "quiltt connection conn_qevt_1_ab12", "quiltt connection conn_qevt_2_ab12",
 		"quiltt connection conn_qevt_3_ab12", "shopify order 820982911946154508" + digits("ab12")}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("subjects %v, want %v", kinds, want)
@@ -89,7 +89,7 @@ func TestCheckSubjectsFailsTheRun(t *testing.T) {
 					snap.Projections[i].Version, snap.Projections[i].State = 11, map[string]any{"status": "confirmed"}
 				}
 			}
-		}, `order (seed 003) O-42-ab12: status is "confirmed", the senders meant "cancelled"`},
+		}, `order O-42-ab12: status is "confirmed", the senders meant "cancelled"`},
 		{"a refund missing", func(_ map[string]ledger.Event, _ *ledger.Snapshot, intents *[]ledger.StoredIntent) {
 			*intents = (*intents)[1:]
 		}, "O-42-ab12: this run created effects [notify_cancellation]"},

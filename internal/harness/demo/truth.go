@@ -16,14 +16,14 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// The downstream against the truth (DESIGN.md §5 I7): for every subject
-// the run's effects concern, the canonical state and version the ledger's
-// projection holds, next to what the fake downstream says it applied for
-// that subject (GET /_dev/downstream, "subjects": its own per-subject
-// view, per kind family). Counting calls per key is not enough: a refund
-// applied exactly once for an order the operator confirmed afterwards is
-// still wrong, and so is a revoked subscription entitled again by a
-// retried grant.
+// The downstream against the truth (I7; see docs/architecture.md): for
+// every subject the run's effects concern, the canonical state and version
+// the ledger's projection holds, next to what the fake downstream says it
+// applied for that subject (GET /_dev/downstream, "subjects": its own
+// per-subject view, per kind family). Counting calls per key is not enough:
+// a refund applied exactly once for an order the operator confirmed
+// afterwards is still wrong, and so is a revoked subscription entitled
+// again by a retried grant.
 
 // SubjectTruth is one subject the run's effects concern.
 type SubjectTruth struct {
@@ -76,7 +76,7 @@ type Compensation struct {
 	Effective  int
 }
 
-// reasons are the business rules of the demo's model (seed 003): the
+// reasons are the business rules of the demo's model (builtin.Orders): the
 // state an action of that kind is justified by. They come from the story,
 // not from the intents' stored conditions; an action of another kind is
 // judged by the condition its intent carries.
@@ -118,7 +118,7 @@ func effectiveByKey(down devstack.DownstreamState) map[string]int {
 
 // checkTruth compares, per subject, the canonical projection with the
 // downstream's view, and lists the intents the truth overtook and the
-// compensations. It fails the run (DESIGN.md §5 I7) when a latest
+// compensations. It fails the run (I7) when a latest
 // subject's downstream is not at the version of the newest intent carrying
 // the canonical state, when any view went back to an older version, when a
 // SUPERSEDED or OBSOLETE intent was applied or an OBSOLETE one is still

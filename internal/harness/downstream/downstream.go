@@ -5,10 +5,10 @@
 // or after applying), and lists the scripts no call used yet. Per subject
 // it keeps the versions and states it applied, in order (a Book), so a test
 // can assert the downstream's final view and that it never went back to an
-// older version (DESIGN.md §5 I7), and it can refuse older versions like a
-// guarding downstream. It keys subjects as a downstream must: by the
-// call's scope (X-Effect-Scope) and subject, so one scope's versions never
-// order another's. It is a harness: no function links it
+// older version (I7; see docs/architecture.md), and it can refuse older
+// versions like a guarding downstream. It keys subjects as a downstream
+// must: by the call's scope (X-Effect-Scope) and subject, so one scope's
+// versions never order another's. It is a harness: no function links it
 // (functions/layout_test.go).
 package downstream
 

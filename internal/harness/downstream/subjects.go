@@ -24,7 +24,7 @@ type Applied struct {
 
 // SubjectView is what the downstream applied for one subject, in the order
 // it applied it: the downstream's own view, to compare with the canonical
-// truth (DESIGN.md §5 I7).
+// truth (I7; see docs/architecture.md).
 type SubjectView struct {
 	Last     string    `json:"last"`      // the version of the last apply
 	LastKind string    `json:"last_kind"` // the kind of the last apply

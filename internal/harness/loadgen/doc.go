@@ -16,12 +16,12 @@
 // # What is sent
 //
 // A mix of Stripe customer.subscription.* events (source "stripe") and
-// seed 003 order events (source "orders", Standard Webhooks), each signed
-// with the local stack's visibly fake secrets. Subjects move through their
-// lifecycle one event at a time (a subscription trialing → active →
+// order events (source "orders", Standard Webhooks, builtin.Orders), each
+// signed with the local stack's visibly fake secrets. Subjects move through
+// their lifecycle one event at a time (a subscription trialing → active →
 // past_due → canceled, an order created → confirmed → cancelled), several
-// subjects interleaved, so events of one subject are in flight together
-// and may be processed out of order. A fraction of the sends
+// subjects interleaved, so events of one subject are in flight together and
+// may be processed out of order. A fraction of the sends
 // (Options.DuplicateRatio) re-send an earlier event: the same event id and
 // body, re-signed at the send's time, sometimes with other headers (a
 // Stripe signature that also carries the rotation secret's v1, Standard
@@ -36,7 +36,7 @@
 //     ledger (read with ledger.Get through DynamoDB, after the send phase,
 //     so polling does not load the stack while it is measured);
 //   - lost: an event answered 2xx that is not PROCESSED by the drain
-//     deadline (DESIGN.md §5 I1);
+//     deadline (I1; see docs/architecture.md);
 //   - effects: the model knows which intents each applied event must create
 //     (projection.OperationID of the same parts the projections use); the
 //     fake downstream (GET /_dev/downstream) must show exactly one

@@ -170,8 +170,8 @@ func checkEffects(ctx context.Context, t Target, l *ledger.Ledger, o Options, ev
 			case suppressed[k]:
 				applied++ // settled without a call
 			default:
-				// A checked intent the truth no longer justifies ends
-				// without a call (DESIGN.md §6): SUPERSEDED or OBSOLETE.
+				// A checked intent the current truth does not justify
+				// ends without a call: SUPERSEDED or OBSOLETE.
 				if st, err := l.GetIntentState(ctx, k); err == nil && (st.Status == ledger.IntentStatusSuperseded || st.Status == ledger.IntentStatusObsolete) {
 					suppressed[k] = true
 					applied++

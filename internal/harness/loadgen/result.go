@@ -107,9 +107,9 @@ type Result struct {
 const DriftWindow = 1000
 
 // Drift is the latency of a run's first DriftWindow deliveries against its
-// last: a stack whose cost per request grows with what it has stored (the
-// emulators' index before issue 19) shows it here, where a short run
-// cannot. Intake is ordered by send time; time to PROCESSED by the
+// last: a stack whose cost per request grows with what it has stored (an
+// emulator that scans its whole index per query) shows it here, where a
+// short run cannot. Intake is ordered by send time; time to PROCESSED by the
 // event's first send, over accepted events that reached PROCESSED.
 type Drift struct {
 	Window        int         `json:"window"`

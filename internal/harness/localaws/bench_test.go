@@ -17,7 +17,7 @@ import (
 // BenchmarkAcceptWithLedgerOf measures ledger.Accept (intake's conditional
 // UpdateItem upsert of a new event) on the in-process DynamoDB emulator
 // with 1,000, 10,000 and 100,000 events already in the table: the
-// emulator's cost per request must not grow with the ledger (issue 19).
+// emulator's cost per request must not grow with the ledger.
 // The table is filled outside the timer by BatchWriteItem, with finished
 // events (no due index keys) and, one in ten, events still due.
 //

@@ -241,9 +241,9 @@ func StartSQS(addr string) (*SQS, error) {
 
 // serializeCreateQueue makes queue creation exclusive: goaws v0.5.4 looks
 // its queue map up without a lock at the top of every action, while
-// CreateQueue and DeleteQueue write that map (found by go test -race with
-// parallel tests). Every other action shares the lock, so they still run
-// concurrently with each other.
+// CreateQueue and DeleteQueue write that map (a race go test -race reports
+// when tests run in parallel). Every other action shares the lock, so they
+// still run concurrently with each other.
 func serializeCreateQueue(next http.Handler) http.Handler {
 	var mu sync.RWMutex
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

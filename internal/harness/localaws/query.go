@@ -15,9 +15,9 @@ import (
 
 // minidyn v0.8.2 answers a Query by sorting every entry of the index (or
 // every key of the table) and evaluating the key condition on each, so a
-// query's cost grows with everything ever written: the issue 19 soak saw
-// the reconciler's once-a-minute sweep grow from 3.9 s to 30 s over 50,000
-// deliveries, and every request waiting behind it. DynamoDB reads only the
+// query's cost grows with everything ever written (over a soak of 50,000
+// deliveries, the reconciler's once-a-minute sweep grows from 3.9 s to
+// 30 s, and every request waits behind it). DynamoDB reads only the
 // queried partition, and within it only the range of sort keys the
 // condition selects.
 //

@@ -24,9 +24,10 @@ const receiveAttempts = 4
 //
 // A plain receive cannot promise that. Now and then the SDK fails to read a
 // 200 answer ("deserialization failed … use of closed network connection",
-// a known net/http behaviour: aws-sdk-go-v2 issues 1825 and 2737; against
+// a known net/http behaviour: aws/aws-sdk-go-v2#1825 and #2737; against
 // goaws about once in 300 runs of a 4-receive test under -race, never in
-// 3,000 without it, with one client or one per call) and retries the call; the messages the lost answer took stay hidden for the visibility
+// 3,000 without it, with one client or one per call) and retries the call;
+// the messages the lost answer took stay hidden for the visibility
 // timeout, as they would in SQS, and the retry returns the others. A test
 // that asserts on one receive then fails at random.
 //

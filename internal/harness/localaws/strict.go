@@ -16,7 +16,7 @@ import (
 )
 
 // StrictTransactions is a DynamoDB client for contract tests that need
-// both emulators at once (issue 14): minidyn has transactions but accepts
+// both emulators at once: minidyn has transactions but accepts
 // expressions, values and sizes that DynamoDB refuses; dynalite follows
 // DynamoDB's validation but has no transactions. Every call goes to DB
 // (minidyn). Each part of a TransactWriteItems is first sent to Strict

@@ -27,7 +27,7 @@ func paddedEvent(id string, size int) []byte {
 
 // TestRequestBudgetPerEvent counts the AWS requests the intake and the
 // processor make per event, by operation, through the SDK middleware. The
-// small-event numbers are the budget of DESIGN.md §9 and are asserted; the
+// small-event numbers are the request budget and are asserted; the
 // larger payloads (stored out of line) are reported.
 func TestRequestBudgetPerEvent(t *testing.T) {
 	for _, size := range []int{0, 700, 4 << 10, 64 << 10} {

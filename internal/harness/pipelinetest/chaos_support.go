@@ -144,7 +144,7 @@ func (g *Gate) Wait(op string) (aborted bool) {
 // remembered with the manual time it is due back, and Release makes it
 // visible again (ChangeMessageVisibility 0, which also counts a receive
 // toward the queue's maxReceiveCount, as SQS's own timeout does) once the
-// manual clock has passed that time. Runs then no longer depend on how
+// manual clock has passed that time. Runs then do not depend on how
 // fast the machine is, and cost no real waiting.
 type Virtual struct {
 	h *Harness
@@ -424,7 +424,7 @@ func (vh virtualHold) ChangeMessageVisibility(ctx context.Context, in *sqs.Chang
 
 // ChaosSources configures both sources the chaos harness mixes: Stripe
 // (secrets env:STRIPE_PRIMARY and env:STRIPE_ROTATED, as DefaultSources)
-// and the seed 003 orders source (as OrdersSources).
+// and the orders source (as OrdersSources).
 const ChaosSources = `{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:STRIPE_PRIMARY","env:STRIPE_ROTATED"]},` +
 	`{"name":"orders","kind":"standard-webhooks","secrets":["env:ORDERS_SECRET"],` +
 	`"options":{"subject_path":"data.id","version_path":"data.revision"}}]}`

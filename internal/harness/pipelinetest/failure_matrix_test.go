@@ -518,7 +518,8 @@ func TestFailureMatrix11_ReplayAfterRepair(t *testing.T) {
 	requireIntents(t, h, 1)
 }
 
-// A worker whose lease expired cannot commit (fencing, I5).
+// A worker whose lease expired cannot commit (fencing, I4; see
+// docs/architecture.md).
 func TestExpiredLeaseCannotCommit(t *testing.T) {
 	h := pt.New(t, pt.Options{})
 	body := subEvent("evt_fence_1", "customer.subscription.created", "active", created)

@@ -161,7 +161,7 @@ func New(t testing.TB, o Options) *Harness {
 		t.Fatal(err)
 	}
 	// With a dynalite named (go run ./scripts/dynalite -mode strict), every
-	// transaction's parts are validated there too (issue 14).
+	// transaction's parts are validated there too.
 	if h.strict, h.strictTable, err = localaws.StrictFromEnv(ctx, StrictEnv, func(ctx context.Context, db *dynamodb.Client, table string) error {
 		return ledger.CreateTable(ctx, db, table)
 	}); err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// Hot subjects (issue 14): 50 events of one subject arrive at once and
+// Hot subjects: 50 events of one subject arrive at once and
 // three workers process them concurrently. Version-guard failures and
 // write conflicts must converge to the newest state and version, with no
 // event DEAD and a bounded number of retries (reported in the log).

@@ -25,8 +25,8 @@ import (
 // in-process stack (the real intake core and processor core through their
 // Lambda JSON paths, minidyn and goaws through internal/harness/localaws) with
 // 1,000, 10,000 and 100,000 events already in the ledger: the emulators'
-// cost per request must not grow with the ledger (issue 19; target: at
-// most 1.5× the 1,000-event figure at 100,000).
+// cost per request must not grow with the ledger (target: at most 1.5×
+// the 1,000-event figure at 100,000).
 //
 // The prefill, outside the timer, looks like processed traffic: ten
 // template events go through the real pipeline first (eight of four

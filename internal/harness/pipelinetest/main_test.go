@@ -9,8 +9,9 @@ import (
 )
 
 // TestMain reports, after every test, the downstream's effective calls per
-// operation_id over all the tests that ran the effects stage (DESIGN.md §5
-// I2), and fails the run if any key was applied more than once. Keys that
+// operation_id over all the tests that ran the effects stage (I2; see
+// docs/architecture.md), and fails the run if any key was applied more
+// than once. Keys that
 // were legitimately never applied (a quarantined intent) count as "not
 // applied".
 func TestMain(m *testing.M) {

@@ -13,11 +13,11 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// SecretOrders signs the seed 003 "orders" source (Standard Webhooks:
+// SecretOrders signs the "orders" source (Standard Webhooks:
 // "whsec_" + base64 of a visibly fake key).
 var SecretOrders = "whsec_" + base64.StdEncoding.EncodeToString([]byte("test_FAKE_orders_signing_key_0001"))
 
-// OrdersSources configures the seed 003 generic orders source as
+// OrdersSources configures the generic orders source (builtin.Orders) as
 // scripts/devstack.json does.
 const OrdersSources = `{"sources":[{"name":"orders","kind":"standard-webhooks","secrets":["env:ORDERS_SECRET"],` +
 	`"options":{"subject_path":"data.id","version_path":"data.revision"}}]}`
@@ -70,9 +70,10 @@ func (h *Harness) DeliverStandardWebhook(src, secret, msgID string, body []byte)
 	})
 }
 
-// OrderEvent renders a seed 003 order event. status "" leaves the status
-// to the type (order.cancelled implies cancelled); origin "" sends none,
-// otherwise it is a JSON object such as {"automation":"A","hop":1}.
+// OrderEvent renders an orders event (builtin.Orders). status "" leaves
+// the status to the type (order.cancelled implies cancelled); origin ""
+// sends none, otherwise it is a JSON object such as
+// {"automation":"A","hop":1}.
 func OrderEvent(typ, order string, revision int, status, origin string) []byte {
 	data := fmt.Sprintf(`{"id":%q,"revision":%d,"customer_id":"cus_test_42","currency":"eur","total_minor":12900`, order, revision)
 	if status != "" {

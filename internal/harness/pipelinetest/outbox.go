@@ -137,7 +137,8 @@ type Outbox struct {
 	emf      bytes.Buffer      // the dispatchers' metrics records
 }
 
-// The intent kinds of the seed 003 order projection, compensation included.
+// The intent kinds of the order projection (builtin.Orders), compensation
+// included.
 var orderEffectKinds = []string{"refund", "notify_cancellation", "notify_reinstatement"}
 
 // EnableOutbox adds the effects stage. Processor workers started after it

@@ -1,8 +1,8 @@
 package pipelinetest_test
 
-// The seed 003 evaluation cases that concern processing, end to end: the
-// order O-42 signed with Standard Webhooks, through the intake, the
-// processor (announcing on the effects queue), the dispatcher and an HTTP
+// The order workflow's processing cases, end to end: the order O-42
+// signed with Standard Webhooks, through the intake, the processor
+// (announcing on the effects queue), the dispatcher and an HTTP
 // downstream that deduplicates by Idempotency-Key. Every test asserts
 // business facts: the order's state and revision, one intent per
 // operation_id, the downstream's effective calls per key, the ledger status
@@ -207,7 +207,7 @@ func TestSeed003_SameDeliveryTwice(t *testing.T) {
 // Same event under a new delivery id. Standard Webhooks uses webhook-id as
 // both the delivery and the event id, so a re-send under a new id is a new
 // ledger row; the business identity (order, revision, state) makes it a
-// noop that creates no intent (seed 003's d4: same_revision_same_state_noop).
+// noop that creates no intent (same revision, same state).
 func TestSeed003_SameEventNewDeliveryID(t *testing.T) {
 	h, _, w, d := orderPipeline(t, pt.OutboxOptions{})
 	body := pt.OrderEvent("order.updated", o42, 12, "cancelled", "")
@@ -243,8 +243,8 @@ func TestSeed003_TwoEventsOneBusinessIntent(t *testing.T) {
 }
 
 // Newer cancellation, then an older confirmation: the late r11 is stored
-// stale and never resurrects the r12 cancellation (the seed's fixture:
-// d1 r10 applied, d2 r12 applied with intents, d3 r11 stale).
+// stale and never resurrects the r12 cancellation: r10 applied, r12
+// applied with its intents, r11 stale.
 func TestSeed003_NewerCancellationThenOlderConfirmation(t *testing.T) {
 	h, _, w, d := orderPipeline(t, pt.OutboxOptions{})
 	for _, e := range []struct {

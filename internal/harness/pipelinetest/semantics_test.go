@@ -15,10 +15,10 @@ import (
 	"github.com/effectively-once/webhooks/internal/queue"
 )
 
-// Issue 14: what the emulators let pass and AWS does otherwise, across the
+// What the emulators let pass and AWS does otherwise, across the
 // pipeline (intake, queue, processor, DLQ sweep, redrive).
 
-// §4: a second pointer never reopens a DEAD event. The event is delivered
+// A second pointer never reopens a DEAD event. The event is delivered
 // twice while it waits (intake re-enqueues the duplicate), its projection
 // fails every attempt, and it ends DEAD on one pointer while the other is
 // still in the queue. That other pointer is acknowledged and changes
@@ -82,7 +82,7 @@ func TestASecondPointerLeavesADeadEventDeadAndARedriveReopensIt(t *testing.T) {
 	requireIntents(t, h, 1)
 }
 
-// §4 when SQS gives up first: the DLQ sweep marks the event DEAD and
+// The same when SQS gives up first: the DLQ sweep marks the event DEAD and
 // records the message as its dead letter; a copy of the pointer that is
 // not that message does not reopen it, the console redrive of the dead
 // letter does.

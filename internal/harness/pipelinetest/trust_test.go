@@ -43,7 +43,7 @@ func ghDeliver(h *pt.Harness, id string, body []byte) (int, string) {
 	return r.Status, string(r.Body)
 }
 
-// §4: GitHub's delivery id is not signed and no time is. Two captured
+// GitHub's delivery id is not signed and no time is. Two captured
 // deliveries re-sent under made-up ids become suspected replays: kept,
 // quarantined for an operator, with no queue message and no business
 // work; the genuine events are untouched.
@@ -78,7 +78,7 @@ func TestReplayUnderNewIDIsASuspectedReplay(t *testing.T) {
 	}
 }
 
-// §4: a captured body sent under a victim's event id is not merged as its
+// A captured body sent under a victim's event id is not merged as its
 // duplicate: it is a conflict, recorded on the row, and nothing else on
 // the row changes (delivery count, last delivery, payload).
 func TestOtherBytesUnderAKnownIDAreAConflict(t *testing.T) {
@@ -108,7 +108,7 @@ func vendorSources(extra string) string {
 		`{"name":"vendor","kind":"standard-webhooks","secrets":["env:VENDOR_SECRET"],` + opts + extra + `}]}`
 }
 
-// §1: with its own secret, the vendor sends order.cancelled for O-42 at
+// With its own secret, the vendor sends order.cancelled for O-42 at
 // revision 999. It cannot touch the operator's O-42: the operator's
 // genuine revision 12 still applies (not stale), its refund and notice are
 // the operator's own operation ids and are performed; the vendor's event
@@ -359,9 +359,9 @@ func TestASignedIdHeaderCannotBeMoved(t *testing.T) {
 // The same pre-emption against a Shopify source that receives both paths:
 // a captured webhook re-sent by HTTPS under the event id of a fact that
 // then arrives through the partner bus. The bus's copy is in another form
-// (other bytes by design), so it used to count as a duplicate of the
-// quarantined replay and was never processed; it displaces the replay and
-// is processed.
+// (other bytes by design), so it must not count as a duplicate of the
+// quarantined replay, which would leave it never processed: it displaces
+// the replay and is processed.
 func TestAReplayCannotPreemptTheEventThroughEventBridge(t *testing.T) {
 	h := ebHarness(t)
 	raw, ev := ebFixture(t, "shopify-orders-updated.json")

@@ -24,8 +24,8 @@ import (
 	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
-// Effects follow the current truth (DESIGN.md I7, issue 12): an intent is
-// checked against its projection when the dispatcher claims it.
+// Effects follow the current truth (I7; see docs/architecture.md): an
+// intent is checked against its projection when the dispatcher claims it.
 
 // The O-42 override: the cancellation's refund and notice wait on a 503
 // when the operator's revision 13 (the customer kept the order) arrives.
@@ -407,7 +407,7 @@ func TestDeletionVersionReachesTheDownstreamExact(t *testing.T) {
 // The reconciler repairs downstream drift: the grant of v5 reached the
 // downstream; the revoke of v9 was committed, and its announcement was
 // lost (the effects queue dropped it: the intent stays PENDING with no
-// message; a processor crash no longer loses one, since the redelivered
+// message; a processor crash does not lose one, since the redelivered
 // pointer announces it again). Long before the stuck-intent sweep would
 // find it, the drift check sees the downstream at v5 while the truth is
 // v9, re-announces the revoke, and the downstream ends revoked at v9; the
@@ -483,7 +483,7 @@ func TestReasonRemovedThenRestoredStaysObsolete(t *testing.T) {
 	}
 }
 
-// Found by the chaos checker (seed 65): the notice's call is applied and
+// The notice's call is applied and
 // then times out (UNCERTAIN); the recheck, with no status endpoint to ask,
 // retries with the same key and meets a 500 (RETRY_WAIT), which says
 // nothing about the first attempt. The operator's r13 arrives. The intent

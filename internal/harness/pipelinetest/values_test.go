@@ -1,9 +1,9 @@
 package pipelinetest_test
 
-// Values DynamoDB refuses to store (issue 14, finding 1) and numbers it
-// stores exactly (finding 9), over the intake's Lambda JSON path with the
-// seed 003 orders source, whose projection copies the order's data fields
-// into its state and its intents' payloads.
+// Values DynamoDB refuses to store and numbers it stores exactly, over the
+// intake's Lambda JSON path with the Standard Webhooks orders source,
+// whose projection copies the order's data fields into its state and its
+// intents' payloads.
 
 import (
 	"context"

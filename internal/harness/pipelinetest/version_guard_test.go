@@ -10,7 +10,7 @@ import (
 )
 
 // The three ways a version guard can fail, each recorded as a business
-// fact and never retried (DESIGN.md §6).
+// fact and never retried: a retry cannot change a version comparison.
 func TestVersionGuardOutcomes(t *testing.T) {
 	h := pt.New(t, pt.Options{})
 	w := h.NewWorker("w")

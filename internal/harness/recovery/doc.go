@@ -1,9 +1,8 @@
-// Package recovery provides the measurement behind BENCHMARKS.md's
-// recovery section (issue 18): how long the local stack takes, after a
-// SIGKILL of a real function runtime under load, until every event
-// accepted before the kill is PROCESSED and every effect is settled
-// (SUCCEEDED, or rightly ended without a call), and whether anything was
-// lost or doubled on the way.
+// Package recovery provides the measurement behind BENCHMARKS.md's recovery
+// section: how long the local stack takes, after a SIGKILL of a real
+// function runtime under load, until every event accepted before the kill
+// is PROCESSED and every effect is settled (SUCCEEDED, or rightly ended
+// without a call), and whether anything was lost or doubled on the way.
 //
 // Run drives a running devstack.Stack with internal/harness/loadgen through a
 // recording proxy (which tells when each event was first answered 2xx),

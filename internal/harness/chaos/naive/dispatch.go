@@ -8,9 +8,10 @@ import (
 )
 
 // TruthBlind is the ledger of the dispatch-everything design: the real
-// dispatcher as it was before issue 12, which performs every intent once
-// whatever happened to its subject since. It passes everything through to
-// the real ledger but hides the truth an intent is checked against:
+// dispatcher made blind to the truth, so that it performs every intent
+// once whatever happened to its subject since. It passes everything
+// through to the real ledger but hides the truth an intent is checked
+// against:
 //
 //   - GetProjection answers ledger.ErrNotFound, so the dispatcher treats
 //     every while_current and latest intent as still current (a refund

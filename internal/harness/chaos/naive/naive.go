@@ -1,8 +1,9 @@
-// Package naive provides the processing cores the seeds warn about, for
-// the chaos harness to measure against ours. They share everything else
-// with the product (the intake, the ledger rows it accepts, the queues,
-// the reconciler, the DynamoDB emulator) and differ only in how a
-// processor decides that it may apply an event:
+// Package naive provides naive processing cores, common in webhook
+// handlers and each wrong in its own way, for the chaos harness to measure
+// against ours. They share everything else with the product (the intake,
+// the ledger rows it accepts, the queues, the reconciler, the DynamoDB
+// emulator) and differ only in how a processor decides that it may apply
+// an event:
 //
 //   - CheckThenInsert reads a dedup marker (GetItem) and, when there is
 //     none, does the work and then writes the marker with a PutItem that
@@ -114,7 +115,7 @@ func (p *Processor) handle(ctx context.Context, body string) error {
 	if err != nil {
 		return p.mark(ctx, ev, ledger.StatusQuarantined, "", "malformed")
 	}
-	// Owned by the source, as ours does (issue 13): the naive designs
+	// Owned by the source, as ours does: the naive designs
 	// differ only in their dedup and leases.
 	res = projection.Scoped(ev.Source, res)
 	marker := map[string]types.AttributeValue{"pk": sv("DEDUP#" + ev.Source + "#" + ev.EventID), "sk": sv("DD")}
