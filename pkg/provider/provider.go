@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Errors. Each of the first three means 401 and nothing stored (I5; see
+// Errors. Each of the first three means 401 and nothing stored (I4; see
 // docs/architecture.md).
 var (
 	ErrNotSigned    = errors.New("provider: request is not signed")

@@ -518,7 +518,7 @@ func TestFailureMatrix11_ReplayAfterRepair(t *testing.T) {
 	requireIntents(t, h, 1)
 }
 
-// A worker whose lease expired cannot commit (fencing, I4; see
+// A worker whose lease expired cannot commit (fencing, I5; see
 // docs/architecture.md).
 func TestExpiredLeaseCannotCommit(t *testing.T) {
 	h := pt.New(t, pt.Options{})
