@@ -12,7 +12,7 @@
 // is down; a second Ctrl-C exits at once. `make dev` builds this command and
 // runs the binary rather than `go run` it: `go run` exits 1 whenever it was
 // interrupted, whatever its program did. Ports and timings: see package
-// devstack (DEV_* variables) and README.md.
+// devstack (DEV_* variables) and docs/local-stack.md.
 //
 // A team runs its own functions and configuration the same way, from its
 // own module (which requires this one): -module (DEV_MODULE) names the

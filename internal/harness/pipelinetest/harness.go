@@ -48,7 +48,7 @@ import (
 )
 
 // Test secrets. They are visibly fake, exist only in tests, and are
-// documented in README.md ("Test secrets").
+// documented in docs/testing.md ("Test secrets").
 const (
 	SecretPrimary = "whsec_test_FAKE_primary_0000000000000000"
 	SecretRotated = "whsec_test_FAKE_rotated_1111111111111111"
