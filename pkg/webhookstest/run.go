@@ -66,18 +66,18 @@ type runner struct {
 // left. A panic of the team's code inside the pipeline is reported as a
 // failure of the run; a harness that stops is an error.
 func (k *kit) play(s schedule) (obs observed, err error) {
-	tb := &runTB{name: fmt.Sprintf("webhookstest/run-%d", s.run)}
+	tb := pt.NewRunTB(fmt.Sprintf("webhookstest/run-%d", s.run))
 	r := &runner{k: k, s: s, ctx: context.Background()}
 	defer func() {
 		if p := recover(); p != nil {
-			if f, ok := p.(harnessFatal); ok {
-				err = fmt.Errorf("the in-process pipeline stopped in run %d: %s", s.run, f.msg)
+			if f, ok := p.(pt.RunFatal); ok {
+				err = fmt.Errorf("the in-process pipeline stopped in run %d: %s", s.run, f.Msg)
 			} else {
 				r.problem(Processed, "the pipeline panicked (a panic in a projection?): %v", p)
 				obs = r.obs
 			}
 		}
-		tb.cleanup()
+		tb.RunCleanups()
 	}()
 	r.start(tb)
 	steps := s.steps(k.facts)
@@ -101,7 +101,7 @@ func (k *kit) play(s schedule) (obs observed, err error) {
 // start builds the run's pipeline: the team's sources and registry, the
 // team's effects against the fake downstream, one processor and one
 // dispatcher, and the schedule's crash armed.
-func (r *runner) start(tb *runTB) {
+func (r *runner) start(tb *pt.RunTB) {
 	k := r.k
 	r.h = pt.New(tb, pt.Options{MaxReceiveCount: 20, Registry: k.p.Rules.Registry, SourcesDoc: k.cfg.sourcesDoc, Secrets: k.cfg.secrets})
 	ob := r.h.EnableOutbox(pt.OutboxOptions{})

@@ -183,20 +183,20 @@ type run struct {
 func Run(s Schedule, d Design) (res Result) {
 	start := time.Now()
 	res = Result{Design: d.Name, Seed: s.Seed}
-	tb := &runTB{name: fmt.Sprintf("chaos/%s/%d", d.Name, s.Seed)}
+	tb := pt.NewRunTB(fmt.Sprintf("chaos/%s/%d", d.Name, s.Seed))
 	r := &run{ctx: context.Background(), s: s, d: d, accepted: make([]bool, len(s.Events)), last: map[string]ledger.Projection{}, hist: map[string][]sample{}, errs: make(chan string, 16)}
 	defer func() {
 		if p := recover(); p != nil {
 			msg := fmt.Sprint(p)
-			if f, ok := p.(fatal); ok {
-				msg = f.msg
+			if f, ok := p.(pt.RunFatal); ok {
+				msg = f.Msg
 			} else {
 				msg += "\n" + string(debug.Stack())
 			}
 			r.viol = append(r.viol, Violation{Invariant: Harness, Detail: msg})
 		}
 		r.shutdown()
-		tb.cleanup()
+		tb.RunCleanups()
 		r.stats.Lost = int(r.lost.Load())
 		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
 	}()
@@ -366,7 +366,7 @@ func (r *run) pauseDispatcher(st Step) {
 	case <-time.After(10 * time.Second):
 		d.gate.Release()
 		<-done
-		panic(fatal{"a paused dispatch neither paused nor finished in 10 s"})
+		panic(pt.RunFatal{Msg: "a paused dispatch neither paused nor finished in 10 s"})
 	}
 }
 
@@ -398,7 +398,7 @@ func (r *run) resumeDispatcher(i int) {
 	select {
 	case <-d.busy:
 	case <-time.After(20 * time.Second):
-		panic(fatal{"a resumed dispatch did not finish in 20 s"})
+		panic(pt.RunFatal{Msg: "a resumed dispatch did not finish in 20 s"})
 	}
 	d.busy = nil
 	if d.window != nil && !killed {
@@ -605,7 +605,7 @@ var StripeEpoch = pt.Start.Unix() - 3600
 func (r *run) putStripeTruth() {
 	for subj, status := range StripeTruth(r.s.Events) {
 		if err := r.h.Stripe.PutObject("subscription", subj, pt.SubscriptionObject(subj, status, "acct_"+subj)); err != nil {
-			panic(fatal{"stripe truth: " + err.Error()})
+			panic(pt.RunFatal{Msg: "stripe truth: " + err.Error()})
 		}
 	}
 }
@@ -639,12 +639,12 @@ func (r *run) forge(i int) {
 	body := pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, "")
 	wh, err := standardwebhooks.NewWebhook(forgedSecret)
 	if err != nil {
-		panic(fatal{"forger: " + err.Error()})
+		panic(pt.RunFatal{Msg: "forger: " + err.Error()})
 	}
 	now := r.h.Clock.Now()
 	sig, err := wh.Sign(id, now, body)
 	if err != nil {
-		panic(fatal{"forger: " + err.Error()})
+		panic(pt.RunFatal{Msg: "forger: " + err.Error()})
 	}
 	resp := r.h.DeliverTo("orders", body, map[string]string{"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10), "webhook-signature": sig})
 	if r.h.IntakeRec.Crashed() {
@@ -686,7 +686,7 @@ func (r *run) pause(st Step) {
 	case <-time.After(10 * time.Second):
 		p.gate.Release()
 		<-done
-		panic(fatal{"a paused poll neither paused nor finished in 10 s"})
+		panic(pt.RunFatal{Msg: "a paused poll neither paused nor finished in 10 s"})
 	}
 }
 
@@ -699,7 +699,7 @@ func (r *run) resume(i int) {
 	select {
 	case <-p.busy:
 	case <-time.After(20 * time.Second):
-		panic(fatal{"a resumed poll did not finish in 20 s"})
+		panic(pt.RunFatal{Msg: "a resumed poll did not finish in 20 s"})
 	}
 	p.busy = nil
 	r.afterCrash(i)
@@ -752,7 +752,7 @@ func (r *run) replay(i int) bool {
 	}
 	r.stats.Replays++
 	if err := (queue.Sender{Client: r.h.SQS, URL: r.h.Queues.Queue}).Send(r.ctx, queue.Pointer{Source: src, EventID: id, Reason: "replay"}); err != nil {
-		panic(fatal{"replay send: " + err.Error()})
+		panic(pt.RunFatal{Msg: "replay send: " + err.Error()})
 	}
 	return true
 }
@@ -766,7 +766,7 @@ func (r *run) sample(when string) {
 	seq := r.h.Outbox.Tick()
 	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
 	if err != nil {
-		panic(fatal{"snapshot: " + err.Error()})
+		panic(pt.RunFatal{Msg: "snapshot: " + err.Error()})
 	}
 	for _, p := range snap.Projections {
 		old, seen := r.last[p.Subject]
@@ -799,7 +799,7 @@ func (r *run) settled() bool {
 	}
 	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
 	if err != nil {
-		panic(fatal{"snapshot: " + err.Error()})
+		panic(pt.RunFatal{Msg: "snapshot: " + err.Error()})
 	}
 	for _, ev := range snap.Events {
 		if !ev.Status.Terminal() {
@@ -875,7 +875,7 @@ func (r *run) quiesce() bool {
 func (r *run) replayDead() int {
 	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
 	if err != nil {
-		panic(fatal{"snapshot: " + err.Error()})
+		panic(pt.RunFatal{Msg: "snapshot: " + err.Error()})
 	}
 	n := 0
 	for _, ev := range snap.Events {
@@ -896,7 +896,7 @@ func (r *run) replayDead() int {
 func (r *run) observe() observed {
 	snap, err := ledger.TakeSnapshot(r.ctx, r.h.DB, r.h.Table)
 	if err != nil {
-		panic(fatal{"snapshot: " + err.Error()})
+		panic(pt.RunFatal{Msg: "snapshot: " + err.Error()})
 	}
 	effects := r.d.Effects
 	if r.target != nil {
@@ -941,7 +941,7 @@ func (r *run) observe() observed {
 		for _, in := range snap.Intents {
 			st, err := r.h.Ledger.GetIntentState(r.ctx, in.OperationID)
 			if err != nil {
-				panic(fatal{"intent: " + err.Error()})
+				panic(pt.RunFatal{Msg: "intent: " + err.Error()})
 			}
 			o.intents = append(o.intents, st)
 		}
@@ -951,7 +951,7 @@ func (r *run) observe() observed {
 		for _, k := range r.wh.S3.Keys(r.wh.Bucket, r.wh.Prefix+"/") {
 			b, err := r.wh.S3.Object(r.wh.Bucket, k)
 			if err != nil {
-				panic(fatal{"warehouse object " + k + ": " + err.Error()})
+				panic(pt.RunFatal{Msg: "warehouse object " + k + ": " + err.Error()})
 			}
 			w.objects[k] = b
 		}
