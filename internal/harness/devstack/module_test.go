@@ -43,25 +43,8 @@ func TestATeamsModuleRunsOnTheLocalStack(t *testing.T) {
 	}
 
 	const id = "evt_local_shop_module_1"
-	body := []byte(`{"id":"` + id + `","object":"event","api_version":"2025-03-31.basil","created":` + strconv.FormatInt(time.Now().Unix(), 10) +
-		`,"type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_local_shop_1","object":"payment_intent",` +
-		`"amount":12900,"currency":"eur","status":"succeeded","metadata":{"order_id":"O-1001"}}}}`)
-	post := func() (int, string) {
-		t.Helper()
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write([]byte(ts + "." + string(body)))
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.HTTPURL()+"/webhooks/shop-stripe", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Stripe-Signature", fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(mac.Sum(nil))))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	body := shopPayment(id, "pi_local_shop_1", "O-1001")
+	post := func() (int, string) { return postShopStripe(ctx, t, stack, secret, body) }
 	if code, b := post(); code != http.StatusAccepted {
 		t.Fatalf("delivery: %d %s\n%s", code, b, logs.Tail(40))
 	}
@@ -142,4 +125,31 @@ func TestTeamModule(t *testing.T) {
 	if devstack.TeamModule(t.TempDir()) || !devstack.TeamModule("../../../examples/shop") || devstack.TeamModule("../../..") {
 		t.Error("a directory without go.mod, the shop or this repository misread")
 	}
+}
+
+// shopPayment is a Stripe payment_intent.succeeded for one of the shop's
+// orders, created now.
+func shopPayment(id, pi, order string) []byte {
+	return []byte(`{"id":"` + id + `","object":"event","api_version":"2025-03-31.basil","created":` + strconv.FormatInt(time.Now().Unix(), 10) +
+		`,"type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"` + pi + `","object":"payment_intent",` +
+		`"amount":12900,"currency":"eur","status":"succeeded","metadata":{"order_id":"` + order + `"}}}}`)
+}
+
+// postShopStripe delivers body to the stack's shop-stripe source, signed
+// now with secret as Stripe signs, and returns the answer.
+func postShopStripe(ctx context.Context, t *testing.T, stack *devstack.Stack, secret string, body []byte) (int, string) {
+	t.Helper()
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "." + string(body)))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.HTTPURL()+"/webhooks/shop-stripe", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Stripe-Signature", fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(mac.Sum(nil))))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

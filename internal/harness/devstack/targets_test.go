@@ -1,14 +1,8 @@
 package devstack_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -83,25 +77,8 @@ func TestAPaymentShipsTheOrderOnceThroughTheTeamsLambda(t *testing.T) {
 	secret := file.Secrets["LOCAL_SHOP_STRIPE_WEBHOOK_SECRET"]
 
 	const id, order, pi = "evt_local_ship_1", "O-2001", "pi_local_ship_1"
-	body := []byte(`{"id":"` + id + `","object":"event","api_version":"2025-03-31.basil","created":` + strconv.FormatInt(time.Now().Unix(), 10) +
-		`,"type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"` + pi + `","object":"payment_intent",` +
-		`"amount":12900,"currency":"eur","status":"succeeded","metadata":{"order_id":"` + order + `"}}}}`)
-	post := func() (int, string) {
-		t.Helper()
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write([]byte(ts + "." + string(body)))
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, stack.HTTPURL()+"/webhooks/shop-stripe", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Stripe-Signature", fmt.Sprintf("t=%s,v1=%s", ts, hex.EncodeToString(mac.Sum(nil))))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	body := shopPayment(id, pi, order)
+	post := func() (int, string) { return postShopStripe(ctx, t, stack, secret, body) }
 	// WHEN the payment is delivered
 	if code, b := post(); code != http.StatusAccepted {
 		t.Fatalf("delivery: %d %s\n%s", code, b, logs.Tail(40))
