@@ -315,6 +315,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		}
 		return d.record(ctx, c, false, out)
 	}
+	// An earlier attempt may have reached the downstream: call again only
+	// under the same key, and only while the downstream still remembers it.
 	if c.MaybeSent() {
 		ans := d.lookup(ctx, eff, call.Key)
 		if out, stop := resendOutcome(ans, firstAttempt(in), d.now(), d.lease(), d.window(eff)); stop {
@@ -322,6 +324,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		}
 	}
 	res, callErr := eff.Do(ctx, call)
+	// The backoff draws jitter, so it is asked for only when the intent waits.
 	backoff := func(retryAfter time.Duration) time.Duration { return d.Backoff(in.Attempts, retryAfter) }
 	o, err := d.record(ctx, c, true, callOutcome(res, callErr, in.Attempts, d.maxAttempts(), d.now(), backoff))
 	o.Err = callErr
