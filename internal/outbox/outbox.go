@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/ledger"
@@ -216,6 +215,20 @@ func (d *Dispatcher) now() time.Time {
 	return d.Clock.Now().UTC()
 }
 
+func (d *Dispatcher) owner() string {
+	if d.Owner == "" {
+		return "outbox"
+	}
+	return d.Owner
+}
+
+func (d *Dispatcher) maxAttempts() int {
+	if d.MaxAttempts <= 0 {
+		return DefaultMaxAttempts
+	}
+	return d.MaxAttempts
+}
+
 func (d *Dispatcher) lease() time.Duration {
 	if d.Lease <= 0 {
 		return time.Minute
@@ -264,19 +277,14 @@ func (d *Dispatcher) Backoff(attempts int, retryAfter time.Duration) time.Durati
 // not claimable now (finished, leased elsewhere, not yet due) returns an
 // error matching ledger.ErrNotClaimable without calling anything.
 func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
-	owner := d.Owner
-	if owner == "" {
-		owner = "outbox"
-	}
-	c, err := d.Ledger.ClaimIntent(ctx, op, ledger.ClaimOptions{Owner: owner, Lease: d.lease()})
+	c, err := d.Ledger.ClaimIntent(ctx, op, ledger.ClaimOptions{Owner: d.owner(), Lease: d.lease()})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("dispatch %s: %w", op, err)
 	}
 	in := c.Intent
 	eff, ok := d.Effects[in.Kind]
 	if !ok {
-		return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "no_effect",
-			Detail: fmt.Sprintf("%v %q", ErrNoEffect, in.Kind)})
+		return d.record(ctx, c, false, noEffectOutcome(in.Kind))
 	}
 	// Whose fact this is decides whether the effect may be used at all,
 	// before anything else: a refusal is never silent (not SUPERSEDED or
@@ -285,18 +293,14 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 	if g, ok := eff.(ScopeGuard); !ok || !g.AllowsScope(in.Scope) {
 		return d.refuseScope(ctx, c)
 	}
-	call := Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: in.Payload, Scope: in.Scope, Source: in.Source}
-	if in.Projection != "" {
-		call.Version = strconv.FormatInt(in.Version, 10)
-	}
-
+	call := newCall(in)
+	retryAt := func() time.Time { return d.now().Add(d.Backoff(in.Attempts, 0)) }
 	// The truth may have moved on since the commit (I7; see
 	// docs/architecture.md).
-	if in.Policy == ledger.PolicyWhileCurrent || in.Policy == ledger.PolicyLatest {
+	if checksTruth(in.Policy) {
 		why, current, err := d.stillCurrent(ctx, in)
 		if err != nil {
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "truth_unreadable",
-				Detail: err.Error(), Next: d.now().Add(d.Backoff(in.Attempts, 0))})
+			return d.record(ctx, c, false, truthUnreadableOutcome(err, retryAt()))
 		}
 		if !current {
 			return d.notCurrent(ctx, c, eff, call.Key, why)
@@ -305,85 +309,24 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 	// A state sync is serialized per subject: never an older state after a
 	// newer one at the downstream.
 	if err := d.Ledger.LockSubject(ctx, c); err != nil {
-		var busy *ledger.SubjectBusyError
-		switch {
-		case errors.As(err, &busy) && busy.Newer:
-			return d.notCurrent(ctx, c, eff, call.Key, busy.Error())
-		case errors.As(err, &busy):
-			// Not an attempt at the downstream: wait for the holder's lease
-			// at most (it is usually done sooner; the next claim finds out).
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "subject_busy",
-				Detail: busy.Error(), Next: busy.Cursor.HolderUntil})
-		default:
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "cursor_unavailable",
-				Detail: err.Error(), Next: d.now().Add(d.Backoff(in.Attempts, 0))})
+		why, newer, out := lockRefusal(err, retryAt)
+		if newer {
+			return d.notCurrent(ctx, c, eff, call.Key, why)
 		}
+		return d.record(ctx, c, false, out)
 	}
-
+	// An earlier attempt may have reached the downstream: call again only
+	// under the same key, and only while the downstream still remembers it.
 	if c.MaybeSent() {
-		lookedUp := false
-		if lk, ok := eff.(StatusLookup); ok {
-			applied, known, lerr := lk.Lookup(ctx, call.Key)
-			switch {
-			case lerr == nil && known && applied:
-				return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "lookup_applied",
-					Detail: "the downstream reports the key as applied"})
-			case lerr == nil && known:
-				lookedUp = true // not applied: a retry with the same key is safe
-			}
-		}
-		first := in.FirstAttemptAt
-		if first.IsZero() {
-			first = in.CreatedAt
-		}
-		// The retry must reach the downstream while it still remembers the
-		// key; the lease bounds how long this attempt can take.
-		if w := d.window(eff); !lookedUp && !d.now().Add(d.lease()).Before(first.Add(w)) {
-			why := fmt.Sprintf("the downstream's %s idempotency window has passed", w)
-			if w == 0 {
-				why = "the target does not deduplicate calls and cannot say whether it acted, so a second call could act twice"
-			}
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "idempotency_window_passed",
-				Detail: fmt.Sprintf("outcome unknown since %s and %s; an operator must check", first.Format(time.RFC3339), why)})
+		ans := d.lookup(ctx, eff, call.Key)
+		if out, stop := resendOutcome(ans, firstAttempt(in), d.now(), d.lease(), d.window(eff)); stop {
+			return d.record(ctx, c, false, out)
 		}
 	}
-
 	res, callErr := eff.Do(ctx, call)
-	class, retryAfter := Classify(callErr)
-	maxAttempts := d.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
-	}
-	now := d.now()
-	var out ledger.IntentOutcome
-	switch class {
-	case ClassOK:
-		out = ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: fmt.Sprintf("ok_%d", res.StatusCode), Detail: res.Detail}
-		if res.Replayed {
-			out.Code = "replayed"
-		}
-	case ClassPermanent:
-		out = ledger.IntentOutcome{Status: ledger.IntentStatusFailed, Code: "permanent", Detail: callErr.Error()}
-	case ClassMisconfigured:
-		var me *MisconfiguredError
-		errors.As(callErr, &me)
-		out = ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: me.Code, Detail: callErr.Error()}
-	case ClassRetryable:
-		if in.Attempts >= maxAttempts {
-			out = ledger.IntentOutcome{Status: ledger.IntentStatusFailed, Code: "attempts_exhausted", Detail: callErr.Error()}
-			break
-		}
-		out = ledger.IntentOutcome{Status: ledger.IntentStatusRetryWait, Code: "retryable", Detail: callErr.Error(),
-			Next: now.Add(d.Backoff(in.Attempts, retryAfter))}
-	default:
-		if in.Attempts >= maxAttempts {
-			out = ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: "uncertain_attempts_exhausted", Detail: callErr.Error()}
-			break
-		}
-		out = ledger.IntentOutcome{Status: ledger.IntentStatusUncertain, Code: "uncertain", Detail: callErr.Error(),
-			Next: now.Add(d.Backoff(in.Attempts, 0))}
-	}
-	o, err := d.record(ctx, c, true, out)
+	// The backoff draws jitter, so it is asked for only when the intent waits.
+	backoff := func(retryAfter time.Duration) time.Duration { return d.Backoff(in.Attempts, retryAfter) }
+	o, err := d.record(ctx, c, true, callOutcome(res, callErr, in.Attempts, d.maxAttempts(), d.now(), backoff))
 	o.Err = callErr
 	return o, err
 }
@@ -424,38 +367,26 @@ func (d *Dispatcher) stillCurrent(ctx context.Context, in ledger.IntentState) (w
 	return "", true, nil
 }
 
-// notCurrent ends an intent the truth no longer justifies, without a call:
-// OBSOLETE (while_current) or SUPERSEDED (latest). If an earlier attempt
-// may have reached the downstream, that is never silent: the status
-// lookup decides (applied: a state sync SUCCEEDED, a newer intent carries
-// the newer state; an action CONTRADICTED, performed and then its reason
-// removed, for the recovery owner; not applied: the same terminal state),
-// and without an answer the intent is QUARANTINED for its owner.
+// notCurrent ends an intent the truth no longer justifies, without a
+// call, asking the effect's status lookup first when an earlier attempt
+// may have reached the downstream; notCurrentOutcome decides.
 func (d *Dispatcher) notCurrent(ctx context.Context, c ledger.IntentClaim, eff Effect, key, why string) (Outcome, error) {
-	status, code := ledger.IntentStatusObsolete, "obsolete"
-	if c.Intent.Policy == ledger.PolicyLatest {
-		status, code = ledger.IntentStatusSuperseded, "superseded"
-	}
+	var ans lookupAnswer
 	if c.MaybeSent() {
-		lk, ok := eff.(StatusLookup)
-		if !ok {
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: code + "_maybe_performed",
-				Detail: why + "; an earlier attempt may have reached the downstream and it has no status lookup: the recovery owner must check"})
-		}
-		applied, known, err := lk.Lookup(ctx, key)
-		switch {
-		case err != nil || !known:
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: code + "_maybe_performed",
-				Detail: why + "; an earlier attempt may have reached the downstream and its status is unknown: the recovery owner must check"})
-		case applied && c.Intent.Policy == ledger.PolicyWhileCurrent:
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusContradicted, Code: "performed_then_" + code,
-				Detail: "the downstream applied it and the truth moved on: " + why + "; the recovery owner must decide what to do"})
-		case applied:
-			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusSucceeded, Code: "performed_before_" + code,
-				Detail: "the downstream applied it before the truth moved on: " + why})
-		}
+		ans = d.lookup(ctx, eff, key)
 	}
-	return d.record(ctx, c, false, ledger.IntentOutcome{Status: status, Code: code, Detail: why})
+	return d.record(ctx, c, false, notCurrentOutcome(c.Intent.Policy, c.MaybeSent(), ans, why))
+}
+
+// lookup asks the effect's StatusLookup, if it has one, whether key was
+// applied: one request to the downstream.
+func (d *Dispatcher) lookup(ctx context.Context, eff Effect, key string) lookupAnswer {
+	lk, ok := eff.(StatusLookup)
+	if !ok {
+		return lookupAnswer{}
+	}
+	applied, known, err := lk.Lookup(ctx, key)
+	return lookupAnswer{Asked: true, Applied: applied, Known: known, Err: err}
 }
 
 // refuseScope ends an intent whose scope may not use its effect:
