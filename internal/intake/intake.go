@@ -146,101 +146,28 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	return resp
 }
 
+// handle is the request path: verify the raw bytes, keep a delivery
+// without a usable identity quarantined, otherwise accept (and enqueue)
+// each event, confirm when the provider asks for it, and answer.
 func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 	log := h.log().With("source", req.Source, "request_id", req.RequestID)
-	src, ok := h.Sources.Lookup(req.Source)
-	if !ok || !src.HTTPS() {
-		// A source whose delivery is eventbridge only has no webhook URL
-		// (and perhaps no secret): to HTTPS it does not exist.
-		log.Warn("unknown source", "status", 404, "eventbridge_only", ok)
-		return reply(http.StatusNotFound, map[string]any{"error": "unknown source"})
+	src, verified, refused, ok := h.verifyRequest(ctx, log, req)
+	if !ok {
+		return refused
 	}
-	if len(req.Body) > src.BodyLimit() {
-		log.Warn("body too large", "status", 413, "bytes", len(req.Body), "limit", src.BodyLimit())
-		return reply(http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large", "limit_bytes": src.BodyLimit()})
+	if reason, attrs := identityProblem(verified, req.Body); reason != "" {
+		return h.keepUnidentified(ctx, log, unidentifiedDelivery(src.Name, verified, req.Body, attrs), reason)
 	}
-	verifier, err := h.verifier(src)
-	if err != nil {
-		log.Error("source has an unknown provider kind", "kind", src.Kind)
-		return reply(http.StatusInternalServerError, map[string]any{"error": "source misconfigured"})
-	}
-
-	verified, err := h.verify(ctx, verifier, src, req, false)
-	if errors.Is(err, provider.ErrBadSignature) {
-		// Perhaps the secret was just rotated: reload once and retry.
-		verified, err = h.verify(ctx, verifier, src, req, true)
-	}
-	if err != nil {
-		switch {
-		case errors.Is(err, source.ErrSecrets), errors.Is(err, provider.ErrNoSecrets), errors.Is(err, provider.ErrCertUnavailable):
-			// Our side cannot verify right now: a 5xx makes the sender retry
-			// (SNS never retries a 4xx).
-			log.Error("verification material unavailable", "status", 503, "err", err)
-			return reply(http.StatusServiceUnavailable, map[string]any{"error": "temporarily unavailable"})
-		default:
-			log.Warn("signature rejected", "status", 401, "reason", rejectReason(err))
-			return reply(http.StatusUnauthorized, map[string]any{"error": "invalid signature"})
-		}
-	}
-
-	deliveryID := ""
-	if len(verified.Events) > 0 {
-		deliveryID = verified.Events[0].DeliveryID
-	}
-	if verified.Unidentified == "" && len(req.Body) == 0 {
-		// A signed empty body (an id in a header, perhaps) carries nothing
-		// to apply, and no retry will change it: kept like any verified
-		// delivery without a usable identity, never answered with a 5xx.
-		// Under the content id, not the header's id, so that a later
-		// delivery with a body under that id is a new event, not a conflict.
-		verified.Unidentified = "empty body"
-	}
-	var attrs map[string]string
-	if verified.Unidentified == "" {
-		verified.Unidentified, attrs = unusableID(verified)
-	}
-	if verified.Unidentified != "" {
-		id := ledger.ContentID(req.Body)
-		res, err := h.Ledger.Accept(ctx, ledger.Delivery{Source: src.Name, EventID: id, EventType: "unidentified", DeliveryID: deliveryID,
-			Payload: req.Body, Quarantine: "no_identity", Attributes: attrs})
-		if err != nil {
-			return h.storeFailed(log, err)
-		}
-		log.Warn("verified delivery without identity kept quarantined", "event_id", id, "reason", verified.Unidentified, "duplicate", res.Duplicate, "status", 202)
-		return reply(http.StatusAccepted, map[string]any{"status": "quarantined", "event_id": id})
-	}
-
 	status := http.StatusOK
 	results := make([]map[string]any, 0, len(verified.Events))
 	for _, ident := range verified.Events {
 		res, err := h.accept(ctx, log, src, ident, req.Body, t)
-		if errors.Is(err, errEnqueue) {
-			// The row stays RECEIVED; the reconciler re-enqueues it and the
-			// provider's retry will too. 5xx so the provider retries.
-			return reply(http.StatusInternalServerError, map[string]any{"error": "temporarily unavailable"})
-		}
 		if err != nil {
-			return h.storeFailed(log.With("event_id", ident.EventID), err)
+			return h.acceptFailed(log, ident.EventID, err)
 		}
-		if res.Conflict {
-			status = http.StatusAccepted
-			results = append(results, map[string]any{"event_id": ident.EventID, "status": "conflict",
-				"detail": "this event id was first delivered with other bytes; nothing was changed"})
-			continue
-		}
-		if ev := res.Event; res.Duplicate && ev.Status == ledger.StatusProcessed {
-			results = append(results, duplicateAnswer(ev))
-			continue
-		}
-		status = http.StatusAccepted
-		if !res.Duplicate {
-			results = append(results, map[string]any{"event_id": ident.EventID, "status": "accepted", "ledger_status": res.Event.Status})
-			continue
-		}
-		// A duplicate of an event that is not processed: it waits for a
-		// worker (re-enqueued when it might wait forever) or for an operator.
-		results = append(results, map[string]any{"event_id": ident.EventID, "status": "duplicate", "ledger_status": res.Event.Status,
-			"reenqueued": res.Enqueued, "delivery_count": res.Event.DeliveryCount})
+		answer, st := eventAnswer(ident.EventID, res)
+		status = max(status, st)
+		results = append(results, answer)
 	}
 	if verified.Confirm != nil {
 		// Recorded first, acted on second: a failed confirmation gets a 5xx
@@ -251,8 +178,129 @@ func (h *Handler) handle(ctx context.Context, req Request, t *tally) Response {
 		}
 		log.Info("confirmed", "events", len(results))
 	}
+	return eventsReply(status, results)
+}
+
+// verifyRequest finds the source, checks the body's size and verifies the
+// signature on the raw bytes (reloading the secrets once on a bad
+// signature, in case they were just rotated). ok is false when the request
+// goes no further; refused is then its answer.
+func (h *Handler) verifyRequest(ctx context.Context, log *slog.Logger, req Request) (src source.Source, verified provider.Verified, refused Response, ok bool) {
+	src, ok = h.Sources.Lookup(req.Source)
+	if !ok || !src.HTTPS() {
+		// A source whose delivery is eventbridge only has no webhook URL
+		// (and perhaps no secret): to HTTPS it does not exist.
+		log.Warn("unknown source", "status", 404, "eventbridge_only", ok)
+		return src, verified, reply(http.StatusNotFound, map[string]any{"error": "unknown source"}), false
+	}
+	if len(req.Body) > src.BodyLimit() {
+		log.Warn("body too large", "status", 413, "bytes", len(req.Body), "limit", src.BodyLimit())
+		return src, verified, reply(http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large", "limit_bytes": src.BodyLimit()}), false
+	}
+	verifier, err := h.verifier(src)
+	if err != nil {
+		log.Error("source has an unknown provider kind", "kind", src.Kind)
+		return src, verified, reply(http.StatusInternalServerError, map[string]any{"error": "source misconfigured"}), false
+	}
+	verified, err = h.verify(ctx, verifier, src, req, false)
+	if errors.Is(err, provider.ErrBadSignature) {
+		verified, err = h.verify(ctx, verifier, src, req, true)
+	}
+	if err == nil {
+		return src, verified, Response{}, true
+	}
+	if verifyUnavailable(err) {
+		log.Error("verification material unavailable", "status", 503, "err", err)
+		return src, verified, reply(http.StatusServiceUnavailable, map[string]any{"error": "temporarily unavailable"}), false
+	}
+	log.Warn("signature rejected", "status", 401, "reason", rejectReason(err))
+	return src, verified, reply(http.StatusUnauthorized, map[string]any{"error": "invalid signature"}), false
+}
+
+// verifyUnavailable reports whether a verification error is ours (no
+// secrets, no certificate right now) rather than the request's: it is
+// answered with a 5xx so the sender retries (SNS never retries a 4xx).
+func verifyUnavailable(err error) bool {
+	return errors.Is(err, source.ErrSecrets) || errors.Is(err, provider.ErrNoSecrets) || errors.Is(err, provider.ErrCertUnavailable)
+}
+
+// identityProblem says why a verified delivery cannot be accepted under
+// its events' ids ("" when it can), and the attributes to record about it.
+// The verifier may have found no identity; a signed empty body (an id in a
+// header, perhaps) carries nothing to apply and no retry will change it;
+// and an id may be unusable as a ledger key (unusableID). Such a delivery
+// is kept quarantined under its content id, never answered with a 5xx.
+// The content id, not a header's id, so that a later delivery with a body
+// under that id is a new event, not a conflict.
+func identityProblem(v provider.Verified, body []byte) (string, map[string]string) {
+	if v.Unidentified != "" {
+		return v.Unidentified, nil
+	}
+	if len(body) == 0 {
+		return "empty body", nil
+	}
+	return unusableID(v)
+}
+
+// unidentifiedDelivery is the ledger row of a verified delivery without a
+// usable identity: under its content id, quarantined, with the delivery id
+// of its first event when there is one.
+func unidentifiedDelivery(srcName string, v provider.Verified, body []byte, attrs map[string]string) ledger.Delivery {
+	deliveryID := ""
+	if len(v.Events) > 0 {
+		deliveryID = v.Events[0].DeliveryID
+	}
+	return ledger.Delivery{Source: srcName, EventID: ledger.ContentID(body), EventType: "unidentified", DeliveryID: deliveryID,
+		Payload: body, Quarantine: "no_identity", Attributes: attrs}
+}
+
+// keepUnidentified records d (unidentifiedDelivery) and answers 202 with
+// its content id; nothing is enqueued for a quarantined row.
+func (h *Handler) keepUnidentified(ctx context.Context, log *slog.Logger, d ledger.Delivery, reason string) Response {
+	res, err := h.Ledger.Accept(ctx, d)
+	if err != nil {
+		return h.storeFailed(log, err)
+	}
+	log.Warn("verified delivery without identity kept quarantined", "event_id", d.EventID, "reason", reason, "duplicate", res.Duplicate, "status", 202)
+	return reply(http.StatusAccepted, map[string]any{"status": "quarantined", "event_id": d.EventID})
+}
+
+// acceptFailed answers an event that accept could not record or enqueue.
+func (h *Handler) acceptFailed(log *slog.Logger, eventID string, err error) Response {
+	if errors.Is(err, errEnqueue) {
+		// The row stays RECEIVED; the reconciler re-enqueues it and the
+		// provider's retry will too. 5xx so the provider retries.
+		return reply(http.StatusInternalServerError, map[string]any{"error": "temporarily unavailable"})
+	}
+	return h.storeFailed(log.With("event_id", eventID), err)
+}
+
+// eventAnswer is one event's entry in the reply and the status it asks
+// for: 200 for a duplicate of a processed event (nothing more will happen
+// to it), 202 for every other (accepted, waiting, or a conflict that
+// changed nothing). The reply's status is the highest of its events'.
+func eventAnswer(eventID string, res accepted) (map[string]any, int) {
+	switch ev := res.Event; {
+	case res.Conflict:
+		return map[string]any{"event_id": eventID, "status": "conflict",
+			"detail": "this event id was first delivered with other bytes; nothing was changed"}, http.StatusAccepted
+	case res.Duplicate && ev.Status == ledger.StatusProcessed:
+		return duplicateAnswer(ev), http.StatusOK
+	case !res.Duplicate:
+		return map[string]any{"event_id": eventID, "status": "accepted", "ledger_status": ev.Status}, http.StatusAccepted
+	default:
+		// A duplicate of an event that is not processed: it waits for a
+		// worker (re-enqueued when it might wait forever) or for an operator.
+		return map[string]any{"event_id": eventID, "status": "duplicate", "ledger_status": ev.Status,
+			"reenqueued": res.Enqueued, "delivery_count": ev.DeliveryCount}, http.StatusAccepted
+	}
+}
+
+// eventsReply is the answer to an identified delivery: the events' entries
+// in a list, except that one processed duplicate is answered with its
+// entry alone.
+func eventsReply(status int, results []map[string]any) Response {
 	if status == http.StatusOK && len(results) == 1 {
-		// One processed duplicate: its answer alone, not in a list.
 		return reply(http.StatusOK, results[0])
 	}
 	return reply(status, map[string]any{"events": results})
@@ -317,21 +365,15 @@ type accepted struct {
 // identity carries its own. It returns the ledger's answer, or the ledger's
 // error, or one wrapping errEnqueue.
 func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Source, ident provider.Identity, payload []byte, t *tally) (accepted, error) {
-	if ident.Payload != nil {
-		payload = ident.Payload
-	}
 	evLog := log.With("event_id", ident.EventID, "type", ident.Type, "delivery_id", ident.DeliveryID)
-	d := ledger.Delivery{
-		Source: src.Name, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
-		Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
-	}
+	d := eventDelivery(src.Name, ident, payload)
 	if ident.UnsignedID {
 		// The id is not signed: the same body under a new id is a
 		// suspected replay of a captured delivery. It is kept, quarantined,
 		// and creates no business work. Bytes first seen under this id are
 		// the event's own: if a replay was sent under the id before them,
 		// the ledger gives them the row (Accepted.Displaced).
-		first, err := h.Ledger.ClaimBody(ctx, src.Name, ledger.PayloadHash(payload), ident.EventID)
+		first, err := h.Ledger.ClaimBody(ctx, src.Name, ledger.PayloadHash(d.Payload), ident.EventID)
 		if err != nil {
 			return accepted{}, err
 		}
@@ -401,6 +443,18 @@ func (h *Handler) accept(ctx context.Context, log *slog.Logger, src source.Sourc
 	}
 	evLog.Info("accepted", "duplicate", res.Duplicate, "ledger_status", ev.Status, "enqueued", res.Enqueued)
 	return res, nil
+}
+
+// eventDelivery is the ledger row of one identified event: payload is the
+// delivery's bytes unless the identity carries its own.
+func eventDelivery(srcName string, ident provider.Identity, payload []byte) ledger.Delivery {
+	if ident.Payload != nil {
+		payload = ident.Payload
+	}
+	return ledger.Delivery{
+		Source: srcName, EventID: ident.EventID, EventType: ident.Type, DeliveryID: ident.DeliveryID,
+		Subject: ident.Subject, Payload: payload, VersionHint: ident.VersionHint, Attributes: ident.Attributes,
+	}
 }
 
 func (h *Handler) verify(ctx context.Context, v provider.Verifier, src source.Source, req Request, fresh bool) (provider.Verified, error) {

@@ -224,30 +224,18 @@ type BulkSummary struct {
 // and one recorded in the checkpoint file is skipped even if it has died
 // again since. A cancelled ctx stops it between two events.
 func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
-	if q.Status != ledger.StatusDead && q.Status != ledger.StatusQuarantined {
-		return fmt.Errorf("%w: bulk replay takes --status DEAD or QUARANTINED, not %q", ErrUsage, q.Status)
-	}
-	if q.Reason == "" {
-		return fmt.Errorf("%w: --reason is required: it goes into the audit trail of every event replayed", ErrUsage)
+	q, err := bulkQuery(q)
+	if err != nil {
+		return err
 	}
 	if !q.DryRun {
 		if _, err := a.actor(ctx); err != nil {
 			return err
 		}
 	}
-	if q.Interval <= 0 {
-		q.Interval = 200 * time.Millisecond
-	}
-	if q.Limit <= 0 {
-		q.Limit = 500
-	}
 	cp, err := loadCheckpoint(q.Checkpoint, q)
 	if err != nil {
 		return err
-	}
-	done := map[[2]string]bool{}
-	for _, d := range cp.Done {
-		done[[2]string{d.Source, d.EventID}] = true
 	}
 	url := ""
 	if !q.DryRun {
@@ -255,25 +243,123 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 			return err
 		}
 	}
-	fetch := q.Limit + 1
-	if q.Source != "" || q.EventType != "" {
-		fetch = max(fetch, indexReadCap)
-	}
+	fetch := bulkFetch(q)
 	items, err := a.Ledger.ListOpen(ctx, "event", fetch, q.Status)
 	if err != nil {
 		return err
 	}
-	var todo []ledger.OpenItem
+	todo, more := bulkCandidates(items, q, fetch)
+	sum := BulkSummary{DryRun: q.DryRun, More: more, Matched: len(todo)}
+	stop := a.replayEach(ctx, q, url, cp, todo, &sum)
+	if a.JSON {
+		if err := a.printJSON(sum); err != nil {
+			return err
+		}
+	} else {
+		a.printBulkSummary(sum, q)
+	}
+	return bulkResult(sum, stop)
+}
+
+// bulkQuery checks a bulk replay's query and fills in its defaults: an
+// interval of 200 ms (5/s) and a limit of 500 events per run.
+func bulkQuery(q BulkQuery) (BulkQuery, error) {
+	if q.Status != ledger.StatusDead && q.Status != ledger.StatusQuarantined {
+		return q, fmt.Errorf("%w: bulk replay takes --status DEAD or QUARANTINED, not %q", ErrUsage, q.Status)
+	}
+	if q.Reason == "" {
+		return q, fmt.Errorf("%w: --reason is required: it goes into the audit trail of every event replayed", ErrUsage)
+	}
+	if q.Interval <= 0 {
+		q.Interval = 200 * time.Millisecond
+	}
+	if q.Limit <= 0 {
+		q.Limit = 500
+	}
+	return q, nil
+}
+
+// bulkFetch is how many open items to list: one more than the limit, to
+// tell whether more remain; with a source or type filter, at least what
+// the index read takes anyway, since the filter runs on the listed items.
+func bulkFetch(q BulkQuery) int {
+	fetch := q.Limit + 1
+	if q.Source != "" || q.EventType != "" {
+		fetch = max(fetch, indexReadCap)
+	}
+	return fetch
+}
+
+// bulkCandidates are the listed items that match q's source and type, at
+// most q.Limit of them in the listed order; more says whether this run
+// leaves matching events behind (the listing was full, or more matched
+// than the limit).
+func bulkCandidates(items []ledger.OpenItem, q BulkQuery, fetch int) (todo []ledger.OpenItem, more bool) {
 	for _, it := range items {
 		if (q.Source == "" || it.Source == q.Source) && (q.EventType == "" || it.EventType == q.EventType) {
 			todo = append(todo, it)
 		}
 	}
-	sum := BulkSummary{DryRun: q.DryRun, More: len(items) == fetch || len(todo) > q.Limit}
+	more = len(items) == fetch || len(todo) > q.Limit
 	if len(todo) > q.Limit {
 		todo = todo[:q.Limit]
 	}
-	sum.Matched = len(todo)
+	return todo, more
+}
+
+// bulkStep is what a bulk replay does with one candidate before asking
+// the ledger.
+type bulkStep int
+
+const (
+	stepReplay         bulkStep = iota // replay it
+	stepSkipCheckpoint                 // already replayed by this bulk replay (checkpoint)
+	stepWouldReplay                    // dry run: report it only
+)
+
+// bulkDecide is the step for one candidate: the checkpoint wins over a dry
+// run, so that a dry run of a resumed replay shows what it would still do.
+func bulkDecide(it ledger.OpenItem, done map[[2]string]bool, dryRun bool) bulkStep {
+	switch {
+	case done[[2]string{it.Source, it.EventID}]:
+		return stepSkipCheckpoint
+	case dryRun:
+		return stepWouldReplay
+	}
+	return stepReplay
+}
+
+// replayOutcome is what the ledger's answer to one replay means for a bulk
+// replay.
+type replayOutcome int
+
+const (
+	outcomeReplayed replayOutcome = iota // reopened: enqueue and record it
+	outcomeMoved                         // no longer in the status (or gone): skip it
+	outcomeFailed                        // the ledger failed: stop the run
+)
+
+func classifyReplay(err error) replayOutcome {
+	switch {
+	case err == nil:
+		return outcomeReplayed
+	case errors.Is(err, ledger.ErrNotReplayable), errors.Is(err, ledger.ErrNotFound):
+		return outcomeMoved
+	}
+	return outcomeFailed
+}
+
+// replayEach performs the bulk replay of todo, paced by the limiter,
+// counting into sum and printing a line per event (to stderr with --json).
+// Each replayed event goes into the checkpoint file before the next one.
+// It returns the error that stopped the run (a ledger failure or a
+// checkpoint that could not be written); a cancelled ctx sets
+// sum.Interrupted instead.
+func (a *App) replayEach(ctx context.Context, q BulkQuery, url string, cp *checkpoint, todo []ledger.OpenItem, sum *BulkSummary) error {
+	done := map[[2]string]bool{}
+	for _, d := range cp.Done {
+		done[[2]string{d.Source, d.EventID}] = true
+	}
 	progress := a.Out
 	if a.JSON {
 		progress = a.errOut()
@@ -283,35 +369,31 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 		newLimiter = func(d time.Duration) Limiter { return NewPacer(d) }
 	}
 	limiter := newLimiter(q.Interval)
-	var stop error
 	for i, it := range todo {
 		tag := fmt.Sprintf("[%d/%d] %s/%s", i+1, len(todo), safe(it.Source), safe(it.EventID))
-		if done[[2]string{it.Source, it.EventID}] {
+		switch bulkDecide(it, done, q.DryRun) {
+		case stepSkipCheckpoint:
 			sum.Checkpoint++
 			fmt.Fprintf(progress, "%s skipped: already replayed (checkpoint)\n", tag)
 			continue
-		}
-		if q.DryRun {
+		case stepWouldReplay:
 			fmt.Fprintf(progress, "%s would replay (%s, %s)\n", tag, safe(it.Status), safe(orDash(it.ErrorCode)))
 			continue
 		}
 		if err := limiter.Wait(ctx); err != nil {
 			sum.Interrupted = true
-			break
+			return nil
 		}
 		ev, err := a.Ledger.Replay(ctx, it.Source, it.EventID, a.Actor, q.Reason)
-		switch {
-		case errors.Is(err, ledger.ErrNotReplayable), errors.Is(err, ledger.ErrNotFound):
+		switch classifyReplay(err) {
+		case outcomeMoved:
 			sum.Moved++
 			fmt.Fprintf(progress, "%s skipped: now %s\n", tag, orDash(string(ev.Status)))
 			continue
-		case err != nil:
+		case outcomeFailed:
 			sum.Failed++
 			fmt.Fprintf(progress, "%s failed: %s\n", tag, safe(err.Error()))
-			stop = err
-		}
-		if stop != nil {
-			break
+			return err
 		}
 		sum.Replayed++
 		note, serr := a.enqueue(ctx, url, it.Source, it.EventID)
@@ -321,17 +403,16 @@ func (a *App) BulkReplay(ctx context.Context, q BulkQuery) error {
 		fmt.Fprintf(progress, "%s %s -> RECEIVED, %s\n", tag, safe(it.Status), safe(note))
 		cp.Done = append(cp.Done, checkpointEv{Source: it.Source, EventID: it.EventID, At: a.now(), Actor: a.Actor})
 		if err := cp.save(q.Checkpoint, a.now()); err != nil {
-			stop = err
-			break
-		}
-	}
-	if a.JSON {
-		if err := a.printJSON(sum); err != nil {
 			return err
 		}
-	} else {
-		a.printBulkSummary(sum, q)
 	}
+	return nil
+}
+
+// bulkResult is the error a bulk replay ends with: what stopped it, an
+// interruption, or events replayed but not enqueued; nil when it did all
+// it was asked.
+func bulkResult(sum BulkSummary, stop error) error {
 	switch {
 	case stop != nil:
 		return fmt.Errorf("%w: bulk replay stopped: %w", ErrIncomplete, stop)
