@@ -210,9 +210,28 @@ func requireUnseen(t *testing.T, c awstrace.Crash, clean, got runRecord) {
 	// A lost SQS send is sent again as another message, by design
 	// (queue.Sender), and the worker claims that duplicate too: extra
 	// calls, no extra trace.
-	if !strings.HasPrefix(c.Op, "SQS.") && !maps.Equal(clean.dynamo, got.dynamo) {
+	if !strings.HasPrefix(c.Op, "SQS.") && !maps.Equal(withoutRefusedReclaims(clean.dynamo, got.dynamo), clean.dynamo) {
 		t.Fatalf("after a lost answer: DynamoDB calls %v; clean run %v", got.dynamo, clean.dynamo)
 	}
+}
+
+// withoutRefusedReclaims is got less the second worker's extra claims: the
+// events queue's visibility timeout is 1 s of real time, so on a loaded
+// machine (the race detector, parallel tests) the message can come back
+// while the first worker is still handling it (an SDK retry of the lost
+// answer adds its backoff), and the second worker's claim of that copy is
+// refused, the event being done. Such a claim changes nothing, which the
+// audit comparison above proves; every other call must match the clean run.
+func withoutRefusedReclaims(clean, got map[string]int) map[string]int {
+	const claim = "worker2 DynamoDB.UpdateItem"
+	out := maps.Clone(got)
+	if out[claim] > clean[claim] {
+		out[claim] = clean[claim]
+		if out[claim] == 0 {
+			delete(out, claim)
+		}
+	}
+	return out
 }
 
 func writesOf(counts map[string]int) []awstrace.Crash {
