@@ -400,8 +400,12 @@ func (s sqsEnv) messages(t *testing.T) []string {
 	c := srv.Client()
 	var ops []string
 	for range 10 {
+		// The queue was created without a visibility timeout (goaws's
+		// default is 0 s): a message received without one becomes visible
+		// again at the emulator's next tick, and its receipt handle stops
+		// deleting it.
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(s.url), MaxNumberOfMessages: 10,
-			MessageAttributeNames: []string{"All"}})
+			MessageAttributeNames: []string{"All"}, VisibilityTimeout: 30})
 		if err != nil {
 			t.Fatal(err)
 		}
