@@ -162,7 +162,7 @@ func (l *Ledger) acceptInput(d Delivery) (acceptInput, error) {
 		return acceptInput{}, err
 	}
 	now := l.now()
-	p, err := storePayload(d.Payload, l.opts.InlinePayloadMax)
+	p, err := storePayload(d.Source, d.EventID, d.Payload, l.opts.InlinePayloadMax)
 	if err != nil {
 		return acceptInput{}, err
 	}
