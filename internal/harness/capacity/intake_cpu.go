@@ -222,6 +222,9 @@ type CPUOptions struct {
 	PerBlock int   // deliveries per contender per repetition and size; default 400
 	Warmup   int   // deliveries per contender and size before the first repetition, not measured; default 50, negative: none
 	ProfileN int   // deliveries of the profiled block of ours (4 KB, GOMAXPROCS 1); default 2000, negative: no profile
+	// ProfileDir, when set, keeps the profile (intake.prof) and the worker
+	// binary it was taken of (cpuworker) there, for go tool pprof.
+	ProfileDir string
 }
 
 func (o CPUOptions) withDefaults() CPUOptions {
@@ -275,10 +278,11 @@ type CPUReport struct {
 	// Profile is the top of the CPU profile of ours by own (flat) time
 	// and ProfileCum by cumulative time, which names the handler's own
 	// functions (their cost is mostly in what they call); ProfileCommand
-	// is the command that printed the first, without -cum.
+	// is the command that printed the first (the second adds -cum after
+	// -top).
 	Profile, ProfileCum []string
 	ProfileCommand      string
-	ProfileBytes        int // payload size of the profiled block
+	ProfileBytes        int // payload size of the profiled block's events
 	BuildCommand        string
 	GoVersion           string
 }
@@ -298,7 +302,7 @@ const profileSize = 4 << 10
 // the first one measured) a final block of ours is profiled.
 func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 	o = o.withDefaults()
-	rep := CPUReport{Options: o, ProfileBytes: profileSize}
+	rep := CPUReport{Options: o, ProfileBytes: len(sideEvent("evt_size", profileSize, time.Now()))}
 	tmp, err := os.MkdirTemp("", "intake-cpu-")
 	if err != nil {
 		return rep, err
@@ -353,6 +357,12 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 		rep.Rows = append(rep.Rows, rows...)
 		if prof != "" {
 			rep.ProfileCommand = "go tool pprof -top -nodecount=25 cpuworker intake.prof"
+			if o.ProfileDir != "" {
+				if err := keepProfile(o.ProfileDir, bin, prof); err != nil {
+					return rep, err
+				}
+				rep.ProfileCommand = "go tool pprof -top -nodecount=25 " + filepath.Join(o.ProfileDir, "cpuworker") + " " + filepath.Join(o.ProfileDir, "intake.prof")
+			}
 			if rep.Profile, err = pprofTop(ctx, bin, prof); err != nil {
 				return rep, err
 			}
@@ -504,6 +514,23 @@ func buildCPUWorker(ctx context.Context, dir string) (string, string, error) {
 		return "", "", fmt.Errorf("build the worker: %w\n%s", err, out)
 	}
 	return bin, `CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -tags lambda.norpc -o cpuworker ./internal/harness/capacity/cpuworker`, nil
+}
+
+// keepProfile copies the worker binary and the profile into dir.
+func keepProfile(dir, bin, prof string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for src, name := range map[string]string{bin: "cpuworker", prof: "intake.prof"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pprofTop runs `go tool pprof -top -nodecount=25` (and flags) on a
