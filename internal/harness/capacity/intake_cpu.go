@@ -1,0 +1,672 @@
+package capacity
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/effectively-once/webhooks/internal/config"
+	"github.com/effectively-once/webhooks/internal/harness/localaws"
+	"github.com/effectively-once/webhooks/internal/intake"
+	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/queue"
+)
+
+// CPUCommand asks a CPU worker for one measured block: n new signed
+// deliveries of size bytes, and a CPU profile of the block written to
+// Profile when it is not empty.
+type CPUCommand struct {
+	Size    int    `json:"size"`
+	N       int    `json:"n"`
+	Tag     string `json:"tag"`
+	Profile string `json:"profile"`
+}
+
+// CPUReply is a worker's answer to one CPUCommand: what the block cost the
+// worker process (getrusage RUSAGE_SELF and the Go allocator), its wall
+// time and the wall time of each delivery's Invoke.
+type CPUReply struct {
+	Tag        string `json:"tag"`
+	UserNS     int64  `json:"user_ns"`
+	SysNS      int64  `json:"sys_ns"`
+	WallNS     int64  `json:"wall_ns"`
+	Mallocs    uint64 `json:"mallocs"`
+	AllocBytes uint64 `json:"alloc_bytes"`
+	P50NS      int64  `json:"p50_ns"`
+	P99NS      int64  `json:"p99_ns"`
+	Dups       int    `json:"dups"`
+	Error      string `json:"error,omitempty"`
+}
+
+// The contenders a CPU worker can be.
+const (
+	ContenderOurs = "ours"
+	ContenderBare = "bare"
+)
+
+// cpuReady is the tag of the line a worker writes once its handler is
+// built (or failed to build), before it reads any command.
+const cpuReady = "ready"
+
+// ServeCPUWorker is one function process of one contender: it builds the
+// contender's handler once, as a Lambda cold start does, from getenv (the
+// local stack's function environment), writes a ready line to out, then
+// answers each CPUCommand line read from in with one CPUReply line until
+// in ends.
+func ServeCPUWorker(ctx context.Context, contender string, getenv func(string) string, in io.Reader, out io.Writer) error {
+	enc := json.NewEncoder(out)
+	h, err := cpuHandler(ctx, contender, getenv)
+	if err != nil {
+		_ = enc.Encode(CPUReply{Tag: cpuReady, Error: err.Error()})
+		return err
+	}
+	if err := enc.Encode(CPUReply{Tag: cpuReady}); err != nil {
+		return err
+	}
+	invoke := lambda.NewHandler(h)
+	sc := bufio.NewScanner(in)
+	seq := 0
+	for sc.Scan() {
+		var c CPUCommand
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			return fmt.Errorf("command %q: %w", sc.Text(), err)
+		}
+		r := runCPUBlock(ctx, invoke, contender, getenv("SIDE_SECRET"), c, &seq)
+		r.Tag = c.Tag
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// cpuHandler builds the contender's HTTP API handler. Ours is built as
+// the intake's composition root (pkg/app/intake) builds it: configuration
+// from the environment, the shared runtime (JSON logger and EMF metrics on
+// stdout, the ledger, the secret cache) and an SQS sender. The bare one
+// loads the default AWS configuration and makes plain clients from it, as
+// an engineer writing a minimal handler would.
+func cpuHandler(ctx context.Context, contender string, getenv func(string) string) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	switch contender {
+	case ContenderOurs:
+		cfg, err := config.LoadIntake(getenv)
+		if err != nil {
+			return nil, err
+		}
+		rt, err := cfg.Start(ctx, "intake", "intake")
+		if err != nil {
+			return nil, err
+		}
+		h := &intake.Handler{
+			Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
+			Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
+		}
+		return h.HandleHTTPAPI, nil
+	case ContenderBare:
+		cfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b := &BareIntake{DB: dynamodb.NewFromConfig(cfg), Table: getenv("TABLE_NAME"),
+			SQS: sqs.NewFromConfig(cfg), QueueURL: getenv("EVENTS_QUEUE_URL"), Secret: getenv("SIDE_SECRET")}
+		return b.HandleHTTPAPI, nil
+	}
+	return nil, fmt.Errorf("unknown contender %q (want %s or %s)", contender, ContenderOurs, ContenderBare)
+}
+
+// runCPUBlock prepares c.N signed deliveries, then measures their
+// delivery. Everything outside the measured span (building and signing
+// the requests, a full GC of that garbage) is paid before the first
+// reading.
+func runCPUBlock(ctx context.Context, h lambda.Handler, contender, secret string, c CPUCommand, seq *int) CPUReply {
+	fail := func(err error) CPUReply { return CPUReply{Error: err.Error()} }
+	payloads := make([][]byte, c.N)
+	for i := range payloads {
+		*seq++
+		id := fmt.Sprintf("evt_cpu_%s_%s_%d_%06d", contender, c.Tag, c.Size, *seq)
+		p, err := signedSideRequest(id, c.Size, secret, time.Now())
+		if err != nil {
+			return fail(err)
+		}
+		payloads[i] = p
+	}
+	runtime.GC()
+	var ru0, ru1 syscall.Rusage
+	var ms0, ms1 runtime.MemStats
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru0); err != nil {
+		return fail(err)
+	}
+	runtime.ReadMemStats(&ms0)
+	start := time.Now()
+	var prof *os.File
+	if c.Profile != "" {
+		f, err := os.Create(c.Profile)
+		if err != nil {
+			return fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return fail(err)
+		}
+		prof = f
+	}
+	var dups int
+	took, derr := deliverAll(ctx, h, payloads, &dups)
+	if prof != nil {
+		pprof.StopCPUProfile()
+		if err := prof.Close(); err != nil && derr == nil {
+			derr = err
+		}
+	}
+	wall := time.Since(start)
+	runtime.ReadMemStats(&ms1)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru1); err != nil {
+		return fail(err)
+	}
+	if derr != nil {
+		return fail(derr)
+	}
+	r := CPUReply{
+		UserNS: ru1.Utime.Nano() - ru0.Utime.Nano(), SysNS: ru1.Stime.Nano() - ru0.Stime.Nano(), WallNS: int64(wall),
+		Mallocs: ms1.Mallocs - ms0.Mallocs, AllocBytes: ms1.TotalAlloc - ms0.TotalAlloc, Dups: dups,
+	}
+	if len(took) > 0 {
+		p50, p99 := percentiles(took)
+		r.P50NS, r.P99NS = int64(p50), int64(p99)
+	}
+	return r
+}
+
+// signedSideRequest is one delivery as API Gateway hands it to the
+// function: an HTTP API 2.0 event carrying a realistic Stripe event of
+// size bytes, signed at `at` (the same request shape the in-process
+// comparison uses).
+func signedSideRequest(id string, size int, secret string, at time.Time) ([]byte, error) {
+	body := sideEvent(id, size, at)
+	sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: at}).Header
+	req := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: "/webhooks/stripe", Body: string(body),
+		Headers:        map[string]string{"content-type": "application/json", "stripe-signature": sig},
+		PathParameters: map[string]string{"source": "stripe"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "req-" + id,
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/webhooks/stripe"}},
+	}
+	return json.Marshal(req)
+}
+
+// CPUOptions shape MeasureIntakeCPU; the zero value is the bench's run.
+type CPUOptions struct {
+	Sizes    []int // payload sizes in bytes; default 1 KB and 4 KB
+	Procs    []int // GOMAXPROCS of the workers; default 1 and 2
+	Reps     int   // repetitions; default 5
+	PerBlock int   // deliveries per contender per repetition and size; default 400
+	Warmup   int   // deliveries per contender and size before the first repetition, not measured; default 50, negative: none
+	ProfileN int   // deliveries of the profiled block of ours (4 KB, GOMAXPROCS 1); default 2000, negative: no profile
+	// ProfileDir, when set, keeps the profile (intake.prof) and the worker
+	// binary it was taken of (cpuworker) there, for go tool pprof.
+	ProfileDir string
+}
+
+func (o CPUOptions) withDefaults() CPUOptions {
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{1 << 10, 4 << 10}
+	}
+	if len(o.Procs) == 0 {
+		o.Procs = []int{1, 2}
+	}
+	if o.Reps <= 0 {
+		o.Reps = 5
+	}
+	if o.PerBlock <= 0 {
+		o.PerBlock = 400
+	}
+	if o.Warmup < 0 {
+		o.Warmup = 0
+	} else if o.Warmup == 0 {
+		o.Warmup = 50
+	}
+	if o.ProfileN == 0 {
+		o.ProfileN = 2000
+	}
+	return o
+}
+
+// CPURow is one GOMAXPROCS and payload size of the CPU comparison.
+type CPURow struct {
+	Procs        int
+	PayloadBytes int
+	Deliveries   int // per contender, over all repetitions
+	// CPU (user+sys) per delivery in µs, one value per repetition.
+	OursCPU, BareCPU Spread
+	// Ratio ours/bare of CPU per delivery, one per repetition.
+	Ratio Spread
+	// Medians over the repetitions of each block's Invoke wall p50 and p99.
+	OursP50, OursP99, BareP50, BareP99 time.Duration
+	// Go heap allocations and allocated bytes per delivery, over all
+	// repetitions.
+	OursAllocs, BareAllocs float64
+	OursBytes, BareBytes   float64
+	// New events answered as duplicates (an SDK retry of a conditional
+	// put whose first attempt had succeeded).
+	OursDuplicates, BareDuplicates int
+}
+
+// CPUReport is the result of MeasureIntakeCPU.
+type CPUReport struct {
+	Options CPUOptions // with the defaults filled in
+	Rows    []CPURow
+	// Profile is the top of the CPU profile of ours by own (flat) time
+	// and ProfileCum by cumulative time, which names the handler's own
+	// functions (their cost is mostly in what they call); ProfileCommand
+	// is the command that printed the first (the second adds -cum after
+	// -top).
+	Profile, ProfileCum []string
+	ProfileCommand      string
+	ProfileBytes        int // payload size of the profiled block's events
+	BuildCommand        string
+	GoVersion           string
+}
+
+// profileSize is the payload size of the profiled block.
+const profileSize = 4 << 10
+
+// MeasureIntakeCPU measures the CPU a function process spends per
+// delivery, ours (intake.Handler as the composition root builds it) against
+// the bare handler (BareIntake), with the emulators outside the measured
+// process. It builds the worker (cpuworker) as a Lambda bootstrap is
+// built, starts minidyn and goaws in this process, and for each GOMAXPROCS
+// runs one worker per contender: a warm-up, then Reps repetitions of one
+// block of PerBlock deliveries per contender and size, the order of the
+// contenders swapped every repetition. Each worker reports its own
+// user+sys CPU (getrusage RUSAGE_SELF) over the block. At GOMAXPROCS 1 (or
+// the first one measured) a final block of ours is profiled.
+func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
+	o = o.withDefaults()
+	rep := CPUReport{Options: o, ProfileBytes: len(sideEvent("evt_size", profileSize, time.Now()))}
+	tmp, err := os.MkdirTemp("", "intake-cpu-")
+	if err != nil {
+		return rep, err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	bin, build, err := buildCPUWorker(ctx, tmp)
+	if err != nil {
+		return rep, err
+	}
+	rep.BuildCommand = build
+	if out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output(); err == nil {
+		rep.GoVersion = strings.TrimSpace(string(out))
+	}
+
+	d := localaws.NewDynamo()
+	defer d.Close()
+	if err := ledger.CreateTable(ctx, d.Client(), "ledger"); err != nil {
+		return rep, err
+	}
+	if err := CreateBareTable(ctx, d.Client(), "bare"); err != nil {
+		return rep, err
+	}
+	sq, err := localaws.StartSQS("")
+	if err != nil {
+		return rep, err
+	}
+	spec := func(name string) queue.Spec {
+		return queue.Spec{Name: localaws.UniqueName(name), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour}
+	}
+	oq, err := queue.Create(ctx, sq.Client(), spec("cpu-ours"))
+	if err != nil {
+		return rep, err
+	}
+	bq, err := queue.Create(ctx, sq.Client(), spec("cpu-bare"))
+	if err != nil {
+		return rep, err
+	}
+	envs := [2][]string{
+		cpuWorkerEnv(ContenderOurs, d.URL, sq.URL, "ledger", oq.Queue),
+		cpuWorkerEnv(ContenderBare, d.URL, sq.URL, "bare", bq.Queue),
+	}
+	names := [2]string{ContenderOurs, ContenderBare}
+	profileAt := o.Procs[0]
+	if slices.Contains(o.Procs, 1) {
+		profileAt = 1
+	}
+	for _, procs := range o.Procs {
+		rows, prof, err := measureCPUAt(ctx, o, bin, names, envs, procs, procs == profileAt && o.ProfileN > 0, tmp)
+		if err != nil {
+			return rep, fmt.Errorf("GOMAXPROCS=%d: %w", procs, err)
+		}
+		rep.Rows = append(rep.Rows, rows...)
+		if prof != "" {
+			rep.ProfileCommand = "go tool pprof -top -nodecount=25 cpuworker intake.prof"
+			if o.ProfileDir != "" {
+				if err := keepProfile(o.ProfileDir, bin, prof); err != nil {
+					return rep, err
+				}
+				rep.ProfileCommand = "go tool pprof -top -nodecount=25 " + filepath.Join(o.ProfileDir, "cpuworker") + " " + filepath.Join(o.ProfileDir, "intake.prof")
+			}
+			if rep.Profile, err = pprofTop(ctx, bin, prof); err != nil {
+				return rep, err
+			}
+			if rep.ProfileCum, err = pprofTop(ctx, bin, prof, "-cum"); err != nil {
+				return rep, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+// measureCPUAt runs both contenders' workers at GOMAXPROCS procs and
+// returns one row per size, and the path of the profile of ours when
+// profile is set.
+func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [2]string, envs [2][]string, procs int, profile bool, tmp string) ([]CPURow, string, error) {
+	var ws [2]*cpuWorker
+	defer func() {
+		for _, w := range ws {
+			if w != nil {
+				w.stop()
+			}
+		}
+	}()
+	for ci := range ws {
+		w, err := startCPUWorker(ctx, bin, append(slices.Clone(envs[ci]), "CPU_CONTENDER="+names[ci], "GOMAXPROCS="+strconv.Itoa(procs)))
+		if err != nil {
+			return nil, "", fmt.Errorf("start %s: %w", names[ci], err)
+		}
+		ws[ci] = w
+	}
+	p := "p" + strconv.Itoa(procs)
+	if o.Warmup > 0 {
+		for _, size := range o.Sizes {
+			for ci, w := range ws {
+				if _, err := w.do(CPUCommand{Size: size, N: o.Warmup, Tag: p + "warm"}); err != nil {
+					return nil, "", fmt.Errorf("warm-up %s %d B: %w", names[ci], size, err)
+				}
+			}
+		}
+	}
+	type acc struct {
+		cpu    [2][]float64 // µs per delivery, per repetition
+		ratio  []float64
+		p50    [2][]float64
+		p99    [2][]float64
+		allocs [2]uint64
+		bytes  [2]uint64
+		dups   [2]int
+	}
+	accs := make([]acc, len(o.Sizes))
+	for r := range o.Reps {
+		for si, size := range o.Sizes {
+			order := []int{0, 1}
+			if r%2 == 1 {
+				order = []int{1, 0}
+			}
+			var per [2]float64
+			for _, ci := range order {
+				rp, err := ws[ci].do(CPUCommand{Size: size, N: o.PerBlock, Tag: p + "r" + strconv.Itoa(r)})
+				if err != nil {
+					return nil, "", fmt.Errorf("%s %d B repetition %d: %w", names[ci], size, r, err)
+				}
+				a := &accs[si]
+				per[ci] = float64(rp.UserNS+rp.SysNS) / float64(o.PerBlock) / 1e3
+				a.cpu[ci] = append(a.cpu[ci], per[ci])
+				a.p50[ci] = append(a.p50[ci], float64(rp.P50NS))
+				a.p99[ci] = append(a.p99[ci], float64(rp.P99NS))
+				a.allocs[ci] += rp.Mallocs
+				a.bytes[ci] += rp.AllocBytes
+				a.dups[ci] += rp.Dups
+			}
+			if per[1] > 0 {
+				accs[si].ratio = append(accs[si].ratio, per[0]/per[1])
+			}
+		}
+	}
+	rows := make([]CPURow, len(o.Sizes))
+	for si, size := range o.Sizes {
+		a := accs[si]
+		n := o.Reps * o.PerBlock
+		med := func(xs []float64) time.Duration { return time.Duration(spreadOf(xs).Median) }
+		rows[si] = CPURow{
+			Procs: procs, PayloadBytes: len(sideEvent("evt_size", size, time.Now())), Deliveries: n,
+			OursCPU: spreadOf(a.cpu[0]), BareCPU: spreadOf(a.cpu[1]),
+			OursP50: med(a.p50[0]), OursP99: med(a.p99[0]), BareP50: med(a.p50[1]), BareP99: med(a.p99[1]),
+			OursAllocs: float64(a.allocs[0]) / float64(n), BareAllocs: float64(a.allocs[1]) / float64(n),
+			OursBytes: float64(a.bytes[0]) / float64(n), BareBytes: float64(a.bytes[1]) / float64(n),
+			OursDuplicates: a.dups[0], BareDuplicates: a.dups[1],
+		}
+		if len(a.ratio) > 0 {
+			rows[si].Ratio = spreadOf(a.ratio)
+		}
+	}
+	if !profile {
+		return rows, "", nil
+	}
+	path := filepath.Join(tmp, "intake-"+p+".prof")
+	if _, err := ws[0].do(CPUCommand{Size: profileSize, N: o.ProfileN, Tag: p + "prof", Profile: path}); err != nil {
+		return nil, "", fmt.Errorf("profiled block: %w", err)
+	}
+	return rows, path, nil
+}
+
+// cpuWorkerEnv is the environment of one worker: what the local stack
+// gives an intake function (region, emulator endpoints, table, queue, one
+// Stripe source whose secret is the env: reference SIDE_SECRET, the
+// function's fake role credentials, the Lambda variables), with the
+// contender's own table and queue.
+func cpuWorkerEnv(contender, dynURL, sqsURL, table, queueURL string) []string {
+	fn := "intake"
+	if contender == ContenderBare {
+		fn = "bare-intake"
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"AWS_REGION=" + localaws.Region, "AWS_DEFAULT_REGION=" + localaws.Region,
+		"AWS_ENDPOINT_URL_DYNAMODB=" + dynURL, "AWS_ENDPOINT_URL_SQS=" + sqsURL,
+		"AWS_LAMBDA_FUNCTION_NAME=local-" + fn,
+		"AWS_LAMBDA_FUNCTION_TIMEOUT=30",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+		"TABLE_NAME=" + table,
+		"EVENTS_QUEUE_URL=" + queueURL,
+		`SOURCES={"sources":[{"name":"stripe","kind":"stripe","secrets":["env:SIDE_SECRET"]}]}`,
+		"ALLOW_ENV_SECRETS=true",
+		"LOG_LEVEL=info",
+		"SIDE_SECRET=" + sideSecret,
+	}
+	return append(env, localaws.FunctionRole(fn, "local-"+fn).Env()...)
+}
+
+// buildCPUWorker builds cpuworker into dir with the flags of the Lambda
+// build (for the host's GOOS and GOARCH) and returns its path and the
+// command.
+func buildCPUWorker(ctx context.Context, dir string) (string, string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if root == "." || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return "", "", errors.New("not inside the module (go env GOMOD is empty)")
+	}
+	bin := filepath.Join(dir, "cpuworker")
+	args := []string{"build", "-trimpath", "-ldflags", "-s -w", "-tags", "lambda.norpc", "-o", bin, "./internal/harness/capacity/cpuworker"}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("build the worker: %w\n%s", err, out)
+	}
+	return bin, `CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -tags lambda.norpc -o cpuworker ./internal/harness/capacity/cpuworker`, nil
+}
+
+// keepProfile copies the worker binary and the profile into dir.
+func keepProfile(dir, bin, prof string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for src, name := range map[string]string{bin: "cpuworker", prof: "intake.prof"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pprofTop runs `go tool pprof -top -nodecount=25` (and flags) on a
+// profile of bin and returns the lines from the summary on.
+func pprofTop(ctx context.Context, bin, prof string, flags ...string) ([]string, error) {
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=25"}, flags...)
+	out, err := exec.CommandContext(ctx, "go", append(args, bin, prof)...).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go tool pprof: %w\n%s", err, out)
+	}
+	var lines []string
+	keep := false
+	for l := range strings.Lines(string(out)) {
+		l = strings.TrimRight(l, "\n")
+		if strings.Contains(l, "flat%") || strings.HasPrefix(l, "Showing") || strings.HasPrefix(l, "Duration:") {
+			keep = true
+		}
+		if keep && l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines, nil
+}
+
+// cpuWorker is one running worker process and its two control pipes.
+type cpuWorker struct {
+	cmd     *exec.Cmd
+	cmds    *os.File // write end of the worker's fd 3
+	replies *bufio.Scanner
+	done    chan error
+}
+
+// startCPUWorker starts bin with env, stdout and stderr to /dev/null, and
+// waits for its ready line.
+func startCPUWorker(ctx context.Context, bin string, env []string) (*cpuWorker, error) {
+	cmdR, cmdW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		_ = cmdR.Close()
+		_ = cmdW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{cmdR, repW} // fd 3, fd 4
+	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{cmdR, cmdW, repR, repW} {
+			_ = f.Close()
+		}
+		return nil, err
+	}
+	// The child holds its own copies; closing ours lets each side see the
+	// other's end of file.
+	_ = cmdR.Close()
+	_ = repW.Close()
+	w := &cpuWorker{cmd: cmd, cmds: cmdW, replies: bufio.NewScanner(repR), done: make(chan error, 1)}
+	w.replies.Buffer(nil, 1<<20)
+	go func() { w.done <- cmd.Wait(); _ = repR.Close() }()
+	stop := context.AfterFunc(ctx, w.kill)
+	defer stop()
+	r, err := w.read()
+	if err != nil {
+		w.stop()
+		return nil, err
+	}
+	if r.Tag != cpuReady || r.Error != "" {
+		w.stop()
+		return nil, fmt.Errorf("worker did not start: %s", r.Error)
+	}
+	return w, nil
+}
+
+// do sends one command and returns its reply.
+func (w *cpuWorker) do(c CPUCommand) (CPUReply, error) {
+	line, err := json.Marshal(c)
+	if err != nil {
+		return CPUReply{}, err
+	}
+	if _, err := w.cmds.Write(append(line, '\n')); err != nil {
+		return CPUReply{}, fmt.Errorf("send to worker: %w", err)
+	}
+	r, err := w.read()
+	if err != nil {
+		return r, err
+	}
+	if r.Error != "" {
+		return r, errors.New(r.Error)
+	}
+	if r.Tag != c.Tag {
+		return r, fmt.Errorf("worker answered %q to %q", r.Tag, c.Tag)
+	}
+	return r, nil
+}
+
+func (w *cpuWorker) read() (CPUReply, error) {
+	if !w.replies.Scan() {
+		if err := w.replies.Err(); err != nil {
+			return CPUReply{}, fmt.Errorf("read from worker: %w", err)
+		}
+		return CPUReply{}, errors.New("worker exited without answering")
+	}
+	var r CPUReply
+	if err := json.Unmarshal(w.replies.Bytes(), &r); err != nil {
+		return CPUReply{}, fmt.Errorf("worker reply %q: %w", w.replies.Text(), err)
+	}
+	return r, nil
+}
+
+// stop closes the worker's command pipe, which ends it, and waits; a
+// worker still running after 10 s is killed.
+func (w *cpuWorker) stop() {
+	_ = w.cmds.Close()
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		w.kill()
+		<-w.done
+	}
+}
+
+// kill ends the worker process (this process started it).
+func (w *cpuWorker) kill() { _ = w.cmd.Process.Kill() }
+
+// WriteCPUTable renders the CPU comparison as Markdown.
+func WriteCPUTable(w io.Writer, rep CPUReport) {
+	fmt.Fprintln(w, "| GOMAXPROCS | payload | deliveries each | ours CPU µs/delivery (median, range) | bare CPU µs/delivery (median, range) | ours/bare CPU (median, range) | wall p50 ours, bare | wall p99 ours, bare | allocs/delivery ours, bare | KB allocated/delivery ours, bare | new events answered 200: ours, bare |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---|---|---|---|---|---|---|")
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+	us := func(s Spread) string { return fmt.Sprintf("%.0f (%.0f–%.0f)", s.Median, s.Min, s.Max) }
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "| %d | %d B | %d | %s | %s | **%.2f×** (%.2f–%.2f) | %s, %s | %s, %s | %.0f, %.0f | %.1f, %.1f | %d, %d |\n",
+			r.Procs, r.PayloadBytes, r.Deliveries, us(r.OursCPU), us(r.BareCPU), r.Ratio.Median, r.Ratio.Min, r.Ratio.Max,
+			ms(r.OursP50), ms(r.BareP50), ms(r.OursP99), ms(r.BareP99),
+			r.OursAllocs, r.BareAllocs, r.OursBytes/1024, r.BareBytes/1024, r.OursDuplicates, r.BareDuplicates)
+	}
+}

@@ -1,0 +1,50 @@
+package capacity_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/effectively-once/webhooks/internal/harness/capacity"
+)
+
+// TestMeasureIntakeCPUTiny runs the out-of-process CPU comparison on a few
+// deliveries: both function processes report CPU and allocations for every
+// block, and the profile is of our handler.
+func TestMeasureIntakeCPUTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the worker and runs two function processes")
+	}
+	// 200 profiled deliveries: at pprof's 100 Hz, fewer leave a handful
+	// of samples, which may all fall outside the handler (the GC).
+	rep, err := capacity.MeasureIntakeCPU(context.Background(), capacity.CPUOptions{Procs: []int{1}, Reps: 2, PerBlock: 10, Warmup: 5, ProfileN: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 2 {
+		t.Fatalf("%d rows, want one per default size (2)", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if r.OursCPU.Min <= 0 || r.BareCPU.Min <= 0 || r.Ratio.Min <= 0 {
+			t.Errorf("%d B: CPU ours %+v, bare %+v, ratio %+v: want all > 0", r.PayloadBytes, r.OursCPU, r.BareCPU, r.Ratio)
+		}
+		if r.OursAllocs <= 0 || r.BareAllocs <= 0 {
+			t.Errorf("%d B: allocations per delivery ours %.0f, bare %.0f: want > 0", r.PayloadBytes, r.OursAllocs, r.BareAllocs)
+		}
+		if r.Deliveries != 20 {
+			t.Errorf("%d B: %d deliveries each, want 20", r.PayloadBytes, r.Deliveries)
+		}
+	}
+	ours := false
+	for _, l := range append(rep.Profile, rep.ProfileCum...) {
+		if strings.Contains(l, "/internal/intake.") || strings.Contains(l, "/internal/ledger.") {
+			ours = true
+		}
+	}
+	if !ours {
+		t.Errorf("the profile names no function of package intake or ledger:\n%s", strings.Join(rep.Profile, "\n"))
+	}
+	var b strings.Builder
+	capacity.WriteCPUTable(&b, rep)
+	t.Logf("\n%s\n%s\n%s\n\n%s", b.String(), rep.ProfileCommand, strings.Join(rep.Profile, "\n"), strings.Join(rep.ProfileCum, "\n"))
+}
