@@ -39,6 +39,7 @@ func (c Common) Start(ctx context.Context, function, actor string) (Runtime, err
 	if r.AWS, err = awsconfig.LoadDefaultConfig(ctx); err != nil {
 		return Runtime{}, fmt.Errorf("load AWS config: %w", err)
 	}
+	r.AWS.HTTPClient = OneWrite(r.AWS.HTTPClient)
 	stream := os.Getenv("AWS_LAMBDA_LOG_STREAM_NAME")
 	r.Owner = OwnerName(function, stream, ledger.RandomTokens())
 	if stream != "" {
