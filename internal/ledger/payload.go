@@ -142,13 +142,13 @@ func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
 // rows written before) leaves data without repeats unencoded, where
 // Huffman coding alone still saves a quarter (random tokens, base64): such
 // output is encoded again with Huffman coding only, which is cheap.
-const maxBestGain = 0.12
+const maxBestGain = 0.16
 
 // Reusable gzip writers: a compressor is hundreds of KB of state, and
 // building one per delivery was most of the intake's CPU and garbage
 // (Reset gives the same output as a new writer).
 var (
-	gzipFast    = writerPool(func() (gzipWriter, error) { return kgzip.NewWriterLevel(io.Discard, kgzip.BestSpeed) })
+	gzipFast    = writerPool(func() (gzipWriter, error) { return kgzip.NewWriterLevel(io.Discard, kgzip.StatelessCompression) })
 	gzipHuffman = writerPool(func() (gzipWriter, error) { return gzip.NewWriterLevel(io.Discard, gzip.HuffmanOnly) })
 	gzipBest    = writerPool(func() (gzipWriter, error) { return gzip.NewWriterLevel(io.Discard, gzip.BestCompression) })
 )

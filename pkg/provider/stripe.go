@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -101,10 +102,17 @@ func StripeIdentity(body []byte) Verified {
 		SnapshotEvent string          `json:"snapshot_event"`
 		Account       string          `json:"account"`
 		Data          struct {
-			Object json.RawMessage `json:"object"`
+			Object struct {
+				ID string `json:"id"`
+			} `json:"object"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(body, &ev); err != nil {
+	// One pass over the body. A value of an unexpected type (a data.object
+	// that is not an object, say) leaves its field empty, as Unmarshal
+	// documents, and is not a reason to lose the id: the subject is a hint
+	// and the projection judges the object (it quarantines).
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(body, &ev); err != nil && !errors.As(err, &typeErr) {
 		return Verified{Unidentified: "body is not JSON"}
 	}
 	if !strings.HasPrefix(ev.ID, "evt_") || ev.Type == "" || !usableID(ev.ID) {
@@ -120,16 +128,10 @@ func StripeIdentity(body []byte) Verified {
 		v.Events[0].ConnectAccounts = accounts
 		return v
 	}
-	// The subject is a hint; a data.object that is not an object is left
-	// for the projection to judge (it quarantines), not a reason to lose the id.
-	var obj struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(ev.Data.Object, &obj)
 	// format is kept so the row says which form it holds: the ledger keeps
 	// the attributes of the first delivery that had any, and a thin twin
 	// arriving later must not claim a thin payload for a snapshot row.
-	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(obj.ID), ConnectAccounts: accounts,
+	id := Identity{EventID: ev.ID, Type: typeOrUnknown(ev.Type), Subject: bound(ev.Data.Object.ID), ConnectAccounts: accounts,
 		Attributes: boundedAttributes("format", "snapshot", "connect_account", ev.Account, "context", stripeCtx)}
 	var created int64
 	if json.Unmarshal(ev.Created, &created) == nil && created > 0 {

@@ -458,3 +458,33 @@ func TestStripeEmptySecretIsNeverAKey(t *testing.T) {
 		t.Fatalf("only empty secrets: %v, want ErrNoSecrets", err)
 	}
 }
+
+// The identity is read in one pass; a value of an unexpected type leaves
+// its field empty and costs the event nothing but that field, while a body
+// that is not JSON, or whose id or type is unusable, is unidentified.
+func TestStripeIdentityOfOddShapes(t *testing.T) {
+	for _, c := range []struct {
+		name, body, id, subject, unidentified string
+	}{
+		{"snapshot", `{"id":"evt_1","object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`, "evt_1", "cus_1", ""},
+		{"data.object is a string", `{"id":"evt_1","object":"event","type":"customer.created","data":{"object":"cus_1"}}`, "evt_1", "", ""},
+		{"data is a list", `{"id":"evt_1","object":"event","type":"customer.created","data":[1,2]}`, "evt_1", "", ""},
+		{"object id is a number", `{"id":"evt_1","object":"event","type":"customer.created","data":{"object":{"id":42}}}`, "evt_1", "", ""},
+		{"account is a number", `{"id":"evt_1","object":"event","type":"customer.created","account":7,"data":{"object":{"id":"cus_1"}}}`, "evt_1", "cus_1", ""},
+		{"id is a number", `{"id":1,"object":"event","type":"customer.created","data":{"object":{"id":"cus_1"}}}`, "", "", "no evt_ id or type"},
+		{"type is missing", `{"id":"evt_1","object":"event","data":{"object":{"id":"cus_1"}}}`, "", "", "no evt_ id or type"},
+		{"not JSON", `{"id":"evt_1",`, "", "", "body is not JSON"},
+	} {
+		v := provider.StripeIdentity([]byte(c.body))
+		if v.Unidentified != c.unidentified {
+			t.Errorf("%s: unidentified %q, want %q", c.name, v.Unidentified, c.unidentified)
+			continue
+		}
+		if c.unidentified != "" {
+			continue
+		}
+		if len(v.Events) != 1 || v.Events[0].EventID != c.id || v.Events[0].Subject != c.subject {
+			t.Errorf("%s: %+v, want id %q subject %q", c.name, v.Events, c.id, c.subject)
+		}
+	}
+}
