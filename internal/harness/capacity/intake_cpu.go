@@ -62,7 +62,15 @@ type CPUReply struct {
 const (
 	ContenderOurs = "ours"
 	ContenderBare = "bare"
+	// ContenderBarePayload is the bare handler making our intake's three
+	// requests for a body kept out of line: a conditional put of a small
+	// event item, a put of the body in its own item, the send. It prices
+	// the payload item's request apart from the rest of our code.
+	ContenderBarePayload = "bare-payload"
 )
+
+// cpuContenders are the contenders MeasureIntakeCPU runs, ours first.
+var cpuContenders = [3]string{ContenderOurs, ContenderBare, ContenderBarePayload}
 
 // cpuReady is the tag of the line a worker writes once its handler is
 // built (or failed to build), before it reads any command.
@@ -122,16 +130,17 @@ func cpuHandler(ctx context.Context, contender string, getenv func(string) strin
 			Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
 		}
 		return h.HandleHTTPAPI, nil
-	case ContenderBare:
+	case ContenderBare, ContenderBarePayload:
 		cfg, err := awsconfig.LoadDefaultConfig(ctx)
 		if err != nil {
 			return nil, err
 		}
 		b := &BareIntake{DB: dynamodb.NewFromConfig(cfg), Table: getenv("TABLE_NAME"),
-			SQS: sqs.NewFromConfig(cfg), QueueURL: getenv("EVENTS_QUEUE_URL"), Secret: getenv("SIDE_SECRET")}
+			SQS: sqs.NewFromConfig(cfg), QueueURL: getenv("EVENTS_QUEUE_URL"), Secret: getenv("SIDE_SECRET"),
+			PayloadItem: contender == ContenderBarePayload}
 		return b.HandleHTTPAPI, nil
 	}
-	return nil, fmt.Errorf("unknown contender %q (want %s or %s)", contender, ContenderOurs, ContenderBare)
+	return nil, fmt.Errorf("unknown contender %q (want %s, %s or %s)", contender, ContenderOurs, ContenderBare, ContenderBarePayload)
 }
 
 // runCPUBlock prepares c.N signed deliveries, then measures their
@@ -257,15 +266,16 @@ type CPURow struct {
 	PayloadBytes int
 	Deliveries   int // per contender, over all repetitions
 	// CPU (user+sys) per delivery in µs, one value per repetition.
-	OursCPU, BareCPU Spread
-	// Ratio ours/bare of CPU per delivery, one per repetition.
-	Ratio Spread
+	OursCPU, BareCPU, BarePayloadCPU Spread
+	// Ratio ours/bare of CPU per delivery, one per repetition; RatioPayload
+	// is ours/bare-payload.
+	Ratio, RatioPayload Spread
 	// Medians over the repetitions of each block's Invoke wall p50 and p99.
 	OursP50, OursP99, BareP50, BareP99 time.Duration
 	// Go heap allocations and allocated bytes per delivery, over all
 	// repetitions.
-	OursAllocs, BareAllocs float64
-	OursBytes, BareBytes   float64
+	OursAllocs, BareAllocs, BarePayloadAllocs float64
+	OursBytes, BareBytes                      float64
 	// New events answered as duplicates (an SDK retry of a conditional
 	// put whose first attempt had succeeded).
 	OursDuplicates, BareDuplicates int
@@ -322,8 +332,10 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 	if err := ledger.CreateTable(ctx, d.Client(), "ledger"); err != nil {
 		return rep, err
 	}
-	if err := CreateBareTable(ctx, d.Client(), "bare"); err != nil {
-		return rep, err
+	for _, t := range []string{"bare", "bare-payload"} {
+		if err := CreateBareTable(ctx, d.Client(), t); err != nil {
+			return rep, err
+		}
 	}
 	sq, err := localaws.StartSQS("")
 	if err != nil {
@@ -340,11 +352,16 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	envs := [2][]string{
+	pq, err := queue.Create(ctx, sq.Client(), spec("cpu-bare-payload"))
+	if err != nil {
+		return rep, err
+	}
+	envs := [3][]string{
 		cpuWorkerEnv(ContenderOurs, d.URL, sq.URL, "ledger", oq.Queue),
 		cpuWorkerEnv(ContenderBare, d.URL, sq.URL, "bare", bq.Queue),
+		cpuWorkerEnv(ContenderBarePayload, d.URL, sq.URL, "bare-payload", pq.Queue),
 	}
-	names := [2]string{ContenderOurs, ContenderBare}
+	names := cpuContenders
 	profileAt := o.Procs[0]
 	if slices.Contains(o.Procs, 1) {
 		profileAt = 1
@@ -377,8 +394,8 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 // measureCPUAt runs both contenders' workers at GOMAXPROCS procs and
 // returns one row per size, and the path of the profile of ours when
 // profile is set.
-func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [2]string, envs [2][]string, procs int, profile bool, tmp string) ([]CPURow, string, error) {
-	var ws [2]*cpuWorker
+func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [3]string, envs [3][]string, procs int, profile bool, tmp string) ([]CPURow, string, error) {
+	var ws [3]*cpuWorker
 	defer func() {
 		for _, w := range ws {
 			if w != nil {
@@ -404,22 +421,21 @@ func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [2]string
 		}
 	}
 	type acc struct {
-		cpu    [2][]float64 // µs per delivery, per repetition
-		ratio  []float64
-		p50    [2][]float64
-		p99    [2][]float64
-		allocs [2]uint64
-		bytes  [2]uint64
-		dups   [2]int
+		cpu    [3][]float64 // µs per delivery, per repetition
+		ratio  [3][]float64 // ours/each, per repetition
+		p50    [3][]float64
+		p99    [3][]float64
+		allocs [3]uint64
+		bytes  [3]uint64
+		dups   [3]int
 	}
 	accs := make([]acc, len(o.Sizes))
 	for r := range o.Reps {
 		for si, size := range o.Sizes {
-			order := []int{0, 1}
-			if r%2 == 1 {
-				order = []int{1, 0}
-			}
-			var per [2]float64
+			// Each contender leads in turn, so the noise of a shared
+			// machine falls on all of them.
+			order := []int{r % 3, (r + 1) % 3, (r + 2) % 3}
+			var per [3]float64
 			for _, ci := range order {
 				rp, err := ws[ci].do(CPUCommand{Size: size, N: o.PerBlock, Tag: p + "r" + strconv.Itoa(r)})
 				if err != nil {
@@ -434,8 +450,10 @@ func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [2]string
 				a.bytes[ci] += rp.AllocBytes
 				a.dups[ci] += rp.Dups
 			}
-			if per[1] > 0 {
-				accs[si].ratio = append(accs[si].ratio, per[0]/per[1])
+			for ci := 1; ci < 3; ci++ {
+				if per[ci] > 0 {
+					accs[si].ratio[ci] = append(accs[si].ratio[ci], per[0]/per[ci])
+				}
 			}
 		}
 	}
@@ -446,14 +464,17 @@ func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [2]string
 		med := func(xs []float64) time.Duration { return time.Duration(spreadOf(xs).Median) }
 		rows[si] = CPURow{
 			Procs: procs, PayloadBytes: len(sideEvent("evt_size", size, time.Now())), Deliveries: n,
-			OursCPU: spreadOf(a.cpu[0]), BareCPU: spreadOf(a.cpu[1]),
+			OursCPU: spreadOf(a.cpu[0]), BareCPU: spreadOf(a.cpu[1]), BarePayloadCPU: spreadOf(a.cpu[2]),
 			OursP50: med(a.p50[0]), OursP99: med(a.p99[0]), BareP50: med(a.p50[1]), BareP99: med(a.p99[1]),
-			OursAllocs: float64(a.allocs[0]) / float64(n), BareAllocs: float64(a.allocs[1]) / float64(n),
+			OursAllocs: float64(a.allocs[0]) / float64(n), BareAllocs: float64(a.allocs[1]) / float64(n), BarePayloadAllocs: float64(a.allocs[2]) / float64(n),
 			OursBytes: float64(a.bytes[0]) / float64(n), BareBytes: float64(a.bytes[1]) / float64(n),
 			OursDuplicates: a.dups[0], BareDuplicates: a.dups[1],
 		}
-		if len(a.ratio) > 0 {
-			rows[si].Ratio = spreadOf(a.ratio)
+		if len(a.ratio[1]) > 0 {
+			rows[si].Ratio = spreadOf(a.ratio[1])
+		}
+		if len(a.ratio[2]) > 0 {
+			rows[si].RatioPayload = spreadOf(a.ratio[2])
 		}
 	}
 	if !profile {
@@ -473,8 +494,8 @@ func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [2]string
 // contender's own table and queue.
 func cpuWorkerEnv(contender, dynURL, sqsURL, table, queueURL string) []string {
 	fn := "intake"
-	if contender == ContenderBare {
-		fn = "bare-intake"
+	if contender != ContenderOurs {
+		fn = contender + "-intake"
 	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -659,14 +680,15 @@ func (w *cpuWorker) kill() { _ = w.cmd.Process.Kill() }
 
 // WriteCPUTable renders the CPU comparison as Markdown.
 func WriteCPUTable(w io.Writer, rep CPUReport) {
-	fmt.Fprintln(w, "| GOMAXPROCS | payload | deliveries each | ours CPU µs/delivery (median, range) | bare CPU µs/delivery (median, range) | ours/bare CPU (median, range) | wall p50 ours, bare | wall p99 ours, bare | allocs/delivery ours, bare | KB allocated/delivery ours, bare | new events answered 200: ours, bare |")
-	fmt.Fprintln(w, "|---:|---:|---:|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| GOMAXPROCS | payload | deliveries each | ours CPU µs/delivery (median, range) | bare | bare-payload | ours/bare CPU (median, range) | ours/bare-payload CPU | wall p50 ours, bare | wall p99 ours, bare | allocs/delivery ours, bare, bare-payload | KB allocated/delivery ours, bare | new events answered 200: ours, bare |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---|---|---|---|---|---|---|---|---|")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 	us := func(s Spread) string { return fmt.Sprintf("%.0f (%.0f–%.0f)", s.Median, s.Min, s.Max) }
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "| %d | %d B | %d | %s | %s | **%.2f×** (%.2f–%.2f) | %s, %s | %s, %s | %.0f, %.0f | %.1f, %.1f | %d, %d |\n",
-			r.Procs, r.PayloadBytes, r.Deliveries, us(r.OursCPU), us(r.BareCPU), r.Ratio.Median, r.Ratio.Min, r.Ratio.Max,
+		fmt.Fprintf(w, "| %d | %d B | %d | %s | %s | %s | **%.2f×** (%.2f–%.2f) | %.2f× (%.2f–%.2f) | %s, %s | %s, %s | %.0f, %.0f, %.0f | %.1f, %.1f | %d, %d |\n",
+			r.Procs, r.PayloadBytes, r.Deliveries, us(r.OursCPU), us(r.BareCPU), us(r.BarePayloadCPU),
+			r.Ratio.Median, r.Ratio.Min, r.Ratio.Max, r.RatioPayload.Median, r.RatioPayload.Min, r.RatioPayload.Max,
 			ms(r.OursP50), ms(r.BareP50), ms(r.OursP99), ms(r.BareP99),
-			r.OursAllocs, r.BareAllocs, r.OursBytes/1024, r.BareBytes/1024, r.OursDuplicates, r.BareDuplicates)
+			r.OursAllocs, r.BareAllocs, r.BarePayloadAllocs, r.OursBytes/1024, r.BareBytes/1024, r.OursDuplicates, r.BareDuplicates)
 	}
 }

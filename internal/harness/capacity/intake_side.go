@@ -315,6 +315,10 @@ type BareIntake struct {
 	SQS      *sqs.Client
 	QueueURL string
 	Secret   string
+	// PayloadItem makes it write as our intake does for a body kept out of
+	// line: the conditional put carries the id alone and the raw body goes
+	// in a second item (pk "<id>#body") before the send; three requests.
+	PayloadItem bool
 }
 
 // HandleHTTPAPI handles one API Gateway HTTP API (payload 2.0) event.
@@ -339,12 +343,16 @@ func (b *BareIntake) HandleHTTPAPI(ctx context.Context, ev events.APIGatewayV2HT
 	if err := json.Unmarshal(body, &id); err != nil || id.ID == "" {
 		return answer(http.StatusBadRequest)
 	}
+	item := map[string]types.AttributeValue{
+		"pk":   &types.AttributeValueMemberS{Value: id.ID},
+		"body": &types.AttributeValueMemberB{Value: body},
+	}
+	if b.PayloadItem {
+		delete(item, "body")
+	}
 	_, err := b.DB.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(b.Table),
-		Item: map[string]types.AttributeValue{
-			"pk":   &types.AttributeValueMemberS{Value: id.ID},
-			"body": &types.AttributeValueMemberB{Value: body},
-		},
+		TableName:           aws.String(b.Table),
+		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	var dup *types.ConditionalCheckFailedException
@@ -353,6 +361,14 @@ func (b *BareIntake) HandleHTTPAPI(ctx context.Context, ev events.APIGatewayV2HT
 		return answer(http.StatusOK)
 	case err != nil:
 		return answer(http.StatusInternalServerError)
+	}
+	if b.PayloadItem {
+		if _, err := b.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(b.Table), Item: map[string]types.AttributeValue{
+			"pk":   &types.AttributeValueMemberS{Value: id.ID + "#body"},
+			"body": &types.AttributeValueMemberB{Value: body},
+		}}); err != nil {
+			return answer(http.StatusInternalServerError)
+		}
 	}
 	if _, err := b.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(b.QueueURL), MessageBody: aws.String(id.ID)}); err != nil {
 		return answer(http.StatusInternalServerError)
