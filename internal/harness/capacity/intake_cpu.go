@@ -293,6 +293,8 @@ type CPUReport struct {
 	Profile, ProfileCum []string
 	ProfileCommand      string
 	ProfileBytes        int // payload size of the profiled block's events
+	// Items is the profiled block's CPU per delivery by part of the work.
+	Items []CPUItem
 	BuildCommand        string
 	GoVersion           string
 }
@@ -384,6 +386,9 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 				return rep, err
 			}
 			if rep.ProfileCum, err = pprofTop(ctx, bin, prof, "-cum"); err != nil {
+				return rep, err
+			}
+			if rep.Items, err = profileItems(ctx, bin, prof, o.ProfileN); err != nil {
 				return rep, err
 			}
 		}
@@ -510,6 +515,10 @@ func cpuWorkerEnv(contender, dynURL, sqsURL, table, queueURL string) []string {
 		"ALLOW_ENV_SECRETS=true",
 		"LOG_LEVEL=info",
 		"SIDE_SECRET=" + sideSecret,
+		// The SDK's middleware nests deeper than the profiler's default
+		// 128 frames; a truncated stack loses its outer frames, and with
+		// them the part of the handler it belongs to.
+		"GODEBUG=profstackdepth=1024",
 	}
 	return append(env, localaws.FunctionRole(fn, "local-"+fn).Env()...)
 }
@@ -552,6 +561,102 @@ func keepProfile(dir, bin, prof string) error {
 		}
 	}
 	return nil
+}
+
+// CPUItem is one part of our intake's work in the profiled block: the CPU
+// of the profile's samples that part (Rule) claims, per delivery.
+type CPUItem struct {
+	Part   string
+	Rule   string
+	Micros float64 // per delivery
+}
+
+// cpuParts claim a profile's samples, each sample for the first part whose
+// test it passes (root is the stack's outermost frame, frames all of
+// them). Go's CPU profiler keeps only the innermost 64 frames of a stack,
+// and the SDK's middleware nests deeper than that, so a request's samples
+// often lose the handler's frames above the SDK: parts are therefore told
+// apart by the frames a sample keeps (a service client's package for the
+// requests), and the parts add up to the whole profile.
+var cpuParts = []struct {
+	part, rule string
+	test       func(root string, frames []string) bool
+}{
+	{"HTTP connection goroutines (writing requests, reading responses; both services)", "root net/http.(*persistConn).writeLoop or readLoop",
+		func(root string, _ []string) bool { return strings.HasPrefix(root, "net/http.(*persistConn).") }},
+	{"the Go runtime's own goroutines (garbage collector, scheduler)", "root runtime.*, other than runtime.main",
+		func(root string, _ []string) bool { return strings.HasPrefix(root, "runtime.") && root != "runtime.main" }},
+	{"DynamoDB requests: the event item's UpdateItem and the payload item's PutItem (SDK: serialization, signing, response)", "a frame of service/dynamodb",
+		anyFrame("/aws-sdk-go-v2/service/dynamodb.")},
+	{"the pointer's SQS SendMessage (SDK)", "a frame of service/sqs", anyFrame("/aws-sdk-go-v2/service/sqs.")},
+	{"the Lambda JSON path: decoding the API Gateway event (every contender pays it)", "encoding/json.(*Decoder).Decode under aws-lambda-go",
+		func(_ string, fs []string) bool {
+			return slices.Contains(fs, "encoding/json.(*Decoder).Decode") && slices.ContainsFunc(fs, hasPart("/aws-lambda-go/"))
+		}},
+	{"signature and identity (HMAC, the event's id, type and subject)", "intake.(*Handler).verifyRequest", anyFrame("/internal/intake.(*Handler).verifyRequest")},
+	{"the payload's stored form (compression, hash)", "ledger.storePayload", anyFrame("/internal/ledger.storePayload")},
+	{"logs (JSON lines to stdout)", "a frame of log/slog", anyFrame("log/slog.")},
+	{"the metrics record (EMF to stdout)", "a frame of internal/metrics", anyFrame("/internal/metrics.")},
+	{"the rest of the handler (ledger plan and decision, reply, adapters)", "any other sample", func(string, []string) bool { return true }},
+}
+
+func hasPart(part string) func(string) bool {
+	return func(f string) bool { return strings.Contains(f, part) }
+}
+
+func anyFrame(part string) func(string, []string) bool {
+	return func(_ string, fs []string) bool { return slices.ContainsFunc(fs, hasPart(part)) }
+}
+
+// profileItems splits the profile of n deliveries into cpuParts, per
+// delivery, from pprof's list of sampled stacks.
+func profileItems(ctx context.Context, bin, prof string, n int) ([]CPUItem, error) {
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-traces", bin, prof).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go tool pprof: %w\n%s", err, out)
+	}
+	sums := make([]time.Duration, len(cpuParts))
+	claim := func(d time.Duration, frames []string) {
+		if d == 0 || len(frames) == 0 {
+			return
+		}
+		for i, p := range cpuParts {
+			if p.test(frames[len(frames)-1], frames) {
+				sums[i] += d
+				return
+			}
+		}
+	}
+	// A stack: a separator line, then "<time> <innermost frame>", then one
+	// frame per line out to the root; "(inline)" marks an inlined frame.
+	var d time.Duration
+	var frames []string
+	for l := range strings.Lines(string(out)) {
+		t := strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(t, "-----------+"):
+			claim(d, frames)
+			d, frames = 0, frames[:0]
+		case t == "" || strings.Contains(t, ": "):
+			// the header (File:, Type:, Duration:, …) and blank lines
+		default:
+			f := strings.Fields(strings.TrimSuffix(t, " (inline)"))
+			if len(frames) == 0 && len(f) >= 2 {
+				if v, err := time.ParseDuration(f[0]); err == nil {
+					d, f = v, f[1:]
+				}
+			}
+			frames = append(frames, strings.Join(f, " "))
+		}
+	}
+	claim(d, frames)
+	items := make([]CPUItem, len(cpuParts))
+	var total time.Duration
+	for i, p := range cpuParts {
+		items[i] = CPUItem{Part: p.part, Rule: p.rule, Micros: float64(sums[i]) / float64(time.Microsecond) / float64(n)}
+		total += sums[i]
+	}
+	return append(items, CPUItem{Part: "all of the process's CPU in the profile", Micros: float64(total) / float64(time.Microsecond) / float64(n)}), nil
 }
 
 // pprofTop runs `go tool pprof -top -nodecount=25` (and flags) on a

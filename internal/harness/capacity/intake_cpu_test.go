@@ -15,9 +15,9 @@ func TestMeasureIntakeCPUTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the worker and runs two function processes")
 	}
-	// 200 profiled deliveries: at pprof's 100 Hz, fewer leave a handful
+	// 400 profiled deliveries: at pprof's 100 Hz, fewer leave a handful
 	// of samples, which may all fall outside the handler (the GC).
-	rep, err := capacity.MeasureIntakeCPU(context.Background(), capacity.CPUOptions{Procs: []int{1}, Reps: 2, PerBlock: 10, Warmup: 5, ProfileN: 200})
+	rep, err := capacity.MeasureIntakeCPU(context.Background(), capacity.CPUOptions{Procs: []int{1}, Reps: 2, PerBlock: 10, Warmup: 5, ProfileN: 400})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,22 @@ func TestMeasureIntakeCPUTiny(t *testing.T) {
 	}
 	if !ours {
 		t.Errorf("the profile names no function of package intake or ledger:\n%s", strings.Join(rep.Profile, "\n"))
+	}
+	// The profile is split into the parts of our work, each priced.
+	parts := map[string]float64{}
+	for _, it := range rep.Items {
+		parts[it.Part] = it.Micros
+	}
+	total := rep.Items[len(rep.Items)-1].Micros
+	sum := 0.0
+	for _, it := range rep.Items[:len(rep.Items)-1] {
+		sum += it.Micros
+	}
+	if len(rep.Items) < 10 || total <= 0 || sum < total*0.999 || sum > total*1.001 {
+		t.Errorf("the parts (%.0f µs) do not add up to the profile (%.0f µs): %+v", sum, total, rep.Items)
+	}
+	if parts["DynamoDB requests: the event item's UpdateItem and the payload item's PutItem (SDK: serialization, signing, response)"] <= 0 {
+		t.Errorf("no DynamoDB request in the profile: %+v", rep.Items)
 	}
 	var b strings.Builder
 	capacity.WriteCPUTable(&b, rep)
