@@ -294,9 +294,9 @@ type CPUReport struct {
 	ProfileCommand      string
 	ProfileBytes        int // payload size of the profiled block's events
 	// Items is the profiled block's CPU per delivery by part of the work.
-	Items []CPUItem
-	BuildCommand        string
-	GoVersion           string
+	Items        []CPUItem
+	BuildCommand string
+	GoVersion    string
 }
 
 // profileSize is the payload size of the profiled block.
@@ -585,7 +585,9 @@ var cpuParts = []struct {
 	{"HTTP connection goroutines (writing requests, reading responses; both services)", "root net/http.(*persistConn).writeLoop or readLoop",
 		func(root string, _ []string) bool { return strings.HasPrefix(root, "net/http.(*persistConn).") }},
 	{"the Go runtime's own goroutines (garbage collector, scheduler)", "root runtime.*, other than runtime.main",
-		func(root string, _ []string) bool { return strings.HasPrefix(root, "runtime.") && root != "runtime.main" }},
+		func(root string, _ []string) bool {
+			return strings.HasPrefix(root, "runtime.") && root != "runtime.main"
+		}},
 	{"DynamoDB requests: the event item's UpdateItem and the payload item's PutItem (SDK: serialization, signing, response)", "a frame of service/dynamodb",
 		anyFrame("/aws-sdk-go-v2/service/dynamodb.")},
 	{"the pointer's SQS SendMessage (SDK)", "a frame of service/sqs", anyFrame("/aws-sdk-go-v2/service/sqs.")},
