@@ -67,10 +67,18 @@ const (
 	// event item, a put of the body in its own item, the send. It prices
 	// the payload item's request apart from the rest of our code.
 	ContenderBarePayload = "bare-payload"
+	// ContenderOursInline is ours with the ledger keeping payloads up to
+	// 64 KiB inside the event item: two requests, as the bare handler,
+	// for more write units per event (the design we did not choose).
+	ContenderOursInline = "ours-inline"
 )
 
-// cpuContenders are the contenders MeasureIntakeCPU runs, ours first.
-var cpuContenders = [3]string{ContenderOurs, ContenderBare, ContenderBarePayload}
+// CPUContenders are the contenders MeasureIntakeCPU runs, in the order
+// of a CPURow's per-contender fields.
+var CPUContenders = []string{ContenderOurs, ContenderBare, ContenderBarePayload, ContenderOursInline}
+
+// InlineContenderMax is ours-inline's ledger InlinePayloadMax.
+const InlineContenderMax = 64 << 10
 
 // cpuReady is the tag of the line a worker writes once its handler is
 // built (or failed to build), before it reads any command.
@@ -116,7 +124,7 @@ func ServeCPUWorker(ctx context.Context, contender string, getenv func(string) s
 // an engineer writing a minimal handler would.
 func cpuHandler(ctx context.Context, contender string, getenv func(string) string) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
 	switch contender {
-	case ContenderOurs:
+	case ContenderOurs, ContenderOursInline:
 		cfg, err := config.LoadIntake(getenv)
 		if err != nil {
 			return nil, err
@@ -124,6 +132,13 @@ func cpuHandler(ctx context.Context, contender string, getenv func(string) strin
 		rt, err := cfg.Start(ctx, "intake", "intake")
 		if err != nil {
 			return nil, err
+		}
+		if contender == ContenderOursInline {
+			rt.Ledger, err = ledger.New(dynamodb.NewFromConfig(rt.AWS), ledger.Options{Table: cfg.Table, Retention: cfg.Retention, Actor: "intake",
+				DueShards: cfg.DueShards, DueShardsRead: cfg.DueShardsRead, InlinePayloadMax: InlineContenderMax})
+			if err != nil {
+				return nil, err
+			}
 		}
 		h := &intake.Handler{
 			Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
@@ -140,7 +155,7 @@ func cpuHandler(ctx context.Context, contender string, getenv func(string) strin
 			PayloadItem: contender == ContenderBarePayload}
 		return b.HandleHTTPAPI, nil
 	}
-	return nil, fmt.Errorf("unknown contender %q (want %s, %s or %s)", contender, ContenderOurs, ContenderBare, ContenderBarePayload)
+	return nil, fmt.Errorf("unknown contender %q (want one of %v)", contender, CPUContenders)
 }
 
 // runCPUBlock prepares c.N signed deliveries, then measures their
@@ -261,25 +276,54 @@ func (o CPUOptions) withDefaults() CPUOptions {
 }
 
 // CPURow is one GOMAXPROCS and payload size of the CPU comparison.
+//
+// Its per-contender fields follow CPUContenders' order.
 type CPURow struct {
 	Procs        int
-	PayloadBytes int
+	Size         int // the payload size asked for (CPUOptions.Sizes)
+	PayloadBytes int // the measured events' size
 	Deliveries   int // per contender, over all repetitions
 	// CPU (user+sys) per delivery in µs, one value per repetition.
-	OursCPU, BareCPU, BarePayloadCPU Spread
-	// Ratio ours/bare of CPU per delivery, one per repetition; RatioPayload
-	// is ours/bare-payload.
-	Ratio, RatioPayload Spread
+	CPU [][]float64
 	// Medians over the repetitions of each block's Invoke wall p50 and p99.
-	OursP50, OursP99, BareP50, BareP99 time.Duration
+	P50, P99 []time.Duration
 	// Go heap allocations and allocated bytes per delivery, over all
 	// repetitions.
-	OursAllocs, BareAllocs, BarePayloadAllocs float64
-	OursBytes, BareBytes                      float64
+	Allocs, Bytes []float64
 	// New events answered as duplicates (an SDK retry of a conditional
 	// put whose first attempt had succeeded).
-	OursDuplicates, BareDuplicates int
+	Duplicates []int
 }
+
+func cpuIndex(contender string) int {
+	i := slices.Index(CPUContenders, contender)
+	if i < 0 {
+		panic("unknown contender " + contender)
+	}
+	return i
+}
+
+// CPUOf is a contender's CPU per delivery over the repetitions.
+func (r CPURow) CPUOf(contender string) Spread { return spreadOf(r.CPU[cpuIndex(contender)]) }
+
+// Ratio is a's CPU per delivery over b's within each repetition (the
+// contenders ran one after the other under the same load), summarised.
+func (r CPURow) Ratio(a, b string) Spread {
+	xs, ys := r.CPU[cpuIndex(a)], r.CPU[cpuIndex(b)]
+	var rs []float64
+	for i := range min(len(xs), len(ys)) {
+		if ys[i] > 0 {
+			rs = append(rs, xs[i]/ys[i])
+		}
+	}
+	if len(rs) == 0 {
+		return Spread{}
+	}
+	return spreadOf(rs)
+}
+
+// Of returns the value of a per-contender field for contender.
+func Of[T any](vs []T, contender string) T { return vs[cpuIndex(contender)] }
 
 // CPUReport is the result of MeasureIntakeCPU.
 type CPUReport struct {
@@ -334,9 +378,11 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 	if err := ledger.CreateTable(ctx, d.Client(), "ledger"); err != nil {
 		return rep, err
 	}
-	for _, t := range []string{"bare", "bare-payload"} {
-		if err := CreateBareTable(ctx, d.Client(), t); err != nil {
-			return rep, err
+	for _, c := range CPUContenders {
+		if c == ContenderBare || c == ContenderBarePayload {
+			if err := CreateBareTable(ctx, d.Client(), c); err != nil {
+				return rep, err
+			}
 		}
 	}
 	sq, err := localaws.StartSQS("")
@@ -346,24 +392,21 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 	spec := func(name string) queue.Spec {
 		return queue.Spec{Name: localaws.UniqueName(name), VisibilityTimeout: time.Minute, MaxReceiveCount: 3, DLQRetention: time.Hour}
 	}
-	oq, err := queue.Create(ctx, sq.Client(), spec("cpu-ours"))
-	if err != nil {
-		return rep, err
+	// Each contender its own queue; ours and ours-inline share the ledger
+	// table (every event id is unique), each bare one its own table.
+	envs := make([][]string, len(CPUContenders))
+	for i, c := range CPUContenders {
+		q, err := queue.Create(ctx, sq.Client(), spec("cpu-"+c))
+		if err != nil {
+			return rep, err
+		}
+		table := "ledger"
+		if c == ContenderBare || c == ContenderBarePayload {
+			table = c
+		}
+		envs[i] = cpuWorkerEnv(c, d.URL, sq.URL, table, q.Queue)
 	}
-	bq, err := queue.Create(ctx, sq.Client(), spec("cpu-bare"))
-	if err != nil {
-		return rep, err
-	}
-	pq, err := queue.Create(ctx, sq.Client(), spec("cpu-bare-payload"))
-	if err != nil {
-		return rep, err
-	}
-	envs := [3][]string{
-		cpuWorkerEnv(ContenderOurs, d.URL, sq.URL, "ledger", oq.Queue),
-		cpuWorkerEnv(ContenderBare, d.URL, sq.URL, "bare", bq.Queue),
-		cpuWorkerEnv(ContenderBarePayload, d.URL, sq.URL, "bare-payload", pq.Queue),
-	}
-	names := cpuContenders
+	names := CPUContenders
 	profileAt := o.Procs[0]
 	if slices.Contains(o.Procs, 1) {
 		profileAt = 1
@@ -396,11 +439,12 @@ func MeasureIntakeCPU(ctx context.Context, o CPUOptions) (CPUReport, error) {
 	return rep, nil
 }
 
-// measureCPUAt runs both contenders' workers at GOMAXPROCS procs and
+// measureCPUAt runs every contender's worker at GOMAXPROCS procs and
 // returns one row per size, and the path of the profile of ours when
 // profile is set.
-func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [3]string, envs [3][]string, procs int, profile bool, tmp string) ([]CPURow, string, error) {
-	var ws [3]*cpuWorker
+func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names []string, envs [][]string, procs int, profile bool, tmp string) ([]CPURow, string, error) {
+	nc := len(names)
+	ws := make([]*cpuWorker, nc)
 	defer func() {
 		for _, w := range ws {
 			if w != nil {
@@ -425,68 +469,50 @@ func measureCPUAt(ctx context.Context, o CPUOptions, bin string, names [3]string
 			}
 		}
 	}
-	type acc struct {
-		cpu    [3][]float64 // µs per delivery, per repetition
-		ratio  [3][]float64 // ours/each, per repetition
-		p50    [3][]float64
-		p99    [3][]float64
-		allocs [3]uint64
-		bytes  [3]uint64
-		dups   [3]int
+	n := o.Reps * o.PerBlock
+	rows := make([]CPURow, len(o.Sizes))
+	p50s, p99s := make([][][]float64, len(o.Sizes)), make([][][]float64, len(o.Sizes))
+	allocs, bytes := make([][]uint64, len(o.Sizes)), make([][]uint64, len(o.Sizes))
+	for si, size := range o.Sizes {
+		rows[si] = CPURow{Procs: procs, Size: size, PayloadBytes: len(sideEvent("evt_size", size, time.Now())), Deliveries: n,
+			CPU: make([][]float64, nc), P50: make([]time.Duration, nc), P99: make([]time.Duration, nc),
+			Allocs: make([]float64, nc), Bytes: make([]float64, nc), Duplicates: make([]int, nc)}
+		p50s[si], p99s[si] = make([][]float64, nc), make([][]float64, nc)
+		allocs[si], bytes[si] = make([]uint64, nc), make([]uint64, nc)
 	}
-	accs := make([]acc, len(o.Sizes))
 	for r := range o.Reps {
 		for si, size := range o.Sizes {
 			// Each contender leads in turn, so the noise of a shared
 			// machine falls on all of them.
-			order := []int{r % 3, (r + 1) % 3, (r + 2) % 3}
-			var per [3]float64
-			for _, ci := range order {
+			for k := range nc {
+				ci := (r + k) % nc
 				rp, err := ws[ci].do(CPUCommand{Size: size, N: o.PerBlock, Tag: p + "r" + strconv.Itoa(r)})
 				if err != nil {
 					return nil, "", fmt.Errorf("%s %d B repetition %d: %w", names[ci], size, r, err)
 				}
-				a := &accs[si]
-				per[ci] = float64(rp.UserNS+rp.SysNS) / float64(o.PerBlock) / 1e3
-				a.cpu[ci] = append(a.cpu[ci], per[ci])
-				a.p50[ci] = append(a.p50[ci], float64(rp.P50NS))
-				a.p99[ci] = append(a.p99[ci], float64(rp.P99NS))
-				a.allocs[ci] += rp.Mallocs
-				a.bytes[ci] += rp.AllocBytes
-				a.dups[ci] += rp.Dups
-			}
-			for ci := 1; ci < 3; ci++ {
-				if per[ci] > 0 {
-					accs[si].ratio[ci] = append(accs[si].ratio[ci], per[0]/per[ci])
-				}
+				row := &rows[si]
+				row.CPU[ci] = append(row.CPU[ci], float64(rp.UserNS+rp.SysNS)/float64(o.PerBlock)/1e3)
+				p50s[si][ci] = append(p50s[si][ci], float64(rp.P50NS))
+				p99s[si][ci] = append(p99s[si][ci], float64(rp.P99NS))
+				allocs[si][ci] += rp.Mallocs
+				bytes[si][ci] += rp.AllocBytes
+				row.Duplicates[ci] += rp.Dups
 			}
 		}
 	}
-	rows := make([]CPURow, len(o.Sizes))
-	for si, size := range o.Sizes {
-		a := accs[si]
-		n := o.Reps * o.PerBlock
-		med := func(xs []float64) time.Duration { return time.Duration(spreadOf(xs).Median) }
-		rows[si] = CPURow{
-			Procs: procs, PayloadBytes: len(sideEvent("evt_size", size, time.Now())), Deliveries: n,
-			OursCPU: spreadOf(a.cpu[0]), BareCPU: spreadOf(a.cpu[1]), BarePayloadCPU: spreadOf(a.cpu[2]),
-			OursP50: med(a.p50[0]), OursP99: med(a.p99[0]), BareP50: med(a.p50[1]), BareP99: med(a.p99[1]),
-			OursAllocs: float64(a.allocs[0]) / float64(n), BareAllocs: float64(a.allocs[1]) / float64(n), BarePayloadAllocs: float64(a.allocs[2]) / float64(n),
-			OursBytes: float64(a.bytes[0]) / float64(n), BareBytes: float64(a.bytes[1]) / float64(n),
-			OursDuplicates: a.dups[0], BareDuplicates: a.dups[1],
-		}
-		if len(a.ratio[1]) > 0 {
-			rows[si].Ratio = spreadOf(a.ratio[1])
-		}
-		if len(a.ratio[2]) > 0 {
-			rows[si].RatioPayload = spreadOf(a.ratio[2])
+	for si := range rows {
+		for ci := range nc {
+			rows[si].P50[ci] = time.Duration(spreadOf(p50s[si][ci]).Median)
+			rows[si].P99[ci] = time.Duration(spreadOf(p99s[si][ci]).Median)
+			rows[si].Allocs[ci] = float64(allocs[si][ci]) / float64(n)
+			rows[si].Bytes[ci] = float64(bytes[si][ci]) / float64(n)
 		}
 	}
 	if !profile {
 		return rows, "", nil
 	}
 	path := filepath.Join(tmp, "intake-"+p+".prof")
-	if _, err := ws[0].do(CPUCommand{Size: profileSize, N: o.ProfileN, Tag: p + "prof", Profile: path}); err != nil {
+	if _, err := ws[cpuIndex(ContenderOurs)].do(CPUCommand{Size: profileSize, N: o.ProfileN, Tag: p + "prof", Profile: path}); err != nil {
 		return nil, "", fmt.Errorf("profiled block: %w", err)
 	}
 	return rows, path, nil
@@ -787,15 +813,18 @@ func (w *cpuWorker) kill() { _ = w.cmd.Process.Kill() }
 
 // WriteCPUTable renders the CPU comparison as Markdown.
 func WriteCPUTable(w io.Writer, rep CPUReport) {
-	fmt.Fprintln(w, "| GOMAXPROCS | payload | deliveries each | ours CPU µs/delivery (median, range) | bare | bare-payload | ours/bare CPU (median, range) | ours/bare-payload CPU | wall p50 ours, bare | wall p99 ours, bare | allocs/delivery ours, bare, bare-payload | KB allocated/delivery ours, bare | new events answered 200: ours, bare |")
-	fmt.Fprintln(w, "|---:|---:|---:|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| GOMAXPROCS | payload | deliveries each | CPU µs/delivery (median, range): ours | bare | bare-payload | ours-inline | ours/bare (median, range) | ours/bare-payload | ours-inline/bare | wall p50 ours, bare | wall p99 ours, bare | allocs/delivery ours, bare, bare-payload, ours-inline | KB allocated/delivery ours, bare | new events answered 200: ours, bare |")
+	fmt.Fprintln(w, "|---:|---:|---:|---|---|---|---|---|---|---|---|---|---|---|---|")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 	us := func(s Spread) string { return fmt.Sprintf("%.0f (%.0f–%.0f)", s.Median, s.Min, s.Max) }
+	x := func(s Spread) string { return fmt.Sprintf("%.2f× (%.2f–%.2f)", s.Median, s.Min, s.Max) }
+	const o, b, bp, oi = ContenderOurs, ContenderBare, ContenderBarePayload, ContenderOursInline
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "| %d | %d B | %d | %s | %s | %s | **%.2f×** (%.2f–%.2f) | %.2f× (%.2f–%.2f) | %s, %s | %s, %s | %.0f, %.0f, %.0f | %.1f, %.1f | %d, %d |\n",
-			r.Procs, r.PayloadBytes, r.Deliveries, us(r.OursCPU), us(r.BareCPU), us(r.BarePayloadCPU),
-			r.Ratio.Median, r.Ratio.Min, r.Ratio.Max, r.RatioPayload.Median, r.RatioPayload.Min, r.RatioPayload.Max,
-			ms(r.OursP50), ms(r.BareP50), ms(r.OursP99), ms(r.BareP99),
-			r.OursAllocs, r.BareAllocs, r.BarePayloadAllocs, r.OursBytes/1024, r.BareBytes/1024, r.OursDuplicates, r.BareDuplicates)
+		fmt.Fprintf(w, "| %d | %d B | %d | %s | %s | %s | %s | **%s** | %s | %s | %s, %s | %s, %s | %.0f, %.0f, %.0f, %.0f | %.1f, %.1f | %d, %d |\n",
+			r.Procs, r.PayloadBytes, r.Deliveries, us(r.CPUOf(o)), us(r.CPUOf(b)), us(r.CPUOf(bp)), us(r.CPUOf(oi)),
+			x(r.Ratio(o, b)), x(r.Ratio(o, bp)), x(r.Ratio(oi, b)),
+			ms(Of(r.P50, o)), ms(Of(r.P50, b)), ms(Of(r.P99, o)), ms(Of(r.P99, b)),
+			Of(r.Allocs, o), Of(r.Allocs, b), Of(r.Allocs, bp), Of(r.Allocs, oi), Of(r.Bytes, o)/1024, Of(r.Bytes, b)/1024,
+			Of(r.Duplicates, o), Of(r.Duplicates, b))
 	}
 }

@@ -25,11 +25,13 @@ func TestMeasureIntakeCPUTiny(t *testing.T) {
 		t.Fatalf("%d rows, want one per default size (2)", len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
-		if r.OursCPU.Min <= 0 || r.BareCPU.Min <= 0 || r.Ratio.Min <= 0 {
-			t.Errorf("%d B: CPU ours %+v, bare %+v, ratio %+v: want all > 0", r.PayloadBytes, r.OursCPU, r.BareCPU, r.Ratio)
-		}
-		if r.OursAllocs <= 0 || r.BareAllocs <= 0 {
-			t.Errorf("%d B: allocations per delivery ours %.0f, bare %.0f: want > 0", r.PayloadBytes, r.OursAllocs, r.BareAllocs)
+		for _, c := range capacity.CPUContenders {
+			if cpu := r.CPUOf(c); cpu.Min <= 0 || capacity.Of(r.Allocs, c) <= 0 {
+				t.Errorf("%d B, %s: CPU %+v, allocations %.0f per delivery: want > 0", r.PayloadBytes, c, cpu, capacity.Of(r.Allocs, c))
+			}
+			if c != capacity.ContenderBare && r.Ratio(c, capacity.ContenderBare).Min <= 0 {
+				t.Errorf("%d B: %s/bare %+v", r.PayloadBytes, c, r.Ratio(c, capacity.ContenderBare))
+			}
 		}
 		if r.Deliveries != 20 {
 			t.Errorf("%d B: %d deliveries each, want 20", r.PayloadBytes, r.Deliveries)

@@ -145,9 +145,17 @@ func PaddedSubscriptionEvent(id string, size int, at time.Time, p Padding) []byt
 // intake, processor and dispatcher against minidyn (in process) and
 // returns the write units of each phase.
 func MeasurePipeline(ctx context.Context, sizes []int, p Padding) ([]Row, error) {
+	return MeasurePipelineInline(ctx, sizes, p, 0)
+}
+
+// MeasurePipelineInline is MeasurePipeline with the ledger keeping a
+// payload inside the event item up to inlineMax stored bytes
+// (ledger.Options.InlinePayloadMax; 0 is the ledger's default): the intake
+// without a payload item, the design it is compared with.
+func MeasurePipelineInline(ctx context.Context, sizes []int, p Padding, inlineMax int) ([]Row, error) {
 	var rows []Row
 	for _, size := range sizes {
-		r, err := measureOne(ctx, size, p)
+		r, err := measureOne(ctx, size, p, inlineMax)
 		if err != nil {
 			return nil, fmt.Errorf("payload %d B: %w", size, err)
 		}
@@ -175,8 +183,13 @@ func (r *rig) close() {
 // newRig builds a rig whose "stripe" source fetches thin events' objects
 // from the Stripe API at stripeURL with key stripeKey ("": no api).
 func newRig(ctx context.Context, stripeURL, stripeKey string) (*rig, error) {
+	return newRigInline(ctx, stripeURL, stripeKey, 0)
+}
+
+// newRigInline is newRig with the ledger's InlinePayloadMax.
+func newRigInline(ctx context.Context, stripeURL, stripeKey string, inlineMax int) (*rig, error) {
 	quiet := slog.New(slog.DiscardHandler)
-	t, err := newMeteredTable(ctx)
+	t, err := newMeteredTableInline(ctx, inlineMax)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +252,8 @@ func (r *rig) process(ctx context.Context, id string) error {
 	return nil
 }
 
-func measureOne(ctx context.Context, size int, p Padding) (Row, error) {
-	rg, err := newRig(ctx, "", "")
+func measureOne(ctx context.Context, size int, p Padding, inlineMax int) (Row, error) {
+	rg, err := newRigInline(ctx, "", "", inlineMax)
 	if err != nil {
 		return Row{}, err
 	}
@@ -344,6 +357,10 @@ type meteredTable struct {
 }
 
 func newMeteredTable(ctx context.Context) (meteredTable, error) {
+	return newMeteredTableInline(ctx, 0)
+}
+
+func newMeteredTableInline(ctx context.Context, inlineMax int) (meteredTable, error) {
 	// Not a round time: a number's stored size is its significant
 	// digits, and a real clock's milliseconds have all of them (a round
 	// one measured items up to 9 bytes smaller than the running stack's).
@@ -357,7 +374,7 @@ func newMeteredTable(ctx context.Context) (meteredTable, error) {
 	t.rec = &awstrace.Recorder{}
 	t.db = t.d.Client(t.m.APIOption, t.rec.APIOption)
 	var err error
-	if t.led, err = ledger.New(t.db, ledger.Options{Table: "ledger", Clock: t.clock, Actor: "intake"}); err != nil {
+	if t.led, err = ledger.New(t.db, ledger.Options{Table: "ledger", Clock: t.clock, Actor: "intake", InlinePayloadMax: inlineMax}); err != nil {
 		t.d.Close()
 		return t, err
 	}
