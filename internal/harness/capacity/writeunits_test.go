@@ -19,7 +19,7 @@ func TestWriteUnitFloor(t *testing.T) {
 	}
 	p := f.Payload
 	t.Logf("delivery → processed %d WU (intake %s; processing %s)", f.Row.ProcessedUnits(), f.Row.Intake, f.Row.Process)
-	t.Logf("payload: body %d B, gzip-9 %d B, raw deflate %d B, item %d B (overhead %d B), one unit holds at most %d B stored", p.BodyBytes, p.StoredBytes, p.RawDeflate, p.ItemBytes, p.Overhead, p.OneUnitLimit)
+	t.Logf("payload: body %d B, stored %d B (gzip at its best %d B), raw deflate %d B, item %d B (overhead %d B), one unit holds at most %d B stored", p.BodyBytes, p.StoredBytes, p.BestGzip, p.RawDeflate, p.ItemBytes, p.Overhead, p.OneUnitLimit)
 	var b bytes.Buffer
 	capacity.WriteWriteUnitFloor(&b, f)
 	t.Logf("\n%s", b.String())
