@@ -7,7 +7,11 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/effectively-once/webhooks/internal/config"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/queue"
 )
 
 // HandleHTTPAPI adapts an API Gateway HTTP API (payload format 2.0) event to
@@ -48,4 +52,14 @@ func (h *Handler) handleHTTPAPI(ctx context.Context, ev events.APIGatewayV2HTTPR
 		Body:      body,
 		RequestID: ev.RequestContext.RequestID,
 	})
+}
+
+// New builds the intake function's handler from its configuration and the
+// runtime its cold start built (config.Common.Start): what the intake's
+// composition root serves.
+func New(cfg config.Intake, rt config.Runtime) *Handler {
+	return &Handler{
+		Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
+		Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
+	}
 }

@@ -140,10 +140,7 @@ func cpuHandler(ctx context.Context, contender string, getenv func(string) strin
 				return nil, err
 			}
 		}
-		h := &intake.Handler{
-			Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
-			Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
-		}
+		h := intake.New(cfg, rt)
 		return h.HandleHTTPAPI, nil
 	case ContenderBare, ContenderBarePayload:
 		cfg, err := awsconfig.LoadDefaultConfig(ctx)
@@ -252,22 +249,9 @@ type CPUOptions struct {
 }
 
 func (o CPUOptions) withDefaults() CPUOptions {
-	if len(o.Sizes) == 0 {
-		o.Sizes = []int{1 << 10, 4 << 10}
-	}
+	blockDefaults(&o.Sizes, &o.Reps, &o.PerBlock, &o.Warmup)
 	if len(o.Procs) == 0 {
 		o.Procs = []int{1, 2}
-	}
-	if o.Reps <= 0 {
-		o.Reps = 5
-	}
-	if o.PerBlock <= 0 {
-		o.PerBlock = 400
-	}
-	if o.Warmup < 0 {
-		o.Warmup = 0
-	} else if o.Warmup == 0 {
-		o.Warmup = 50
 	}
 	if o.ProfileN == 0 {
 		o.ProfileN = 2000

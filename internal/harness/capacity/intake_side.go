@@ -37,21 +37,28 @@ type SideOptions struct {
 }
 
 func (o SideOptions) withDefaults() SideOptions {
-	if len(o.Sizes) == 0 {
-		o.Sizes = []int{1 << 10, 4 << 10}
-	}
-	if o.Reps <= 0 {
-		o.Reps = 5
-	}
-	if o.PerBlock <= 0 {
-		o.PerBlock = 400
-	}
-	if o.Warmup < 0 {
-		o.Warmup = 0
-	} else if o.Warmup == 0 {
-		o.Warmup = 50
-	}
+	blockDefaults(&o.Sizes, &o.Reps, &o.PerBlock, &o.Warmup)
 	return o
+}
+
+// blockDefaults fills the defaults both intake comparisons share: 1 KB and
+// 4 KB payloads, 5 repetitions of blocks of 400 deliveries, a warm-up of
+// 50 (a negative warm-up is none).
+func blockDefaults(sizes *[]int, reps, perBlock, warmup *int) {
+	if len(*sizes) == 0 {
+		*sizes = []int{1 << 10, 4 << 10}
+	}
+	if *reps <= 0 {
+		*reps = 5
+	}
+	if *perBlock <= 0 {
+		*perBlock = 400
+	}
+	if *warmup < 0 {
+		*warmup = 0
+	} else if *warmup == 0 {
+		*warmup = 50
+	}
 }
 
 // Spread is a ratio's median and range over the repetitions.

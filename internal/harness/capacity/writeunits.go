@@ -59,32 +59,34 @@ func MeasureWriteUnitFloor(ctx context.Context, size int) (WUFloor, error) {
 	if !ok {
 		return f, fmt.Errorf("no payload item for %s", id)
 	}
-	var raw bytes.Buffer
-	fw, err := flate.NewWriter(&raw, flate.BestCompression)
+	raw, err := compressedLen(body, func(w io.Writer) (io.WriteCloser, error) { return flate.NewWriter(w, flate.BestCompression) })
 	if err != nil {
 		return f, err
 	}
-	if _, err := fw.Write(body); err != nil {
-		return f, err
-	}
-	if err := fw.Close(); err != nil {
-		return f, err
-	}
-	var best bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&best, gzip.BestCompression)
+	best, err := compressedLen(body, func(w io.Writer) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, gzip.BestCompression) })
 	if err != nil {
 		return f, err
 	}
-	if _, err := zw.Write(body); err != nil {
-		return f, err
-	}
-	if err := zw.Close(); err != nil {
-		return f, err
-	}
-	f.Payload = PayloadFit{BodyBytes: len(body), StoredBytes: len(data.Value), BestGzip: best.Len(), RawDeflate: raw.Len(), ItemBytes: ItemSize(item)}
+	f.Payload = PayloadFit{BodyBytes: len(body), StoredBytes: len(data.Value), BestGzip: best, RawDeflate: raw, ItemBytes: ItemSize(item)}
 	f.Payload.Overhead = f.Payload.ItemBytes - f.Payload.StoredBytes
 	f.Payload.OneUnitLimit = 1024 - f.Payload.Overhead
 	return f, nil
+}
+
+// compressedLen is the length of body written through a compressor.
+func compressedLen(body []byte, compressor func(io.Writer) (io.WriteCloser, error)) (int, error) {
+	var b bytes.Buffer
+	w, err := compressor(&b)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := w.Write(body); err != nil {
+		return 0, err
+	}
+	if err := w.Close(); err != nil {
+		return 0, err
+	}
+	return b.Len(), nil
 }
 
 // WriteWriteUnitFloor renders the breakdown of the delivery → processed

@@ -7,11 +7,9 @@ import (
 	"context"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/effectively-once/webhooks/internal/config"
 	inintake "github.com/effectively-once/webhooks/internal/intake"
-	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/pkg/app"
 )
 
@@ -29,9 +27,6 @@ func intakeFn(ctx context.Context, getenv func(string) string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &inintake.Handler{
-		Sources: cfg.Sources, Secrets: rt.Secrets, Ledger: rt.Ledger, Log: rt.Log, Metrics: rt.Metrics,
-		Queue: queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EventsQueueURL},
-	}
+	h := inintake.New(cfg, rt)
 	return func() { lambda.Start(h.HandleHTTPAPI) }, nil
 }
