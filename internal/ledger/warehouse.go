@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/internal/warehouse"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // scanner is the Scan of a DynamoDB client. It is not part of DynamoDB
@@ -214,4 +218,93 @@ func decodeScanCursor(cursor string) (map[string]types.AttributeValue, error) {
 		return nil, fmt.Errorf("%w: %q", ErrCursor, cursor)
 	}
 	return map[string]types.AttributeValue{attrPK: sv(key[attrPK]), attrSK: sv(key[attrSK])}, nil
+}
+
+// MaxRecordRepairs is how many repair intents one warehouse record may
+// get before the record is left to an operator.
+const MaxRecordRepairs = 5
+
+// What a warehouse record missing from the store needs (RecordNeed.Action).
+const (
+	// RecordWrite: the version has no record intent; Intent is it, written
+	// from the projection as it is, as the processor would have.
+	RecordWrite = "write"
+	// RecordRepair: the record intent (or its last repair) ended without
+	// the object being there; Intent is repair number Repair, the
+	// original's payload (so the same bytes).
+	RecordRepair = "repair"
+	// RecordAnnounce: the intent is waiting (PENDING, RETRY_WAIT,
+	// UNCERTAIN, …): it needs announcing again, nothing written.
+	RecordAnnounce = "announce"
+	// RecordOperator: the intent is QUARANTINED, or every repair ended
+	// without the object: nothing the pipeline can do.
+	RecordOperator = "operator"
+)
+
+// RecordNeed is what a projection version whose warehouse record is
+// missing needs, decided from its record intent and repairs (MissingRecord).
+type RecordNeed struct {
+	Action      string // RecordWrite, RecordRepair, RecordAnnounce or RecordOperator
+	OperationID string // the intent to write, announce, or left to an operator ("" when the repairs ran out)
+	// Intent is the intent to write (RecordWrite, RecordRepair), caused by
+	// Source/Event.
+	Intent        Intent
+	Source, Event string
+	Status        IntentStatus // the intent found (RecordAnnounce, RecordOperator)
+	ErrorCode     string       // a quarantined intent's code
+	Repair        int          // RecordRepair: which repair, 1 to MaxRecordRepairs
+	Original      IntentState  // RecordRepair, and RecordOperator after the repairs: the record intent
+}
+
+// MissingRecord decides what p's current version needs when its warehouse
+// record is not in the store: the one decision of the reconciler's drift
+// check and the operator's backfill, which then act on it (the reconciler
+// writes and announces; the backfill writes audited, or only reports).
+// maxState bounds the state of a record intent written anew
+// (warehouse.Intent).
+func (l *Ledger) MissingRecord(ctx context.Context, p Projection, maxState int) (RecordNeed, error) {
+	scope, base := projection.SplitScoped(p.Name)
+	op := warehouse.OperationID(scope, base, p.Subject, p.Version)
+	in, err := l.GetIntentState(ctx, op)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		source, event, _ := strings.Cut(p.LastEvent, "/")
+		wi := warehouse.Intent(projection.Write{Name: p.Name, Subject: p.Subject, Version: p.Version, State: p.State},
+			source, event, time.UnixMilli(p.UpdatedAt), maxState)
+		return RecordNeed{Action: RecordWrite, OperationID: op, Intent: wi, Source: source, Event: event}, nil
+	case err != nil:
+		return RecordNeed{}, err
+	}
+	switch in.Status {
+	case IntentStatusSucceeded, IntentStatusFailed:
+		return l.recordRepair(ctx, in)
+	case IntentStatusQuarantined:
+		return RecordNeed{Action: RecordOperator, OperationID: op, Status: in.Status, ErrorCode: in.ErrorCode}, nil
+	default:
+		return RecordNeed{Action: RecordAnnounce, OperationID: op, Status: in.Status}, nil
+	}
+}
+
+// recordRepair finds the first repair of orig that is not over, or the
+// next one to write: warehouse.RepairID(op, n).
+func (l *Ledger) recordRepair(ctx context.Context, orig IntentState) (RecordNeed, error) {
+	source, event, _ := strings.Cut(orig.Causation, "/")
+	for n := 1; n <= MaxRecordRepairs; n++ {
+		id := warehouse.RepairID(orig.OperationID, n)
+		in, err := l.GetIntentState(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return RecordNeed{Action: RecordRepair, OperationID: id, Repair: n, Original: orig, Source: source, Event: event,
+				Intent: Intent{OperationID: id, Kind: warehouse.Kind, Subject: orig.Subject, Payload: orig.Payload, Policy: PolicyOnce}}, nil
+		case err != nil:
+			return RecordNeed{}, err
+		case in.Status == IntentStatusSucceeded || in.Status == IntentStatusFailed:
+			continue // that repair's object is gone too: the next one
+		case in.Status == IntentStatusQuarantined:
+			return RecordNeed{Action: RecordOperator, OperationID: id, Status: in.Status, ErrorCode: in.ErrorCode, Original: orig}, nil
+		default:
+			return RecordNeed{Action: RecordAnnounce, OperationID: id, Status: in.Status, Original: orig}, nil
+		}
+	}
+	return RecordNeed{Action: RecordOperator, Original: orig}, nil
 }

@@ -144,3 +144,97 @@ func TestListProjectionsChangedSaysWhenABoundLeftSomeOut(t *testing.T) {
 		}
 	}
 }
+
+// MissingRecord, the one decision of the reconciler's drift check and the
+// operator's backfill, from each state of a record intent and its repairs.
+func TestMissingRecordDecidesFromTheIntentAndItsRepairs(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	commitProjection(t, f, "evt_w1", "orders/order", "O-1", 7)
+	p, err := f.L.GetProjection(ctx, "orders/order", "O-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := func() ledger.RecordNeed {
+		t.Helper()
+		n, err := f.L.MissingRecord(ctx, p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// finish claims op and records status for it.
+	finish := func(op string, st ledger.IntentStatus) {
+		t.Helper()
+		c, err := f.L.ClaimIntent(ctx, op, claimOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.L.RecordIntent(ctx, c, ledger.IntentOutcome{Status: st, Code: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No record intent: written from the projection, caused by its last event.
+	n := need()
+	op := n.OperationID
+	if n.Action != ledger.RecordWrite || op != n.Intent.OperationID || n.Source+"/"+n.Event != p.LastEvent || n.Intent.Kind == "" {
+		t.Fatalf("no intent: %+v", n)
+	}
+	if _, err := f.L.PutIntent(ctx, p, n.Intent, n.Source, n.Event); err != nil {
+		t.Fatal(err)
+	}
+	// PENDING: announced again, nothing written.
+	if n := need(); n.Action != ledger.RecordAnnounce || n.OperationID != op || n.Status != ledger.IntentStatusPending {
+		t.Fatalf("pending: %+v", n)
+	}
+	// SUCCEEDED without its object: repair 1, the original's payload.
+	finish(op, ledger.IntentStatusSucceeded)
+	orig, err := f.L.GetIntentState(ctx, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := 1; r <= ledger.MaxRecordRepairs; r++ {
+		n := need()
+		if n.Action != ledger.RecordRepair || n.Repair != r || n.Original.OperationID != op || n.Intent.OperationID != n.OperationID ||
+			fmt.Sprint(n.Intent.Payload) != fmt.Sprint(orig.Payload) {
+			t.Fatalf("repair %d: %+v", r, n)
+		}
+		if _, err := f.L.PutIntent(ctx, p, n.Intent, n.Source, n.Event); err != nil {
+			t.Fatal(err)
+		}
+		if r == 2 {
+			// A waiting repair is announced again; a quarantined one is the
+			// operator's until resolved.
+			if n2 := need(); n2.Action != ledger.RecordAnnounce || n2.OperationID != n.OperationID {
+				t.Fatalf("pending repair: %+v", n2)
+			}
+			finish(n.OperationID, ledger.IntentStatusQuarantined)
+			if n2 := need(); n2.Action != ledger.RecordOperator || n2.OperationID != n.OperationID || n2.ErrorCode != "test" {
+				t.Fatalf("quarantined repair: %+v", n2)
+			}
+			if _, err := f.L.ResolveIntent(ctx, n.OperationID, ledger.IntentStatusFailed, "op@example.com", "test"); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		finish(n.OperationID, ledger.IntentStatusFailed)
+	}
+	// Every repair ended without the object: the operator's.
+	if n := need(); n.Action != ledger.RecordOperator || n.OperationID != "" || n.Original.OperationID != op {
+		t.Fatalf("repairs exhausted: %+v", n)
+	}
+	// A quarantined record intent (a state too large, say) is the
+	// operator's; nothing is repaired.
+	commitProjection(t, f, "evt_w2", "orders/order", "O-2", 3)
+	if p, err = f.L.GetProjection(ctx, "orders/order", "O-2"); err != nil {
+		t.Fatal(err)
+	}
+	n = need()
+	if _, err := f.L.PutIntent(ctx, p, n.Intent, n.Source, n.Event); err != nil {
+		t.Fatal(err)
+	}
+	finish(n.OperationID, ledger.IntentStatusQuarantined)
+	if q := need(); q.Action != ledger.RecordOperator || q.OperationID != n.OperationID || q.Status != ledger.IntentStatusQuarantined || q.Original.OperationID != "" {
+		t.Fatalf("quarantined record intent: %+v", q)
+	}
+}

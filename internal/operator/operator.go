@@ -48,6 +48,7 @@ type Ledger interface {
 	ListProjectionsChanged(ctx context.Context, since time.Time, limit, maxRead int) ([]ledger.Projection, bool, error)
 	ScanProjections(ctx context.Context, db ledger.Scanner, name, cursor string, limit int) (ledger.ProjectionPage, error)
 	BackfillIntent(ctx context.Context, p ledger.Projection, in ledger.Intent, source, eventID, actor, reason string) (bool, error)
+	MissingRecord(ctx context.Context, p ledger.Projection, maxState int) (ledger.RecordNeed, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)

@@ -302,7 +302,7 @@ func (a *App) recordView(ctx context.Context, p ledger.Projection) *recordView {
 	scope, base := projection.SplitScoped(p.Name)
 	op := warehouse.OperationID(scope, base, p.Subject, p.Version)
 	var in *ledger.IntentState
-	for n, id := 0, op; n <= maxRepairs; n, id = n+1, warehouse.RepairID(op, n+1) {
+	for n, id := 0, op; n <= ledger.MaxRecordRepairs; n, id = n+1, warehouse.RepairID(op, n+1) {
 		st, err := a.Ledger.GetIntentState(ctx, id)
 		if errors.Is(err, ledger.ErrNotFound) {
 			break
@@ -336,10 +336,6 @@ func (a *App) recordView(ctx context.Context, p ledger.Projection) *recordView {
 	v.Error = strings.Join(errs, "; ")
 	return v
 }
-
-// maxRepairs is how many repair intents one record may get (the
-// reconciler's bound).
-const maxRepairs = 5
 
 // warehouseVersion is the highest version the warehouse holds a record
 // of for the subject whose record key is key: the keys of a subject sort
@@ -562,77 +558,42 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 	return nil
 }
 
-// backfillOne decides, and unless q.DryRun does, what p's current
-// version's record needs: nothing (Action "") when the record is there.
+// backfillOne decides (ledger.MissingRecord, the reconciler's decision)
+// and unless q.DryRun does what p's current version's record needs:
+// nothing (Action "") when the record is there.
 func (a *App) backfillOne(ctx context.Context, p ledger.Projection, q BackfillQuery, sum *BackfillSummary) (backfillAction, error) {
 	act := backfillAction{Projection: p.Name, Subject: p.Subject, Version: p.Version}
 	present, err := a.recordExists(ctx, a.recordKey(p))
 	if err != nil || present {
 		return act, err
 	}
-	scope, base := projection.SplitScoped(p.Name)
-	op := warehouse.OperationID(scope, base, p.Subject, p.Version)
-	in, err := a.Ledger.GetIntentState(ctx, op)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		// No record intent for this version: written from the projection
-		// as it is, as the processor would have.
-		source, event, _ := strings.Cut(p.LastEvent, "/")
-		wi := warehouse.Intent(projection.Write{Name: p.Name, Subject: p.Subject, Version: p.Version, State: p.State},
-			source, event, time.UnixMilli(p.UpdatedAt), 0)
-		act.Action, act.OperationID = "write", op
-		return a.backfillWrite(ctx, act, p, ledger.Intent(wi), source, event, q, sum, "its record intent "+op)
-	case err != nil:
+	need, err := a.Ledger.MissingRecord(ctx, p, 0)
+	if err != nil {
 		return act, err
 	}
-	switch in.Status {
-	case ledger.IntentStatusSucceeded, ledger.IntentStatusFailed:
-		return a.backfillRepair(ctx, act, p, in, q, sum)
-	case ledger.IntentStatusQuarantined:
-		sum.NeedsOperator++
-		act.Action, act.OperationID = "operator", op
-		act.Detail = fmt.Sprintf("record intent %s is QUARANTINED (%s): left to an operator", op, in.ErrorCode)
-		return act, nil
-	default:
-		sum.Reannounced++
-		act.Action, act.OperationID = "announce", op
-		act.Detail = fmt.Sprintf("record intent %s is %s: %s", op, in.Status, announced(q.DryRun))
-		return act, nil
+	act.Action, act.OperationID = need.Action, need.OperationID
+	what := "record intent"
+	if need.Original.OperationID != "" && need.OperationID != need.Original.OperationID {
+		what = "repair intent"
 	}
-}
-
-// backfillRepair writes (or finds) the repair intent of a record whose
-// intent ended without the object being there, as the reconciler does:
-// warehouse.RepairID(op, n), the original's payload (so the same bytes).
-func (a *App) backfillRepair(ctx context.Context, act backfillAction, p ledger.Projection, orig ledger.IntentState, q BackfillQuery, sum *BackfillSummary) (backfillAction, error) {
-	source, event, _ := strings.Cut(orig.Causation, "/")
-	for n := 1; n <= maxRepairs; n++ {
-		id := warehouse.RepairID(orig.OperationID, n)
-		in, err := a.Ledger.GetIntentState(ctx, id)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
-			act.Action, act.OperationID = "repair", id
-			return a.backfillWrite(ctx, act, p, ledger.Intent{OperationID: id, Kind: warehouse.Kind, Subject: orig.Subject, Payload: orig.Payload, Policy: ledger.PolicyOnce},
-				source, event, q, sum, fmt.Sprintf("repair intent %s (repair %d of record intent %s, %s without its object)", id, n, orig.OperationID, orig.Status))
-		case err != nil:
-			return act, err
-		case in.Status == ledger.IntentStatusSucceeded || in.Status == ledger.IntentStatusFailed:
-			continue // that repair's object is gone too: the next one
-		case in.Status == ledger.IntentStatusQuarantined:
-			sum.NeedsOperator++
-			act.Action, act.OperationID = "operator", id
-			act.Detail = fmt.Sprintf("repair intent %s is QUARANTINED (%s): left to an operator", id, in.ErrorCode)
-			return act, nil
-		default:
-			sum.Reannounced++
-			act.Action, act.OperationID = "announce", id
-			act.Detail = fmt.Sprintf("repair intent %s is %s: %s", id, in.Status, announced(q.DryRun))
-			return act, nil
-		}
+	switch need.Action {
+	case ledger.RecordWrite:
+		return a.backfillWrite(ctx, act, p, need.Intent, need.Source, need.Event, q, sum, "its record intent "+need.OperationID)
+	case ledger.RecordRepair:
+		orig := need.Original
+		return a.backfillWrite(ctx, act, p, need.Intent, need.Source, need.Event, q, sum,
+			fmt.Sprintf("repair intent %s (repair %d of record intent %s, %s without its object)", need.OperationID, need.Repair, orig.OperationID, orig.Status))
+	case ledger.RecordAnnounce:
+		sum.Reannounced++
+		act.Detail = fmt.Sprintf("%s %s is %s: %s", what, need.OperationID, need.Status, announced(q.DryRun))
+		return act, nil
 	}
 	sum.NeedsOperator++
-	act.Action = "operator"
-	act.Detail = fmt.Sprintf("record intent %s has had %d repairs and its object is still not there: left to an operator", orig.OperationID, maxRepairs)
+	if need.OperationID == "" {
+		act.Detail = fmt.Sprintf("record intent %s has had %d repairs and its object is still not there: left to an operator", need.Original.OperationID, ledger.MaxRecordRepairs)
+	} else {
+		act.Detail = fmt.Sprintf("%s %s is QUARANTINED (%s): left to an operator", what, need.OperationID, need.ErrorCode)
+	}
 	return act, nil
 }
 

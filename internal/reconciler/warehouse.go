@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,7 +19,7 @@ import (
 // WarehouseLedger is what the warehouse drift check reads and writes.
 type WarehouseLedger interface {
 	ListProjectionsChanged(ctx context.Context, since time.Time, limit, maxRead int) ([]ledger.Projection, bool, error)
-	GetIntentState(ctx context.Context, op string) (ledger.IntentState, error)
+	MissingRecord(ctx context.Context, p ledger.Projection, maxState int) (ledger.RecordNeed, error)
 	PutIntent(ctx context.Context, p ledger.Projection, in ledger.Intent, source, eventID string) (bool, error)
 }
 
@@ -136,7 +135,7 @@ func (r *Reconciler) warehouse(ctx context.Context, now time.Time, rep *Report) 
 		}
 		rep.Warehouse.Drifting++
 		rep.Warehouse.OldestDrift = max(rep.Warehouse.OldestDrift, now.Sub(time.UnixMilli(p.UpdatedAt)))
-		ops, err := w.redrive(ctx, p, scope, base, &rep.Warehouse)
+		ops, err := w.redrive(ctx, p, &rep.Warehouse)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -152,65 +151,32 @@ func (r *Reconciler) warehouse(ctx context.Context, now time.Time, rep *Report) 
 	return errors.Join(errs...)
 }
 
-// redrive decides what a missing record needs and returns the intents
-// to announce.
-func (w *WarehouseCheck) redrive(ctx context.Context, p ledger.Projection, scope, base string, rep *WarehouseReport) ([]string, error) {
-	op := warehouse.OperationID(scope, base, p.Subject, p.Version)
-	in, err := w.Ledger.GetIntentState(ctx, op)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		source, event, _ := strings.Cut(p.LastEvent, "/")
-		wi := warehouse.Intent(projection.Write{Name: p.Name, Subject: p.Subject, Version: p.Version, State: p.State},
-			source, event, time.UnixMilli(p.UpdatedAt), w.MaxState)
-		if _, err := w.Ledger.PutIntent(ctx, p, wi, source, event); err != nil {
-			return nil, err
-		}
-		rep.Recreated++
-		return []string{op}, nil
-	case err != nil:
+// redrive acts on what a missing record needs (ledger.MissingRecord):
+// writes the record intent or its repair, and returns the intents to
+// announce.
+func (w *WarehouseCheck) redrive(ctx context.Context, p ledger.Projection, rep *WarehouseReport) ([]string, error) {
+	need, err := w.Ledger.MissingRecord(ctx, p, w.MaxState)
+	if err != nil {
 		return nil, err
 	}
-	switch in.Status {
-	case ledger.IntentStatusSucceeded, ledger.IntentStatusFailed:
-		return w.repair(ctx, p, in, rep)
-	case ledger.IntentStatusQuarantined:
+	switch need.Action {
+	case ledger.RecordWrite, ledger.RecordRepair:
+		if _, err := w.Ledger.PutIntent(ctx, p, need.Intent, need.Source, need.Event); err != nil {
+			return nil, err
+		}
+		if need.Action == ledger.RecordWrite {
+			rep.Recreated++
+		} else {
+			rep.Repaired++
+		}
+		return []string{need.OperationID}, nil
+	case ledger.RecordAnnounce:
+		rep.Reannounced++
+		return []string{need.OperationID}, nil
+	default:
 		rep.NeedsOperator++
 		return nil, nil
-	default:
-		rep.Reannounced++
-		return []string{op}, nil
 	}
-}
-
-// repair writes (or finds) the repair intent of a record whose intent
-// ended without the object being there.
-func (w *WarehouseCheck) repair(ctx context.Context, p ledger.Projection, orig ledger.IntentState, rep *WarehouseReport) ([]string, error) {
-	source, event, _ := strings.Cut(orig.Causation, "/")
-	for n := 1; n <= 5; n++ {
-		id := warehouse.RepairID(orig.OperationID, n)
-		in, err := w.Ledger.GetIntentState(ctx, id)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
-			if _, err := w.Ledger.PutIntent(ctx, p, ledger.Intent{OperationID: id, Kind: warehouse.Kind, Subject: orig.Subject,
-				Payload: orig.Payload, Policy: ledger.PolicyOnce}, source, event); err != nil {
-				return nil, err
-			}
-			rep.Repaired++
-			return []string{id}, nil
-		case err != nil:
-			return nil, err
-		case in.Status == ledger.IntentStatusSucceeded || in.Status == ledger.IntentStatusFailed:
-			continue // that repair's object is gone too: the next one
-		case in.Status == ledger.IntentStatusQuarantined:
-			rep.NeedsOperator++
-			return nil, nil
-		default:
-			rep.Reannounced++
-			return []string{id}, nil
-		}
-	}
-	rep.NeedsOperator++
-	return nil, nil
 }
 
 // CheckWarehouse runs the warehouse check alone (Run runs it as one of
