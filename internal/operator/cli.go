@@ -38,6 +38,9 @@ type Settings struct {
 	// bucket: the warehouse is not configured, and the commands about it
 	// say so.
 	WarehouseBucket, WarehousePrefix string
+	// WarehouseProjections is WAREHOUSE_PROJECTIONS as the functions have
+	// it: the commands leave projections that are not recorded alone.
+	WarehouseProjections string
 }
 
 // Clients are what Connect builds.
@@ -248,6 +251,7 @@ func settingsFromEnv(getenv func(string) string) Settings {
 		},
 		RetentionDays:   30,
 		WarehouseBucket: getenv("WAREHOUSE_BUCKET"), WarehousePrefix: getenv("WAREHOUSE_PREFIX"),
+		WarehouseProjections: getenv("WAREHOUSE_PROJECTIONS"),
 	}
 	if n, err := strconv.Atoi(getenv("RETENTION_DAYS")); err == nil && n > 0 {
 		s.RetentionDays = n
@@ -292,6 +296,7 @@ func addConnectionFlags(fs *flag.FlagSet, s *Settings) {
 	fs.IntVar(&s.DueShards, "due-shards", s.DueShards, "due-index shards to read: the stack's dueShardsRead (env DUE_SHARDS_READ, else DUE_SHARDS)")
 	fs.StringVar(&s.WarehouseBucket, "warehouse-bucket", s.WarehouseBucket, "the warehouse sink's S3 bucket (env WAREHOUSE_BUCKET; --local: local-warehouse unless DEV_WAREHOUSE=off)")
 	fs.StringVar(&s.WarehousePrefix, "warehouse-prefix", s.WarehousePrefix, "the warehouse records' key prefix (env WAREHOUSE_PREFIX; --local: records)")
+	fs.StringVar(&s.WarehouseProjections, "warehouse-projections", s.WarehouseProjections, "the projections whose revisions are recorded, comma-separated, or * for all (env WAREHOUSE_PROJECTIONS, as the functions have it; default all)")
 }
 
 func printTopUsage(w io.Writer, fs *flag.FlagSet) {
@@ -389,12 +394,12 @@ func newApp(ctx context.Context, s Settings, env Env) (*App, error) {
 		Claim: claim, Verifier: verifier, JSON: s.JSON, NewLimiter: env.NewLimiter, S3: c.S3}
 	if s.WarehouseBucket != "" {
 		w, err := warehouse.Load(func(k string) string {
-			return map[string]string{"WAREHOUSE_BUCKET": s.WarehouseBucket, "WAREHOUSE_PREFIX": s.WarehousePrefix}[k]
+			return map[string]string{"WAREHOUSE_BUCKET": s.WarehouseBucket, "WAREHOUSE_PREFIX": s.WarehousePrefix, "WAREHOUSE_PROJECTIONS": s.WarehouseProjections}[k]
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		a.Warehouse = &Warehouse{Bucket: w.Bucket, Prefix: w.Prefix}
+		a.Warehouse = &Warehouse{Bucket: w.Bucket, Prefix: w.Prefix, Projections: w.Projections}
 	}
 	return a, nil
 }

@@ -34,8 +34,19 @@ import (
 //     current version that the warehouse lacks, audited, and announces
 //     it: the dispatcher writes the record. It is idempotent.
 
-// Warehouse names the warehouse sink's records: a bucket and a key prefix.
-type Warehouse struct{ Bucket, Prefix string }
+// Warehouse names the warehouse sink's records: a bucket and a key prefix,
+// and the projections whose revisions are recorded (WAREHOUSE_PROJECTIONS,
+// as the functions have it; nil: every projection).
+type Warehouse struct {
+	Bucket, Prefix string
+	Projections    []string
+}
+
+// records reports whether projection name's revisions are recorded: the
+// commands leave the others alone, as the processor and the reconciler do.
+func (w Warehouse) records(name string) bool {
+	return (&warehouse.Config{Projections: w.Projections}).Includes(name)
+}
 
 func (w Warehouse) String() string { return "s3://" + w.Bucket + "/" + w.Prefix }
 
@@ -140,6 +151,9 @@ func (a *App) warehouseStats(ctx context.Context, now time.Time) *WarehouseStats
 		return w
 	}
 	for _, p := range ps {
+		if !a.Warehouse.records(p.Name) {
+			continue
+		}
 		w.Checked++
 		ok, err := a.recordExists(ctx, a.recordKey(p))
 		switch {
@@ -206,8 +220,10 @@ type projectionDetail struct {
 	LastEvent  string         `json:"last_event"`
 	StateKeys  []string       `json:"state_keys"`
 	State      map[string]any `json:"state,omitempty"`
-	// Warehouse is nil when no warehouse is configured.
-	Warehouse *recordView `json:"warehouse,omitempty"`
+	// Warehouse is nil when no warehouse is configured, or when the
+	// projection's revisions are not recorded (NotRecorded).
+	Warehouse   *recordView `json:"warehouse,omitempty"`
+	NotRecorded bool        `json:"warehouse_not_recorded,omitempty"`
 }
 
 // ProjectionsShow prints one projection subject: its canonical version
@@ -231,7 +247,10 @@ func (a *App) ProjectionsShow(ctx context.Context, name, subject string, withSta
 	if withState {
 		d.State = p.State
 	}
-	if a.Warehouse != nil && a.S3 != nil {
+	switch {
+	case a.Warehouse != nil && !a.Warehouse.records(p.Name):
+		d.NotRecorded = true
+	case a.Warehouse != nil && a.S3 != nil:
 		d.Warehouse = a.recordView(ctx, p)
 	}
 	if a.JSON {
@@ -252,6 +271,8 @@ func (a *App) ProjectionsShow(ctx context.Context, name, subject string, withSta
 		{"state", state},
 	}
 	switch v := d.Warehouse; {
+	case d.NotRecorded:
+		lines = append(lines, []string{"warehouse", "not recorded: the projection is not in WAREHOUSE_PROJECTIONS (" + strings.Join(a.Warehouse.Projections, ",") + ")"})
 	case v == nil:
 		lines = append(lines, []string{"warehouse", "not configured (--warehouse-bucket, WAREHOUSE_BUCKET)"})
 	default:
@@ -440,6 +461,9 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 	if !q.DryRun && q.Reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail of every intent written", ErrUsage)
 	}
+	if q.Projection != "" && !a.Warehouse.records(q.Projection) {
+		return fmt.Errorf("%w: projection %q is not recorded in the warehouse (WAREHOUSE_PROJECTIONS=%s)", ErrUsage, q.Projection, strings.Join(a.Warehouse.Projections, ","))
+	}
 	if q.Page <= 0 {
 		q.Page = 500
 	}
@@ -481,6 +505,9 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 		var announce []queue.IntentPointer
 		written, present := 0, 0
 		for _, p := range page.Projections {
+			if !a.Warehouse.records(p.Name) {
+				continue
+			}
 			sum.Examined++
 			act, err := a.backfillOne(ctx, p, q, &sum)
 			if err != nil {

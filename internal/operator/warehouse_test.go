@@ -500,3 +500,42 @@ func TestWarehouseThroughConnect(t *testing.T) {
 		t.Fatalf("stats through the AWS chain:\n%s", out)
 	}
 }
+
+// A projection not in WAREHOUSE_PROJECTIONS is not recorded: stats does
+// not count it as drifting, a backfill leaves it alone (and refuses it by
+// name), projections show says so. Without the setting the same stack
+// drifts and backfills (TestWarehouseDriftInStatsAndProjectionsShow).
+func TestWarehouseCommandsLeaveProjectionsNotRecordedAlone(t *testing.T) {
+	t.Parallel()
+	f := newWarehouseFixture(t)
+	only := []string{"--warehouse-projections", "stripe_subscription"}
+	var st operator.Stats
+	if err := json.Unmarshal([]byte(f.mustRun(append(only, "stats", "--json")...)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if w := st.Warehouse; w == nil || w.Drifting != 0 || w.Checked != 0 {
+		t.Fatalf("stats of an unrecorded projection: %+v", st.Warehouse)
+	}
+	intents := f.intents()
+	keys := f.keys()
+	if sum := f.backfill(append(only, "--reason", backfillReason)...); sum.Examined != 0 || sum.Written != 0 {
+		t.Fatalf("backfill of an unrecorded projection: %+v", sum)
+	}
+	out, errOut, code := f.run(append(only, "warehouse", "backfill", "--projection", "orders/order", "--reason", backfillReason)...)
+	if code != 2 || !strings.Contains(errOut, `projection "orders/order" is not recorded in the warehouse (WAREHOUSE_PROJECTIONS=stripe_subscription)`) {
+		t.Fatalf("backfill --projection of an unrecorded projection: exit %d\n%s%s", code, out, errOut)
+	}
+	if !mapsEqual(f.intents(), intents) || !slices.Equal(f.keys(), keys) {
+		t.Fatalf("an unrecorded projection was backfilled: intents %v, keys %v", f.intents(), f.keys())
+	}
+	if out := f.mustRun(append(only, "projections", "show", "orders/order", "O-3")...); !strings.Contains(out, "not recorded: the projection is not in WAREHOUSE_PROJECTIONS (stripe_subscription)") {
+		t.Fatalf("projections show:\n%s", out)
+	}
+	// The order projection named: recorded as before.
+	if err := json.Unmarshal([]byte(f.mustRun("--warehouse-projections", "order", "stats", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if w := st.Warehouse; w == nil || w.Drifting != 2 || w.Checked != 4 {
+		t.Fatalf("stats of a recorded projection: %+v", st.Warehouse)
+	}
+}
