@@ -165,7 +165,8 @@ var ledgerMethodWrites = map[string]map[string][]string{
 }
 
 var ledgerReads = []string{"Get", "Payload", "GetProjection", "GetIntentState", "GetCursor", "ListDue", "ListDueIntents",
-	"ListOpen", "ListSyncDue", "ScanEvents", "Table", "Reader", "ListProjectionsChanged", "ScanProjections"}
+	"ListOpen", "ListSyncDue", "ScanEvents", "Table", "Reader", "ListProjectionsChanged", "ScanProjections",
+	"MissingRecord"} // MissingRecord reads intents (GetItem) and writes nothing
 
 // The ledger interfaces each function's code holds (pkg/app
 // passes its *ledger.Ledger to nothing else): the reconciler also runs the
