@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudtrail"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/jsii-runtime-go"
@@ -35,14 +34,7 @@ func (s *Pipeline) ledgerTrail() {
 	if !s.Props.LedgerDataEvents {
 		return
 	}
-	bucket := awss3.NewBucket(s, jsii.String("LedgerTrailBucket"), &awss3.BucketProps{
-		Encryption:        awss3.BucketEncryption_S3_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		Versioned:         jsii.Bool(true),
-		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-	})
+	bucket := privateBucket(s, "LedgerTrailBucket", true)
 	cdknag.NagSuppressions_AddResourceSuppressions(bucket, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-S1"),
 		Reason: jsii.String("This bucket holds the ledger trail's CloudTrail log files. Server access logs would need a bucket of " +

@@ -247,19 +247,10 @@ func (s *Pipeline) warehouse() {
 	// the logging service's principal through this bucket's policy (the
 	// bucket owner enforced setting takes no ACL grant); a log bucket's own
 	// access is not logged. Kept as long as the functions' logs.
-	logs := awss3.NewBucket(s, jsii.String("WarehouseAccessLogs"), &awss3.BucketProps{
-		// SSE-S3: log delivery cannot use the AWS managed aws/s3 KMS key,
-		// and a key of our own would need a key policy for it.
-		Encryption:        awss3.BucketEncryption_S3_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-		LifecycleRules: &[]*awss3.LifecycleRule{{
-			Id:                                  jsii.String("expire-access-logs"),
-			Expiration:                          awscdk.Duration_Days(jsii.Number(float64(s.Props.LogRetentionDays))),
-			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
-		}},
+	logs := privateBucket(s, "WarehouseAccessLogs", false, &awss3.LifecycleRule{
+		Id:                                  jsii.String("expire-access-logs"),
+		Expiration:                          awscdk.Duration_Days(jsii.Number(float64(s.Props.LogRetentionDays))),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 	})
 
 	// The records: S3-managed encryption like the trail's evidence bucket
@@ -283,15 +274,7 @@ func (s *Pipeline) warehouse() {
 			NoncurrentVersionExpiration: awscdk.Duration_Days(jsii.Number(float64(w.NoncurrentVersionDays))),
 		})
 	}
-	records := awss3.NewBucket(s, jsii.String("WarehouseBucket"), &awss3.BucketProps{
-		Encryption:        awss3.BucketEncryption_S3_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		Versioned:         jsii.Bool(w.Versioned),
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-		LifecycleRules:    &rules,
-	})
+	records := privateBucket(s, "WarehouseBucket", w.Versioned, rules...)
 	recordObjects := records.ArnForObjects(jsii.String(w.Prefix + "/*"))
 	// A record is created once: under the prefix, S3 refuses a PutObject
 	// (and so a multipart upload or a copy) that does not carry
@@ -311,17 +294,10 @@ func (s *Pipeline) warehouse() {
 
 	// Athena's query results: encrypted by the workgroup (SSE-S3), expired
 	// after QueryResultsDays.
-	results := awss3.NewBucket(s, jsii.String("WarehouseResults"), &awss3.BucketProps{
-		Encryption:        awss3.BucketEncryption_S3_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
-		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-		LifecycleRules: &[]*awss3.LifecycleRule{{
-			Id:                                  jsii.String("expire-query-results"),
-			Expiration:                          awscdk.Duration_Days(jsii.Number(float64(w.QueryResultsDays))),
-			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
-		}},
+	results := privateBucket(s, "WarehouseResults", false, &awss3.LifecycleRule{
+		Id:                                  jsii.String("expire-query-results"),
+		Expiration:                          awscdk.Duration_Days(jsii.Number(float64(w.QueryResultsDays))),
+		AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
 	})
 	for _, b := range []struct {
 		bucket awss3.Bucket
