@@ -146,6 +146,13 @@ func (f *Function) grantOn(actions []string, resources ...*string) {
 	})
 }
 
+// grantReads lets the function GetItem the ledger's items only under the
+// partition key patterns its code reads, with the same condition as
+// grantWrites (GetItem names one partition key, which IAM checks).
+func (f *Function) grantReads(table *string, patterns ...string) {
+	f.grantWrites(table, ledgerWrites{ddbGet: patterns})
+}
+
 // grantWrites lets the function write the ledger only under the partition
 // keys it owns: per action, one statement on the table with
 // ForAllValues:StringLike on dynamodb:LeadingKeys (the partition key of
