@@ -85,13 +85,7 @@ func (s *Pipeline) newFunction(code asset, p functionProps) (*Function, error) {
 	// logs:CreateLogGroup: only streams and events in this one group.
 	logs.Grant(role, jsii.String("logs:CreateLogStream"), jsii.String("logs:PutLogEvents"))
 
-	env := map[string]*string{
-		"LOG_LEVEL":         jsii.String(cfg.LogLevel),
-		"RETENTION_DAYS":    jsii.String(itoa(cfg.RetentionDays)),
-		"DUE_SHARDS":        jsii.String(itoa(cfg.DueShards)),
-		"DUE_SHARDS_READ":   jsii.String(itoa(cfg.DueShardsRead)),
-		"METRICS_NAMESPACE": jsii.String(cfg.MetricsNamespace),
-	}
+	env := environment(cfg.commonSettings())
 	for k, v := range p.Env {
 		env[k] = v
 	}

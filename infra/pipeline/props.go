@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
@@ -402,29 +401,18 @@ func (p Props) validate() error {
 	if !validRetention[p.LogRetentionDays] {
 		return propErr("LogRetentionDays", "%d is not a retention CloudWatch Logs accepts", p.LogRetentionDays)
 	}
-	switch p.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return propErr("LogLevel", "%q must be debug, info, warn or error", p.LogLevel)
-	}
 	for _, r := range []struct {
 		prop   string
 		v      int
 		lo, hi int
 	}{
-		{"RetentionDays", p.RetentionDays, 4, 3650},
 		{"ThrottleRate", p.ThrottleRate, 1, 10000},
 		{"ThrottleBurst", p.ThrottleBurst, 1, 5000},
-		{"DueShards", p.DueShards, 1, ledger.MaxDueShards},
-		{"DueShardsRead", p.DueShardsRead, 1, ledger.MaxDueShards},
 		{"IntakeReservedConcurrency", *p.IntakeReservedConcurrency, 0, maxReservedConcurrency},
 	} {
 		if r.v < r.lo || r.v > r.hi {
 			return propErr(r.prop, "%d is outside %d..%d", r.v, r.lo, r.hi)
 		}
-	}
-	if p.DueShardsRead < p.DueShards {
-		return propErr("DueShardsRead", "%d is below DueShards %d: the queries would miss the items written on the other shards", p.DueShardsRead, p.DueShards)
 	}
 	if len(p.BridgeDLQSenders) > 0 {
 		if _, err := queue.ParseSenders(strings.Join(p.BridgeDLQSenders, ",")); err != nil {
@@ -435,6 +423,9 @@ func (p Props) validate() error {
 		return err
 	}
 	if err := p.validateWarehouse(); err != nil {
+		return err
+	}
+	if err := p.validateSettings(); err != nil {
 		return err
 	}
 	if err := p.validateSources(); err != nil {

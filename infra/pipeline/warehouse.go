@@ -44,9 +44,9 @@ type WarehouseProps struct {
 	Prefix string
 	// MaxStateBytes is WAREHOUSE_MAX_STATE_BYTES, the largest state the
 	// dispatcher writes into a record: 0 leaves it to the runtime's
-	// default (the variable is not set); otherwise 1 to 1 MiB. A state is
-	// held in one ledger item (under DynamoDB's 400 KB), so its JSON stays
-	// well under 1 MiB and a larger limit would never apply.
+	// default (the variable is not set); otherwise 1 to 512 KiB
+	// (warehouse.MaxRecord/2), the most the functions accept: a record
+	// carries its state and its envelope within 1 MiB.
 	MaxStateBytes int
 	// Projections are the projection names whose revisions are recorded
 	// (WAREHOUSE_PROJECTIONS); empty, the default, records every one. A
@@ -109,7 +109,6 @@ const (
 	// the 4 KB environment of three functions, which SOURCES and EFFECTS
 	// mostly fill (maxDocumentBytes).
 	maxWarehousePrefix           = 64
-	maxWarehouseStateBytes       = 1 << 20
 	maxWarehouseRetentionDays    = 36500
 	defaultNoncurrentVersionDays = 30
 	defaultQueryResultsDays      = 30
@@ -203,8 +202,6 @@ func (p Props) validateWarehouse() error {
 	switch {
 	case len(w.Prefix) > maxWarehousePrefix || !warehousePrefixRE.MatchString(w.Prefix):
 		return propErr("Warehouse.Prefix", "%q must be at most %d characters matching %s (no leading or trailing '/')", w.Prefix, maxWarehousePrefix, warehousePrefixRE)
-	case w.MaxStateBytes < 0 || w.MaxStateBytes > maxWarehouseStateBytes:
-		return propErr("Warehouse.MaxStateBytes", "%d is outside 0..%d (0: the runtime's default)", w.MaxStateBytes, maxWarehouseStateBytes)
 	case badProjectionName(w.Projections) != "":
 		return propErr("Warehouse.Projections", "%q is not a projection name (no '/', ',', '*' or spaces; empty records every projection)", badProjectionName(w.Projections))
 	case w.RetentionDays < 0 || w.RetentionDays > maxWarehouseRetentionDays:
@@ -450,12 +447,8 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 	for _, fn := range []string{Processor, Dispatcher, Reconciler} {
 		f := s.Functions[fn].Fn
 		f.AddEnvironment(jsii.String("WAREHOUSE_BUCKET"), s.Warehouse.Bucket.BucketName(), nil)
-		f.AddEnvironment(jsii.String("WAREHOUSE_PREFIX"), jsii.String(w.Prefix), nil)
-		if w.MaxStateBytes > 0 {
-			f.AddEnvironment(jsii.String("WAREHOUSE_MAX_STATE_BYTES"), jsii.String(itoa(w.MaxStateBytes)), nil)
-		}
-		if len(w.Projections) > 0 {
-			f.AddEnvironment(jsii.String("WAREHOUSE_PROJECTIONS"), jsii.String(strings.Join(w.Projections, ",")), nil)
+		for _, st := range s.props().warehouseSettings() {
+			f.AddEnvironment(jsii.String(st.env), jsii.String(st.value), nil)
 		}
 	}
 }
