@@ -22,6 +22,7 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -603,6 +604,11 @@ func (s *Pipeline) functions(assets map[string]asset, sourcesDoc, effectsDoc *st
 				"RECONCILE_BUDGET_SECONDS": jsii.String(strconv.Itoa(ReconcileBudgetSec)),
 			},
 		},
+	}
+	for i := range specs {
+		if specs[i].Name == Dispatcher {
+			maps.Copy(specs[i].Env, environment(s.props().dispatcherSettings()))
+		}
 	}
 	if len(s.props().Effects) > 0 {
 		// The reconciler's drift check asks each latest effect's status

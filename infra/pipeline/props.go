@@ -100,6 +100,15 @@ type Props struct {
 	// MetricsNamespace is where the functions' embedded metrics land and
 	// the alarms and dashboard read. Default "EffectivelyOnce/<Name>-<Stage>".
 	MetricsNamespace string
+	// OutboxEventSource is the source of the events the dispatcher puts on
+	// EventBridge buses (effects with an event bus target;
+	// OUTBOX_EVENT_SOURCE), so a rule on a shared bus can tell one
+	// pipeline and stage from another by source. Default
+	// "effectively-once.<Name>-<Stage>". EventBridge's rules apply: 1 to
+	// 256 characters, not starting with "aws."; we also keep to letters,
+	// digits and / . _ -. A stage whose rules match the former fixed
+	// source sets it to "effectively-once.outbox".
+	OutboxEventSource string
 	// Warehouse, when set, turns on the warehouse sink: every applied
 	// projection revision becomes an immutable JSON change record in an S3
 	// bucket, queried with Athena (see WarehouseProps and warehouse.go).
@@ -350,6 +359,9 @@ func (p Props) withDefaults() Props {
 	}
 	if p.MetricsNamespace == "" {
 		p.MetricsNamespace = "EffectivelyOnce/" + p.Name + "-" + p.Stage
+	}
+	if p.OutboxEventSource == "" {
+		p.OutboxEventSource = "effectively-once." + p.Name + "-" + p.Stage
 	}
 	p.Warehouse = withWarehouseDefaults(p.Warehouse)
 	if pr := p.Billing.Provisioned; pr != nil {

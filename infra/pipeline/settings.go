@@ -46,10 +46,16 @@ func (p Props) warehouseSettings() []setting {
 	return out
 }
 
+// dispatcherSettings are the dispatcher's own.
+func (p Props) dispatcherSettings() []setting {
+	return []setting{{"OutboxEventSource", "OUTBOX_EVENT_SOURCE", p.OutboxEventSource}}
+}
+
 // settings are every setting the construct renders, whichever function
 // reads it.
 func (p Props) settings() []setting {
-	return append(p.commonSettings(), p.warehouseSettings()...)
+	out := append(p.commonSettings(), p.warehouseSettings()...)
+	return append(out, p.dispatcherSettings()...)
 }
 
 // validateSettings checks every setting with the code the functions read

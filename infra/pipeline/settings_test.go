@@ -38,6 +38,10 @@ func TestEveryValueAFunctionRefusesAtStartIsRefusedAtSynth(t *testing.T) {
 			pipeline.Props{RetentionDays: 3651}, "RetentionDays", "RETENTION_DAYS", "3651", []string{"intake", "processor", "dispatcher", "reconciler"}},
 		"more due shards than the index has": {
 			pipeline.Props{DueShards: 65}, "DueShards", "DUE_SHARDS", "65", []string{"intake", "processor", "dispatcher", "reconciler"}},
+		"an event source EventBridge reserves": {
+			pipeline.Props{OutboxEventSource: "aws.orders"}, "OutboxEventSource", "OUTBOX_EVENT_SOURCE", "aws.orders", []string{"dispatcher"}},
+		"an event source with a space": {
+			pipeline.Props{OutboxEventSource: "orders events"}, "OutboxEventSource", "OUTBOX_EVENT_SOURCE", "orders events", []string{"dispatcher"}},
 		"fewer shards read than written": {
 			pipeline.Props{DueShards: 8, DueShardsRead: 4}, "DueShardsRead", "DUE_SHARDS_READ", "4", []string{"intake", "processor", "dispatcher", "reconciler"}},
 	} {
@@ -53,7 +57,8 @@ func TestEveryValueAFunctionRefusesAtStartIsRefusedAtSynth(t *testing.T) {
 			get := func(k string) string { return env[k] }
 			_, errBase := config.LoadBase(get)
 			_, errWh := warehouse.Load(get)
-			if errBase == nil && errWh == nil {
+			_, errSrc := config.EventSource(get)
+			if errBase == nil && errWh == nil && errSrc == nil {
 				t.Fatalf("%s=%s: the functions accept it", c.env, c.val)
 			}
 			// AND checking the props (as New and `cdk synth` do) refuses
