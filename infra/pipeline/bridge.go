@@ -117,6 +117,9 @@ func (s *Pipeline) bridge(assets map[string]asset, sourcesDoc *string) error {
 	// ids come from AWS, so ClaimBody is never asked. No secrets.
 	evs := sourceKeys(pkEvents, sourceNames(srcs))
 	fn.grantWrites(s.Table.TableArn(), ledgerWrites{ddbPut: evs, ddbUpdate: evs})
+	// Accept reads the row a refused write names only when the refusal
+	// returned no item (see internal/ledger's package doc).
+	fn.grantReads(s.Table.TableArn(), evs...)
 	s.Events.Queue.Grant(fn.Role, jsii.String(sqsSend))
 
 	res := &BridgeResources{Function: fn, DLQ: dlq, Rules: map[string]awsevents.Rule{}}

@@ -85,13 +85,7 @@ func (s *Pipeline) newFunction(code asset, p functionProps) (*Function, error) {
 	// logs:CreateLogGroup: only streams and events in this one group.
 	logs.Grant(role, jsii.String("logs:CreateLogStream"), jsii.String("logs:PutLogEvents"))
 
-	env := map[string]*string{
-		"LOG_LEVEL":         jsii.String(cfg.LogLevel),
-		"RETENTION_DAYS":    jsii.String(itoa(cfg.RetentionDays)),
-		"DUE_SHARDS":        jsii.String(itoa(cfg.DueShards)),
-		"DUE_SHARDS_READ":   jsii.String(itoa(cfg.DueShardsRead)),
-		"METRICS_NAMESPACE": jsii.String(cfg.MetricsNamespace),
-	}
+	env := environment(cfg.commonSettings())
 	for k, v := range p.Env {
 		env[k] = v
 	}
@@ -144,6 +138,13 @@ func (f *Function) grantOn(actions []string, resources ...*string) {
 		Actions:      jsii.Strings(actions...),
 		ResourceArns: &resources,
 	})
+}
+
+// grantReads lets the function GetItem the ledger's items only under the
+// partition key patterns its code reads, with the same condition as
+// grantWrites (GetItem names one partition key, which IAM checks).
+func (f *Function) grantReads(table *string, patterns ...string) {
+	f.grantWrites(table, ledgerWrites{ddbGet: patterns})
 }
 
 // grantWrites lets the function write the ledger only under the partition

@@ -22,6 +22,7 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -604,6 +605,11 @@ func (s *Pipeline) functions(assets map[string]asset, sourcesDoc, effectsDoc *st
 			},
 		},
 	}
+	for i := range specs {
+		if specs[i].Name == Dispatcher {
+			maps.Copy(specs[i].Env, environment(s.props().dispatcherSettings()))
+		}
+	}
 	if len(s.props().Effects) > 0 {
 		// The reconciler's drift check asks each latest effect's status
 		// endpoint which version a subject holds: it reads the same
@@ -699,10 +705,14 @@ func (p *Props) httpsSources() []Source {
 // resources it touches. DynamoDB writes are further limited to the
 // partition keys the function's code writes (dynamodb:LeadingKeys; see
 // Function.grantWrites): the intake cannot write an intent or a projection,
-// the dispatcher cannot touch an event, and so on. Reads stay on the whole
-// table where the code reads (they change nothing), and Query on the due
-// index stays in a statement of its own, since a LeadingKeys condition on
-// an index query would apply to the index's partition key (due_shard).
+// the dispatcher cannot touch an event, and so on. GetItem is limited the
+// same way to the partition keys the function's code reads
+// (Function.grantReads): the dispatcher, which calls third parties, reads
+// intents, projections and cursors, never an event or its payload. Query
+// on the due index stays unconditioned in a statement of its own, since a
+// LeadingKeys condition on an index query would apply to the index's
+// partition key (due_shard), and so does the reconciler's Scan (warehouse
+// check), which names no partition key at all.
 func (s *Pipeline) grants() {
 	table := s.Table.TableArn()
 	dueIndex := jsii.String(*table + "/index/" + ledger.DueIndex)
@@ -717,6 +727,10 @@ func (s *Pipeline) grants() {
 	if names := sourceNames(s.props().httpsSources()); len(names) > 0 {
 		evs := sourceKeys(pkEvents, names)
 		in.grantWrites(table, ledgerWrites{ddbPut: append(evs, sourceKeys(pkBodies, names)...), ddbUpdate: evs})
+		// Accept and ClaimBody read the row or marker a refused write
+		// names only when the refusal returned no item (DynamoDB returns
+		// it; see internal/ledger's package doc): items it may write.
+		in.grantReads(table, append(sourceKeys(pkEvents, names), sourceKeys(pkBodies, names)...)...)
 	}
 	ev.Queue.Grant(in.Role, jsii.String(sqsSend))
 
@@ -725,7 +739,7 @@ func (s *Pipeline) grants() {
 	// transaction updates the event, puts or updates the projection, puts
 	// new intents (and compensations) and updates intents a revision
 	// contradicts. It announces intents with SendMessageBatch.
-	pr.grantOn([]string{ddbGet}, table)
+	pr.grantReads(table, anyKey(pkEvents), anyKey(pkIntents), anyKey(pkProjections))
 	pr.grantWrites(table, ledgerWrites{
 		ddbPut:    {anyKey(pkProjections), anyKey(pkIntents)},
 		ddbUpdate: {anyKey(pkEvents), anyKey(pkProjections), anyKey(pkIntents)},
@@ -735,8 +749,9 @@ func (s *Pipeline) grants() {
 
 	// dispatcher: ClaimIntent/RecordIntent are UpdateItem on the intent,
 	// LockSubject an UpdateItem on the subject's cursor; the projection and
-	// intent reads are GetItem; it hides a waiting message until it is due.
-	di.grantOn([]string{ddbGet}, table)
+	// intent reads are GetItem (LockSubject also reads a cursor and its
+	// holder intent); it hides a waiting message until it is due.
+	di.grantReads(table, anyKey(pkCursors), anyKey(pkIntents), anyKey(pkProjections))
 	di.grantWrites(table, ledgerWrites{ddbUpdate: {anyKey(pkIntents), anyKey(pkCursors)}})
 	ef.Queue.Grant(di.Role, jsii.String(sqsReceive), jsii.String(sqsDelete), jsii.String(sqsAttributes), jsii.String(sqsVisibility))
 
@@ -752,7 +767,7 @@ func (s *Pipeline) grants() {
 	// re-enqueues events (SendMessage/SendMessageBatch), reads both DLQs'
 	// depths, and sweeps both DLQs (receive, delete what is finished).
 	re.grantOn([]string{ddbQuery}, dueIndex)
-	re.grantOn([]string{ddbGet}, table)
+	re.grantReads(table, anyKey(pkCursors), anyKey(pkEvents), anyKey(pkIntents), anyKey(pkProjections))
 	re.grantWrites(table, ledgerWrites{
 		ddbPut:    {anyKey(pkEvents)},
 		ddbUpdate: {anyKey(pkEvents), anyKey(pkCursors)},

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/source"
@@ -101,6 +100,15 @@ type Props struct {
 	// MetricsNamespace is where the functions' embedded metrics land and
 	// the alarms and dashboard read. Default "EffectivelyOnce/<Name>-<Stage>".
 	MetricsNamespace string
+	// OutboxEventSource is the source of the events the dispatcher puts on
+	// EventBridge buses (effects with an event bus target;
+	// OUTBOX_EVENT_SOURCE), so a rule on a shared bus can tell one
+	// pipeline and stage from another by source. Default
+	// "effectively-once.<Name>-<Stage>". EventBridge's rules apply: 1 to
+	// 256 characters, not starting with "aws."; we also keep to letters,
+	// digits and / . _ -. A stage whose rules match the former fixed
+	// source sets it to "effectively-once.outbox".
+	OutboxEventSource string
 	// Warehouse, when set, turns on the warehouse sink: every applied
 	// projection revision becomes an immutable JSON change record in an S3
 	// bucket, queried with Athena (see WarehouseProps and warehouse.go).
@@ -352,6 +360,9 @@ func (p Props) withDefaults() Props {
 	if p.MetricsNamespace == "" {
 		p.MetricsNamespace = "EffectivelyOnce/" + p.Name + "-" + p.Stage
 	}
+	if p.OutboxEventSource == "" {
+		p.OutboxEventSource = "effectively-once." + p.Name + "-" + p.Stage
+	}
 	p.Warehouse = withWarehouseDefaults(p.Warehouse)
 	if pr := p.Billing.Provisioned; pr != nil {
 		c := *pr
@@ -402,29 +413,18 @@ func (p Props) validate() error {
 	if !validRetention[p.LogRetentionDays] {
 		return propErr("LogRetentionDays", "%d is not a retention CloudWatch Logs accepts", p.LogRetentionDays)
 	}
-	switch p.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		return propErr("LogLevel", "%q must be debug, info, warn or error", p.LogLevel)
-	}
 	for _, r := range []struct {
 		prop   string
 		v      int
 		lo, hi int
 	}{
-		{"RetentionDays", p.RetentionDays, 4, 3650},
 		{"ThrottleRate", p.ThrottleRate, 1, 10000},
 		{"ThrottleBurst", p.ThrottleBurst, 1, 5000},
-		{"DueShards", p.DueShards, 1, ledger.MaxDueShards},
-		{"DueShardsRead", p.DueShardsRead, 1, ledger.MaxDueShards},
 		{"IntakeReservedConcurrency", *p.IntakeReservedConcurrency, 0, maxReservedConcurrency},
 	} {
 		if r.v < r.lo || r.v > r.hi {
 			return propErr(r.prop, "%d is outside %d..%d", r.v, r.lo, r.hi)
 		}
-	}
-	if p.DueShardsRead < p.DueShards {
-		return propErr("DueShardsRead", "%d is below DueShards %d: the queries would miss the items written on the other shards", p.DueShardsRead, p.DueShards)
 	}
 	if len(p.BridgeDLQSenders) > 0 {
 		if _, err := queue.ParseSenders(strings.Join(p.BridgeDLQSenders, ",")); err != nil {
@@ -435,6 +435,9 @@ func (p Props) validate() error {
 		return err
 	}
 	if err := p.validateWarehouse(); err != nil {
+		return err
+	}
+	if err := p.validateSettings(); err != nil {
 		return err
 	}
 	if err := p.validateSources(); err != nil {

@@ -44,9 +44,9 @@ type WarehouseProps struct {
 	Prefix string
 	// MaxStateBytes is WAREHOUSE_MAX_STATE_BYTES, the largest state the
 	// dispatcher writes into a record: 0 leaves it to the runtime's
-	// default (the variable is not set); otherwise 1 to 1 MiB. A state is
-	// held in one ledger item (under DynamoDB's 400 KB), so its JSON stays
-	// well under 1 MiB and a larger limit would never apply.
+	// default (the variable is not set); otherwise 1 to 512 KiB
+	// (warehouse.MaxRecord/2), the most the functions accept: a record
+	// carries its state and its envelope within 1 MiB.
 	MaxStateBytes int
 	// Projections are the projection names whose revisions are recorded
 	// (WAREHOUSE_PROJECTIONS); empty, the default, records every one. A
@@ -94,6 +94,8 @@ type WarehouseResources struct {
 	WorkGroupName string
 	// NamedQueries by name (WarehouseViewName).
 	NamedQueries map[string]awsathena.CfnNamedQuery
+	// analysts are the keys of the grantees that have a workgroup.
+	analysts map[string]bool
 }
 
 // Names and limits of the warehouse.
@@ -109,13 +111,15 @@ const (
 	// the 4 KB environment of three functions, which SOURCES and EFFECTS
 	// mostly fill (maxDocumentBytes).
 	maxWarehousePrefix           = 64
-	maxWarehouseStateBytes       = 1 << 20
 	maxWarehouseRetentionDays    = 36500
 	defaultNoncurrentVersionDays = 30
 	defaultQueryResultsDays      = 30
 	// warehouseResultsPrefix is where the workgroup writes query results in
 	// the results bucket.
 	warehouseResultsPrefix = "athena/"
+	// analystResultsPrefix is where each grantee's own workgroup writes its
+	// query results: analysts/<grantee key>/ (GrantReadWarehouse).
+	analystResultsPrefix = "analysts/"
 )
 
 // WarehouseMetrics are the reconciler's metrics about the warehouse (EMF,
@@ -203,8 +207,6 @@ func (p Props) validateWarehouse() error {
 	switch {
 	case len(w.Prefix) > maxWarehousePrefix || !warehousePrefixRE.MatchString(w.Prefix):
 		return propErr("Warehouse.Prefix", "%q must be at most %d characters matching %s (no leading or trailing '/')", w.Prefix, maxWarehousePrefix, warehousePrefixRE)
-	case w.MaxStateBytes < 0 || w.MaxStateBytes > maxWarehouseStateBytes:
-		return propErr("Warehouse.MaxStateBytes", "%d is outside 0..%d (0: the runtime's default)", w.MaxStateBytes, maxWarehouseStateBytes)
 	case badProjectionName(w.Projections) != "":
 		return propErr("Warehouse.Projections", "%q is not a projection name (no '/', ',', '*' or spaces; empty records every projection)", badProjectionName(w.Projections))
 	case w.RetentionDays < 0 || w.RetentionDays > maxWarehouseRetentionDays:
@@ -419,19 +421,8 @@ WHERE rn = 1`, WarehouseViewName, database, table)
 // bucket, its settings enforced over the client's, metrics published) and
 // the current_state named query.
 func (s *Pipeline) warehouseAthena(res *WarehouseResources) {
-	res.WorkGroup = awsathena.NewCfnWorkGroup(s, jsii.String("WarehouseWorkGroup"), &awsathena.CfnWorkGroupProps{
-		Name:        jsii.String(res.WorkGroupName),
-		Description: jsii.String("Queries over the " + s.Props.Name + "-" + s.Props.Stage + " pipeline's change records"),
-		State:       jsii.String("ENABLED"),
-		WorkGroupConfiguration: &awsathena.CfnWorkGroup_WorkGroupConfigurationProperty{
-			EnforceWorkGroupConfiguration:   jsii.Bool(true),
-			PublishCloudWatchMetricsEnabled: jsii.Bool(true),
-			ResultConfiguration: &awsathena.CfnWorkGroup_ResultConfigurationProperty{
-				OutputLocation:          jsii.String("s3://" + *res.ResultsBucket.BucketName() + "/" + warehouseResultsPrefix),
-				EncryptionConfiguration: &awsathena.CfnWorkGroup_EncryptionConfigurationProperty{EncryptionOption: jsii.String("SSE_S3")},
-			},
-		},
-	})
+	res.WorkGroup = s.workGroup(res, "WarehouseWorkGroup", res.WorkGroupName,
+		"Queries over the "+s.Props.Name+"-"+s.Props.Stage+" pipeline's change records", warehouseResultsPrefix)
 	q := awsathena.NewCfnNamedQuery(s, jsii.String("WarehouseCurrentState"), &awsathena.CfnNamedQueryProps{
 		Name:        jsii.String(WarehouseViewName),
 		Description: jsii.String("Creates (or replaces) the current_state view: the newest change record per scope, projection and subject"),
@@ -443,6 +434,25 @@ func (s *Pipeline) warehouseAthena(res *WarehouseResources) {
 	res.NamedQueries[WarehouseViewName] = q
 }
 
+// workGroup creates an Athena workgroup whose results go, encrypted, under
+// prefix in the results bucket, its settings enforced over the client's
+// (a query cannot choose another output location), metrics published.
+func (s *Pipeline) workGroup(res *WarehouseResources, id, name, description, prefix string) awsathena.CfnWorkGroup {
+	return awsathena.NewCfnWorkGroup(s, jsii.String(id), &awsathena.CfnWorkGroupProps{
+		Name:        jsii.String(name),
+		Description: jsii.String(description),
+		State:       jsii.String("ENABLED"),
+		WorkGroupConfiguration: &awsathena.CfnWorkGroup_WorkGroupConfigurationProperty{
+			EnforceWorkGroupConfiguration:   jsii.Bool(true),
+			PublishCloudWatchMetricsEnabled: jsii.Bool(true),
+			ResultConfiguration: &awsathena.CfnWorkGroup_ResultConfigurationProperty{
+				OutputLocation:          jsii.String("s3://" + *res.ResultsBucket.BucketName() + "/" + prefix),
+				EncryptionConfiguration: &awsathena.CfnWorkGroup_EncryptionConfigurationProperty{EncryptionOption: jsii.String("SSE_S3")},
+			},
+		},
+	})
+}
+
 // warehouseEnv sets the warehouse's variables on the processor, the
 // dispatcher and the reconciler (the sink is off in a function without
 // WAREHOUSE_BUCKET). WAREHOUSE_MAX_STATE_BYTES is set only when given.
@@ -450,12 +460,8 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 	for _, fn := range []string{Processor, Dispatcher, Reconciler} {
 		f := s.Functions[fn].Fn
 		f.AddEnvironment(jsii.String("WAREHOUSE_BUCKET"), s.Warehouse.Bucket.BucketName(), nil)
-		f.AddEnvironment(jsii.String("WAREHOUSE_PREFIX"), jsii.String(w.Prefix), nil)
-		if w.MaxStateBytes > 0 {
-			f.AddEnvironment(jsii.String("WAREHOUSE_MAX_STATE_BYTES"), jsii.String(itoa(w.MaxStateBytes)), nil)
-		}
-		if len(w.Projections) > 0 {
-			f.AddEnvironment(jsii.String("WAREHOUSE_PROJECTIONS"), jsii.String(strings.Join(w.Projections, ",")), nil)
+		for _, st := range s.props().warehouseSettings() {
+			f.AddEnvironment(jsii.String(st.env), jsii.String(st.value), nil)
 		}
 	}
 }
@@ -517,18 +523,23 @@ func (s *Pipeline) nagResource(bucket awss3.Bucket, pattern string) string {
 var (
 	athenaQueryActions = []string{"athena:StartQueryExecution", "athena:StopQueryExecution", "athena:GetQueryExecution",
 		"athena:GetQueryResults", "athena:GetQueryResultsStream", "athena:ListQueryExecutions", "athena:BatchGetQueryExecution",
-		"athena:GetWorkGroup", "athena:ListNamedQueries", "athena:GetNamedQuery", "athena:BatchGetNamedQuery"}
-	glueDatabaseActions = []string{"glue:GetDatabase", "glue:GetDatabases"}
-	glueTableActions    = []string{"glue:GetTable", "glue:GetTables", "glue:GetPartition", "glue:GetPartitions"}
+		"athena:GetWorkGroup"}
+	athenaNamedQueryActions = []string{"athena:GetWorkGroup", "athena:ListNamedQueries", "athena:GetNamedQuery", "athena:BatchGetNamedQuery"}
+	glueDatabaseActions     = []string{"glue:GetDatabase", "glue:GetDatabases"}
+	glueTableActions        = []string{"glue:GetTable", "glue:GetTables", "glue:GetPartition", "glue:GetPartitions"}
 )
 
 // GrantReadWarehouse lets grantee (an analyst's role) query the warehouse
-// with Athena in its workgroup: read the change records (GetObject under the
-// prefix, ListBucket for keys under the prefix), read the Glue database and
-// its tables (the records table and the current_state view), run queries in
-// the workgroup and read its named queries, and write and read the query
-// results in the results bucket. No write to the records or the catalog,
-// no other workgroup, nothing of the ledger. Creating the view (running the
+// with Athena: read the change records (GetObject under the prefix,
+// ListBucket for keys under the prefix), read the Glue database and its
+// tables (the records table and the current_state view), read the
+// pipeline workgroup's named queries, and run queries in a workgroup of
+// its own, created here ("<Name>-<Stage>-analyst-<key>", key from the
+// grantee's construct address), whose enforced output location is
+// analysts/<key>/ in the results bucket: it writes and reads results
+// there only, so one grantee can neither overwrite nor read another's.
+// No write to the records or the catalog, nothing of the ledger. The
+// grantee must be a construct (a role or user of the app). Creating the view (running the
 // current_state named query) also needs glue:CreateTable and
 // glue:UpdateTable on the view: an operator's permission, not granted
 // here. It returns ErrNoWarehouse when the warehouse is off.
@@ -536,6 +547,21 @@ func (s *Pipeline) GrantReadWarehouse(grantee awsiam.IGrantable) (awsiam.Grant, 
 	res := s.Warehouse
 	if res == nil {
 		return nil, ErrNoWarehouse
+	}
+	gc, ok := grantee.(constructs.IConstruct)
+	if !ok {
+		return nil, fmt.Errorf("pipeline: GrantReadWarehouse: the grantee must be a construct (a role or user), to get a workgroup of its own")
+	}
+	key := (*gc.Node().Addr())[2:14]
+	resultsPrefix := analystResultsPrefix + key + "/"
+	wgName := res.WorkGroupName + "-analyst-" + key
+	if _, done := res.analysts[key]; !done {
+		if res.analysts == nil {
+			res.analysts = map[string]bool{}
+		}
+		res.analysts[key] = true
+		s.workGroup(res, "AnalystWorkGroup"+key, wgName, "Queries of one analyst ("+*gc.Node().Path()+") over the "+
+			s.Props.Name+"-"+s.Props.Stage+" pipeline's change records; results under "+resultsPrefix, resultsPrefix)
 	}
 	st := awscdk.Stack_Of(s)
 	arn := func(service, resource string) *string {
@@ -549,25 +575,27 @@ func (s *Pipeline) GrantReadWarehouse(grantee awsiam.IGrantable) (awsiam.Grant, 
 		return awsiam.Grant_AddToPrincipal(o)
 	}
 	records := res.Bucket.ArnForObjects(jsii.String(res.Prefix + "/*"))
-	results := res.ResultsBucket.ArnForObjects(jsii.String(warehouseResultsPrefix + "*"))
+	results := res.ResultsBucket.ArnForObjects(jsii.String(resultsPrefix + "*"))
 	g := add([]string{s3Get}, nil, records)
 	g = g.Combine(add([]string{s3List}, map[string]*map[string]any{"StringLike": {"s3:prefix": res.Prefix + "/*"}}, res.Bucket.BucketArn()))
 	g = g.Combine(add([]string{s3BucketLocation}, nil, res.Bucket.BucketArn(), res.ResultsBucket.BucketArn()))
-	g = g.Combine(add([]string{s3List, s3ListUploads}, nil, res.ResultsBucket.BucketArn()))
+	g = g.Combine(add([]string{s3List}, map[string]*map[string]any{"StringLike": {"s3:prefix": resultsPrefix + "*"}}, res.ResultsBucket.BucketArn()))
+	g = g.Combine(add([]string{s3ListUploads}, nil, res.ResultsBucket.BucketArn()))
 	g = g.Combine(add([]string{s3Get, s3Put, s3ListUploadParts, s3AbortUpload}, nil, results))
-	g = g.Combine(add(athenaQueryActions, nil, arn("athena", "workgroup/"+res.WorkGroupName)))
+	g = g.Combine(add(athenaQueryActions, nil, arn("athena", "workgroup/"+wgName)))
+	g = g.Combine(add(athenaNamedQueryActions, nil, arn("athena", "workgroup/"+res.WorkGroupName)))
 	g = g.Combine(add(glueDatabaseActions, nil, arn("glue", "catalog"), arn("glue", "database/default"), arn("glue", "database/"+res.DatabaseName)))
 	// The warehouse database's tables: the records table and the views
 	// made from it (current_state); GetTables lists them.
 	tables := "table/" + res.DatabaseName + "/*"
 	g = g.Combine(add(glueTableActions, nil, arn("glue", "catalog"), arn("glue", "database/"+res.DatabaseName), arn("glue", tables)))
-	if c, ok := grantee.(constructs.IConstruct); ok {
-		cdknag.NagSuppressions_AddResourceSuppressions(c, &[]*cdknag.NagPackSuppression{{
+	{
+		cdknag.NagSuppressions_AddResourceSuppressions(gc, &[]*cdknag.NagPackSuppression{{
 			Id: jsii.String("AwsSolutions-IAM5"),
 			Reason: jsii.String("Warehouse read grant: the change records under " + res.Prefix + "/ (read only), Athena's query " +
-				"results under " + warehouseResultsPrefix + " (named by query id) and the tables of the warehouse's Glue database " +
+				"results under its own " + resultsPrefix + " (named by query id) and the tables of the warehouse's Glue database " +
 				"(read only: the records table and the views made from it) are named at run time; the name is the only wildcard."),
-			AppliesTo: &[]any{s.nagResource(res.Bucket, res.Prefix+"/*"), s.nagResource(res.ResultsBucket, warehouseResultsPrefix+"*"),
+			AppliesTo: &[]any{s.nagResource(res.Bucket, res.Prefix+"/*"), s.nagResource(res.ResultsBucket, resultsPrefix+"*"),
 				"Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:" + tables},
 		}}, jsii.Bool(true))
 	}

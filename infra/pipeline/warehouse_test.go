@@ -584,8 +584,8 @@ func TestWarehousePropsAreCheckedNamingTheProp(t *testing.T) {
 		"a prefix Athena would skip":     {pipeline.WarehouseProps{Prefix: "_changes"}, "Warehouse.Prefix", "must be"},
 		"an empty segment":               {pipeline.WarehouseProps{Prefix: "a//b"}, "Warehouse.Prefix", "must be"},
 		"a prefix too long":              {pipeline.WarehouseProps{Prefix: strings.Repeat("a", 65)}, "Warehouse.Prefix", "at most 64 characters"},
-		"a negative state limit":         {pipeline.WarehouseProps{MaxStateBytes: -1}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
-		"a state limit no state reaches": {pipeline.WarehouseProps{MaxStateBytes: 2 << 20}, "Warehouse.MaxStateBytes", "outside 0..1048576"},
+		"a negative state limit":         {pipeline.WarehouseProps{MaxStateBytes: -1}, "Warehouse.MaxStateBytes", "between 1 and 524288"},
+		"a state limit no state reaches": {pipeline.WarehouseProps{MaxStateBytes: 2 << 20}, "Warehouse.MaxStateBytes", "between 1 and 524288"},
 		"a projection path":              {pipeline.WarehouseProps{Projections: []string{"orders/order"}}, "Warehouse.Projections", `"orders/order" is not a projection name`},
 		"an empty projection":            {pipeline.WarehouseProps{Projections: []string{"order", ""}}, "Warehouse.Projections", "(empty)"},
 		"a negative retention":           {pipeline.WarehouseProps{RetentionDays: -1}, "Warehouse.RetentionDays", "outside 0..36500"},
@@ -639,4 +639,87 @@ func noPanic(t *testing.T, what string, f func()) {
 		}
 	}()
 	f()
+}
+
+// Two analysts granted the warehouse each write query results only under
+// a prefix of their own, through a workgroup of their own that enforces
+// it: neither can overwrite (nor read) the other's results.
+func TestAnAnalystCannotOverwriteAnotherAnalystsQueryResults(t *testing.T) {
+	// GIVEN the warehouse on and two analysts' roles, both granted it
+	_, st := bare(t)
+	p, err := pipeline.New(st, "Webhooks", &pipeline.Props{Sources: withBridge, Warehouse: &pipeline.WarehouseProps{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Alice", "Bob"} {
+		r := awsiam.NewRole(st, jsii.String(name), &awsiam.RoleProps{AssumedBy: awsiam.NewAccountRootPrincipal()})
+		if _, err := p.GrantReadWarehouse(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := resources(t, st)
+	results, _ := only(t, res, "AWS::S3::Bucket", "WebhooksWarehouseResults")
+	// WHEN each one's writes and queries are read from the template
+	writes := map[string][]string{}  // object patterns each may PutObject
+	queries := map[string][]string{} // workgroups each may StartQueryExecution in
+	for _, name := range []string{"Alice", "Bob"} {
+		role, _ := only(t, res, "AWS::IAM::Role", name)
+		for _, s := range roleStatements(res, role) {
+			acts := actionsOf(s)
+			if slices.Contains(acts, "s3:PutObject") {
+				if !mentions(s["Resource"], results) {
+					t.Errorf("%s writes outside the results bucket: %s", name, toString(s["Resource"]))
+				}
+				writes[name] = append(writes[name], toString(s["Resource"]))
+			}
+			if slices.Contains(acts, "athena:StartQueryExecution") {
+				queries[name] = append(queries[name], toString(s["Resource"]))
+			}
+		}
+	}
+	// THEN each writes under one prefix of its own, which the other's
+	// grant does not reach
+	prefixOf := func(name string) string {
+		if len(writes[name]) != 1 {
+			t.Fatalf("%s PutObject on %v, want one prefix", name, writes[name])
+		}
+		w := writes[name][0]
+		i := strings.Index(w, `"/`)
+		if i < 0 || !strings.HasSuffix(w, `/*"]]}`) {
+			t.Fatalf("%s PutObject on %s", name, w)
+		}
+		return w[i+2 : len(w)-len(`*"]]}`)]
+	}
+	a, b := prefixOf("Alice"), prefixOf("Bob")
+	if a == b || strings.HasPrefix(a, b) || strings.HasPrefix(b, a) || a == "athena/" {
+		t.Fatalf("Alice writes under %q, Bob under %q: one can overwrite the other's results", a, b)
+	}
+	// AND each queries in a workgroup of its own, whose enforced output
+	// location is its prefix
+	for name, prefix := range map[string]string{"Alice": a, "Bob": b} {
+		if len(queries[name]) != 1 {
+			t.Fatalf("%s queries in %v, want one workgroup", name, queries[name])
+		}
+		found := false
+		for _, wg := range ofType(res, "AWS::Athena::WorkGroup") {
+			cfg := props(wg)["WorkGroupConfiguration"].(map[string]any)
+			loc := toString(cfg["ResultConfiguration"].(map[string]any)["OutputLocation"])
+			if strings.Contains(queries[name][0], ":workgroup/"+props(wg)["Name"].(string)+`"`) {
+				found = cfg["EnforceWorkGroupConfiguration"] == true && strings.Contains(loc, "/"+prefix+`"`)
+				if !found {
+					t.Errorf("%s's workgroup %s writes to %s (enforced %v), want its prefix %s", name, props(wg)["Name"], loc, cfg["EnforceWorkGroupConfiguration"], prefix)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s queries in %s, no workgroup of its own", name, queries[name][0])
+		}
+	}
+	if queries["Alice"][0] == queries["Bob"][0] {
+		t.Errorf("both query in %s", queries["Alice"][0])
+	}
+	// AND cdk-nag is clean
+	for _, f := range nagFindings(st) {
+		t.Errorf("cdk-nag: %s", f)
+	}
 }

@@ -234,10 +234,11 @@ func TestBridgeFailuresEndInAnEncryptedAlarmedDLQOnlyItsRulesAndItsFunctionCanSe
 }
 
 // bridgeAllowed is every IAM action the bridge may hold: its Accept
-// (UpdateItem, PutItem of payload chunks) on the table, SendMessage to the
+// (UpdateItem, PutItem of payload chunks, GetItem of a row whose refusal
+// returned none) on the table, SendMessage to the
 // events queue, and to its DLQ (Lambda sends a failed asynchronous event
 // there with the function's role), and its own logs.
-var bridgeAllowed = []string{"dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents", "sqs:SendMessage"}
+var bridgeAllowed = []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents", "sqs:SendMessage"}
 
 func TestBridgeHoldsOnlyItsAllowlistAndTheReconcilerSweepsItsDLQ(t *testing.T) {
 	// GIVEN the bridge stack
@@ -259,7 +260,7 @@ func TestBridgeHoldsOnlyItsAllowlistAndTheReconcilerSweepsItsDLQ(t *testing.T) {
 		t.Errorf("bridge actions %v, want %v", keys(acts), bridgeAllowed)
 	}
 	for a, want := range map[string][]string{
-		"dynamodb:PutItem": {"{" + tableID + "}"}, "dynamodb:UpdateItem": {"{" + tableID + "}"},
+		"dynamodb:GetItem": {"{" + tableID + "}"}, "dynamodb:PutItem": {"{" + tableID + "}"}, "dynamodb:UpdateItem": {"{" + tableID + "}"},
 		"sqs:SendMessage": sorted([]string{events, dlq}),
 	} {
 		if !slices.Equal(acts[a], want) {

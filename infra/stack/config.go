@@ -47,6 +47,9 @@ type Config struct {
 	RetentionDays int
 	// LogLevel is the functions' LOG_LEVEL and Lambda application log level.
 	LogLevel string
+	// OutboxEventSource is the source of the events the dispatcher puts on
+	// EventBridge buses; empty: the construct's "effectively-once.webhooks-<stage>".
+	OutboxEventSource string
 	// ThrottleRate and ThrottleBurst limit the HTTP API stage (requests per
 	// second, and the burst above it).
 	ThrottleRate, ThrottleBurst int
@@ -111,6 +114,7 @@ const (
 	KeyBridgeDLQSenders   = "bridgeDlqSenders"
 	KeyLedgerDataEvents   = "ledgerDataEvents"
 	KeyBilling            = "billing"
+	KeyOutboxEventSource  = "outboxEventSource"
 	// The warehouse: warehouse=true turns it on; the others set
 	// pipeline.WarehouseProps' fields of the same names.
 	KeyWarehouse                      = "warehouse"
@@ -186,6 +190,9 @@ func FromContext(get func(key string) any) (Config, error) {
 	if v := get(KeyLogLevel); v != nil {
 		c.LogLevel = strings.ToLower(fmt.Sprint(v))
 	}
+	if v := get(KeyOutboxEventSource); v != nil {
+		c.OutboxEventSource = fmt.Sprint(v)
+	}
 	if c.Warehouse, err = warehouseFromContext(get); err != nil {
 		return c, err
 	}
@@ -259,6 +266,7 @@ func (c Config) Props() pipeline.Props {
 		BridgeDLQSenders:          c.BridgeDLQSenders,
 		LedgerDataEvents:          c.LedgerDataEvents,
 		MetricsNamespace:          c.MetricsNamespace(),
+		OutboxEventSource:         c.OutboxEventSource,
 		Warehouse:                 c.Warehouse,
 	}
 }
@@ -268,11 +276,11 @@ var contextKeys = map[string]string{
 	"Stage": KeyStage, "Sources": KeySources, "Effects": KeyEffects, "AlarmEmail": KeyAlarmEmail,
 	"LogRetentionDays": KeyLogRetentionDays, "RetentionDays": KeyRetentionDays, "LogLevel": KeyLogLevel,
 	"ThrottleRate": KeyThrottleRate, "ThrottleBurst": KeyThrottleBurst, "IntakeReservedConcurrency": KeyIntakeReserved,
-	"DueShardsRead": KeyDueShardsRead, "DueShards": KeyDueShards, "Billing": KeyBilling,
+	"DueShardsRead": KeyDueShardsRead, "DueShards": KeyDueShards, "Billing": KeyBilling, "OutboxEventSource": KeyOutboxEventSource,
 }
 
 var (
-	propNameRE = regexp.MustCompile(`\b(Stage|Sources|Effects|AlarmEmail|LogRetentionDays|RetentionDays|LogLevel|ThrottleRate|ThrottleBurst|IntakeReservedConcurrency|DueShardsRead|DueShards|Billing)\b`)
+	propNameRE = regexp.MustCompile(`\b(Stage|Sources|Effects|AlarmEmail|LogRetentionDays|RetentionDays|LogLevel|ThrottleRate|ThrottleBurst|IntakeReservedConcurrency|DueShardsRead|DueShards|Billing|OutboxEventSource)\b`)
 	fieldRE    = regexp.MustCompile(`\.([A-Z][A-Za-z]*)`)
 )
 

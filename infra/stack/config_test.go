@@ -119,7 +119,7 @@ func TestWrongContextFailsSynthWithTheKeyNamed(t *testing.T) {
 		"negative reservation":     {map[string]any{"intakeReservedConcurrency": -1.0}, "intakeReservedConcurrency"},
 		"reservation not a count":  {map[string]any{"intakeReservedConcurrency": "all"}, "intakeReservedConcurrency"},
 		"too many due shards":      {map[string]any{"dueShards": 65.0}, "dueShards"},
-		"read narrower than write": {map[string]any{"dueShards": "16", "dueShardsRead": "8"}, "dueShardsRead: 8 is below dueShards 16"},
+		"read narrower than write": {map[string]any{"dueShards": "16", "dueShardsRead": "8"}, `dueShardsRead: "8" is refused by the functions at start`},
 		"provisioned min above max": {map[string]any{"billing": `{"provisioned":{"read":{"min":5,"max":1},"write":{"max":5}}}`},
 			"billing.provisioned.read: min 5 is above max 1"},
 	} {

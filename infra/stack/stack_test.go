@@ -513,7 +513,7 @@ func TestSecretsAreCreatedPerSourceUnlessGivenAndReadOnlyWhereUsed(t *testing.T)
 // allowed is every IAM action each function may hold: what its code calls
 // (and, for the queue consumers, what their event source mapping needs).
 var allowed = map[string][]string{
-	pipeline.Intake: {"dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
+	pipeline.Intake: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:SendMessage"},
 	pipeline.Processor: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "logs:CreateLogStream", "logs:PutLogEvents",
 		"secretsmanager:GetSecretValue", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage"},

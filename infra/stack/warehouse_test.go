@@ -66,14 +66,17 @@ func TestAWrongWarehouseContextFailsSynthNamingTheKey(t *testing.T) {
 		ctx       map[string]any
 		key, says string
 	}{
-		"not a boolean":             {map[string]any{"warehouse": "sometimes"}, "warehouse", "invalid syntax"},
-		"a prefix, warehouse off":   {map[string]any{"warehousePrefix": "changes"}, "warehousePrefix", "warehouse is not true"},
-		"retention, warehouse off":  {map[string]any{"warehouse": "false", "warehouseRetentionDays": "30"}, "warehouseRetentionDays", "warehouse is not true"},
-		"not an integer":            {map[string]any{"warehouse": "true", "warehouseMaxStateBytes": "64k"}, "warehouseMaxStateBytes", "want an integer"},
-		"a prefix with a slash":     {map[string]any{"warehouse": "true", "warehousePrefix": "changes/"}, "warehousePrefix", "no leading or trailing '/'"},
-		"a state limit too large":   {map[string]any{"warehouse": "true", "warehouseMaxStateBytes": "4194304"}, "warehouseMaxStateBytes", "outside 0..1048576"},
-		"noncurrent, not versioned": {map[string]any{"warehouse": "true", "warehouseNoncurrentVersionDays": "7"}, "warehouseNoncurrentVersionDays", "warehouseVersioned is false"},
-		"results kept too long":     {map[string]any{"warehouse": "true", "warehouseQueryResultsDays": "9999"}, "warehouseQueryResultsDays", "outside 1..3650"},
+		"not a boolean":            {map[string]any{"warehouse": "sometimes"}, "warehouse", "invalid syntax"},
+		"a prefix, warehouse off":  {map[string]any{"warehousePrefix": "changes"}, "warehousePrefix", "warehouse is not true"},
+		"retention, warehouse off": {map[string]any{"warehouse": "false", "warehouseRetentionDays": "30"}, "warehouseRetentionDays", "warehouse is not true"},
+		"not an integer":           {map[string]any{"warehouse": "true", "warehouseMaxStateBytes": "64k"}, "warehouseMaxStateBytes", "want an integer"},
+		"a prefix with a slash":    {map[string]any{"warehouse": "true", "warehousePrefix": "changes/"}, "warehousePrefix", "no leading or trailing '/'"},
+		"a state limit too large":  {map[string]any{"warehouse": "true", "warehouseMaxStateBytes": "4194304"}, "warehouseMaxStateBytes", "between 1 and 524288"},
+		// a record carries its state within 1 MiB: the functions refuse
+		// more than half of it at start, so the synth does too
+		"a state limit over 512 KiB": {map[string]any{"warehouse": "true", "warehouseMaxStateBytes": "600000"}, "warehouseMaxStateBytes", "between 1 and 524288"},
+		"noncurrent, not versioned":  {map[string]any{"warehouse": "true", "warehouseNoncurrentVersionDays": "7"}, "warehouseNoncurrentVersionDays", "warehouseVersioned is false"},
+		"results kept too long":      {map[string]any{"warehouse": "true", "warehouseQueryResultsDays": "9999"}, "warehouseQueryResultsDays", "outside 1..3650"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// GIVEN a wrong warehouse value

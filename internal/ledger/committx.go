@@ -292,12 +292,34 @@ func (l *Ledger) projectionItem(c Claim, w *ProjectionWrite, intents []Intent, p
 			latest[Family(in.Kind)] = LatestIntent{OperationID: in.OperationID, Kind: in.Kind, Subject: in.Subject, Version: w.Version}
 		}
 	}
+	named := map[string]bool{}
 	for f, li := range latest {
 		v, err := attributevalue.Marshal(li)
 		if err != nil {
 			return nil, fmt.Errorf("%w: latest intent: %v", ErrInvalid, err)
 		}
 		item[attrLatestPref+f] = v
+		named[li.OperationID] = true
+	}
+	// The revision's other intents, so that the item names all of them
+	// (pkg/state lists them without reading the event). Only those the
+	// latest attributes and the watch list do not name already: most
+	// revisions add nothing here.
+	for _, e := range watch.keep {
+		named[e.OperationID] = true
+	}
+	var others Operations
+	for _, op := range commitResult(w, intents, watch).Operations {
+		if !named[op.ID] {
+			others = append(others, op)
+		}
+	}
+	if len(others) > 0 {
+		v, err := others.MarshalDynamoDBAttributeValue()
+		if err != nil {
+			return nil, fmt.Errorf("%w: intents: %v", ErrInvalid, err)
+		}
+		item[attrOthers] = v
 	}
 	return item, nil
 }

@@ -28,6 +28,12 @@ type Projection struct {
 	// Watch lists the while_current intents whose reason a later revision
 	// could remove; the commit of every revision checks them (see Commit).
 	Watch []WatchEntry `dynamodbav:"watch,omitempty"`
+	// Others are the intents the revision that wrote the state created
+	// which neither Latest nor Watch names (once intents, compensations,
+	// while_current intents without a condition): with them, the item
+	// names every intent of its revision, so a reader of the state needs
+	// no event item (whose partition also holds the raw payload).
+	Others Operations `dynamodbav:"ops,omitempty"`
 }
 
 // LatestIntent is the newest latest-policy intent of one kind family.
@@ -62,6 +68,7 @@ const (
 	attrWatch      = "watch"
 	attrWatchN     = "watch_n" // the list's length; absent (or 0) means none
 	attrLatestPref = "latest:" // one attribute per kind family
+	attrOthers     = "ops"     // the revision's intents the others do not name
 )
 
 // decodeProjection reads a projection item, with its watch list and

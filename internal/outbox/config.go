@@ -70,6 +70,9 @@ type EffectConfig struct {
 	TimeoutSeconds         int      `json:"timeout_seconds,omitempty"`          // default 10; at most 20, under the dispatcher's timeout
 	IdempotencyWindowHours int      `json:"idempotency_window_hours,omitempty"` // how long the downstream remembers a key; default 24
 	Scopes                 []string `json:"scopes"`
+	// EventSource is the source of the events an EventBridge target puts:
+	// the dispatcher's OUTBOX_EVENT_SOURCE, never part of the document.
+	EventSource string `json:"-"`
 }
 
 // AllScopes, alone in an effect's scopes, lets every scope use it.
@@ -316,7 +319,7 @@ func Build(cfgs []EffectConfig, secrets *source.Secrets, awsCfg aws.Config) (map
 			if ebClient == nil {
 				ebClient = eventbridge.NewFromConfig(awsCfg)
 			}
-			out[c.Kind] = &EventBridgeEffect{Name: c.Kind, Target: t, Client: ebClient, Timeout: c.Timeout(), Scopes: c.Scopes}
+			out[c.Kind] = &EventBridgeEffect{Name: c.Kind, Target: t, Client: ebClient, Timeout: c.Timeout(), Scopes: c.Scopes, Source: c.EventSource}
 		case TargetStepFunctions:
 			if sfnClient == nil {
 				sfnClient = sfn.NewFromConfig(awsCfg)

@@ -21,12 +21,16 @@ type DispatcherConfig struct {
 	EffectsQueueURL string
 	MaxAttempts     int
 	Lease           time.Duration
+	// EventSource is the source of the events EventBridge targets put
+	// (OUTBOX_EVENT_SOURCE; default config.DefaultEventSource).
+	EventSource string
 }
 
 // LoadDispatcherConfig reads the dispatcher function's variables: TABLE_NAME,
 // EFFECTS or EFFECTS_FILE, EFFECTS_QUEUE_URL, DISPATCH_MAX_ATTEMPTS
-// (default 8) and DISPATCH_LEASE_SECONDS (default 60; above the function
-// timeout), the warehouse sink's (warehouse.Load), plus the common
+// (default 8), DISPATCH_LEASE_SECONDS (default 60; above the function
+// timeout), OUTBOX_EVENT_SOURCE (config.EventSource), the warehouse
+// sink's (warehouse.Load), plus the common
 // RETENTION_DAYS, LOG_LEVEL, ALLOW_ENV_SECRETS. With the warehouse on, an
 // empty effects document (or none) is accepted: the dispatcher then
 // writes the warehouse's records alone.
@@ -43,6 +47,12 @@ func LoadDispatcherConfig(getenv func(string) string) (DispatcherConfig, error) 
 		if d.Effects, err = LoadEffects(getenv); err != nil {
 			return DispatcherConfig{}, fmt.Errorf("%w: EFFECTS/EFFECTS_FILE: %w", config.ErrConfig, err)
 		}
+	}
+	if d.EventSource, err = config.EventSource(getenv); err != nil {
+		return DispatcherConfig{}, err
+	}
+	for i := range d.Effects {
+		d.Effects[i].EventSource = d.EventSource
 	}
 	if d.Warehouse != nil {
 		for _, e := range d.Effects {

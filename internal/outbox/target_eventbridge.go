@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"github.com/effectively-once/webhooks/internal/config"
 )
 
 // EventPutter is the part of the EventBridge client EventBridgeEffect uses.
@@ -18,12 +20,13 @@ type EventPutter interface {
 
 var _ EventPutter = (*eventbridge.Client)(nil)
 
-// EventBridgeSource is the source of every event an EventBridgeEffect puts;
-// its detail-type is the intent kind.
-const EventBridgeSource = "effectively-once.outbox"
+// EventBridgeSource is the source of the events an EventBridgeEffect puts
+// when its Source is empty (the dispatcher's OUTBOX_EVENT_SOURCE unset);
+// their detail-type is the intent kind.
+const EventBridgeSource = config.DefaultEventSource
 
 // EventBridgeEffect puts the call as one event on an event bus (PutEvents,
-// one entry): source EventBridgeSource, detail-type the intent kind,
+// one entry): source Source (EventBridgeSource when empty), detail-type the intent kind,
 // detail the call (TargetCall, with operation_id). Rules on the bus match
 // it like any event.
 //
@@ -52,6 +55,9 @@ type EventBridgeEffect struct {
 	// Timeout bounds one PutEvents.
 	Timeout time.Duration
 	Scopes  []string
+	// Source is the events' source: one per pipeline and stage, so a rule
+	// on a shared bus can tell them apart (config.CheckEventSource's rule).
+	Source string
 }
 
 var (
@@ -89,7 +95,11 @@ func (e *EventBridgeEffect) Do(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: encode %s: %v", ErrPermanent, c.Key, err)
 	}
-	entry := ebtypes.PutEventsRequestEntry{EventBusName: aws.String(e.Target.ARN), Source: aws.String(EventBridgeSource),
+	src := e.Source
+	if src == "" {
+		src = EventBridgeSource
+	}
+	entry := ebtypes.PutEventsRequestEntry{EventBusName: aws.String(e.Target.ARN), Source: aws.String(src),
 		DetailType: aws.String(c.Kind), Detail: aws.String(string(detail))}
 	if size := EntrySize(entry); size >= MaxEventBridgeEntry {
 		return Result{}, tooLarge(c.Key, size, MaxEventBridgeEntry-1, "a PutEvents entry")

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/effectively-once/webhooks/internal/config"
 	"github.com/effectively-once/webhooks/internal/harness/awstrace"
 	"github.com/effectively-once/webhooks/internal/harness/localaws"
 	"github.com/effectively-once/webhooks/internal/ledger"
@@ -952,6 +953,53 @@ func TestTargetNamesAreStableAndWithinTheServicesRules(t *testing.T) {
 	for _, subject := range []string{"order 42", strings.Repeat("s", 124), "ümlaut"} {
 		if g := outbox.MessageGroupID("shop", subject); len(g) > 128 || !strings.HasPrefix(g, "h-") || g == outbox.MessageGroupID("other", subject) {
 			t.Errorf("group of %q: %q", subject, g)
+		}
+	}
+}
+
+// Each pipeline and stage names itself as the source of the events it
+// puts (OUTBOX_EVENT_SOURCE), so a rule on a shared bus tells dev from
+// prod by source; without it the source is the historical default.
+func TestEventBridgeEventsCarryThePipelinesSource(t *testing.T) {
+	for _, c := range []struct{ set, want string }{
+		{"effectively-once.webhooks-prod", "effectively-once.webhooks-prod"},
+		{"", config.DefaultEventSource},
+	} {
+		// GIVEN the dispatcher's configuration, read as at cold start, with
+		// an effect on an EventBridge bus
+		eb := localaws.NewEventBridge(testRegion, testAccount)
+		t.Cleanup(eb.Close)
+		bus := eb.CreateBus("orders")
+		vars := map[string]string{"TABLE_NAME": "ledger", "EFFECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/effects",
+			"EFFECTS": `{"effects":[{"kind":"` + kind + `","target":"` + bus + `","scopes":["*"]}]}`, "OUTBOX_EVENT_SOURCE": c.set, "AWS_REGION": testRegion}
+		cfg, err := outbox.LoadDispatcherConfig(func(k string) string { return vars[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		awsCfg := localaws.Config()
+		awsCfg.Region, awsCfg.BaseEndpoint = testRegion, aws.String(eb.URL)
+		effects, err := outbox.Build(cfg.Effects, nil, awsCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// WHEN it performs an intent
+		e := setup(t)
+		e.D.Effects[kind] = effects[kind]
+		e.dispatch(t, ledger.IntentStatusSucceeded)
+		// THEN the one event on the bus has the pipeline's source
+		evs := eb.Events("orders")
+		if len(evs) != 1 || evs[0].Source != c.want {
+			t.Fatalf("OUTBOX_EVENT_SOURCE=%q: events %+v, want one with source %q", c.set, evs, c.want)
+		}
+	}
+}
+
+func TestAnEventSourceEventBridgeRefusesFailsTheDispatchersStart(t *testing.T) {
+	for _, s := range []string{"aws.orders", "orders events", strings.Repeat("x", 257)} {
+		vars := map[string]string{"TABLE_NAME": "ledger", "EFFECTS_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/effects",
+			"EFFECTS": `{"effects":[{"kind":"k","url":"https://x.example/k","scopes":["*"]}]}`, "OUTBOX_EVENT_SOURCE": s}
+		if _, err := outbox.LoadDispatcherConfig(func(k string) string { return vars[k] }); !errors.Is(err, config.ErrConfig) || !strings.Contains(err.Error(), "OUTBOX_EVENT_SOURCE") {
+			t.Errorf("OUTBOX_EVENT_SOURCE=%q: %v, want a configuration error naming it", s, err)
 		}
 	}
 }

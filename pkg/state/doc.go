@@ -17,8 +17,10 @@
 //	}
 //
 // It reads the ledger's DynamoDB table with strongly consistent GetItem
-// calls only, so the service's role needs dynamodb:GetItem on the table
-// and nothing else; it never writes. The items it reads, and the
+// calls only, of projection items (State, Subject) and intent items
+// (Subject, Intent), never an event or its payload: the construct's
+// GrantReadState and GrantReadIntents are all a service's role needs. It
+// never writes. The items it reads, and the
 // attributes a reader in another language may rely on, are described in
 // docs/state.md.
 //
@@ -37,9 +39,10 @@
 //     entitlement sync): the one that carries the current state;
 //   - the while_current intents the subject still watches (a refund
 //     justified by a cancellation), up to the last 32, newest last;
-//   - every intent the event that wrote the current version created,
-//     compensations included, while that event is retained (30 days by
-//     default).
+//   - every other intent the revision that wrote the current state
+//     created (once intents, compensations), which its projection item
+//     records. An item last written before it recorded them lists none
+//     of these until the subject's next revision.
 //
 // An intent of an earlier revision that none of these name (a once
 // intent of an older version, a while_current intent a later revision

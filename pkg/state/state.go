@@ -143,8 +143,8 @@ func (r *Reader) State(ctx context.Context, scope, projectionName, id string) (S
 }
 
 // Subject reads a subject's state and the intents it records (see the
-// package documentation): one GetItem for the state, one for the event
-// that wrote it, and one per intent (at most 8 at a time).
+// package documentation): one GetItem for the state and one per intent
+// (at most 8 at a time), all of projection and intent items.
 func (r *Reader) Subject(ctx context.Context, scope, projectionName, id string) (Subject, error) {
 	s, p, err := r.state(ctx, scope, projectionName, id)
 	if err != nil {
@@ -169,22 +169,12 @@ func (r *Reader) Subject(ctx context.Context, scope, projectionName, id string) 
 	for _, w := range p.Watch {
 		add(w.OperationID)
 	}
-	// The event that wrote this version names the intents its commit
-	// created. A source's name never contains "/", so the first one ends
-	// it. The event item may have expired (its retention) or, for a
-	// version advanced without a new state, hold a result without
-	// operations.
-	if src, evID, ok := strings.Cut(p.LastEvent, "/"); ok {
-		ev, err := r.r.Event(ctx, src, evID)
-		switch {
-		case errors.Is(err, ledger.ErrNotFound):
-		case err != nil:
-			return Subject{}, fmt.Errorf("state: read event %s: %w", p.LastEvent, err)
-		case ev.Result != nil && ev.Result.Projection == p.Name && ev.Result.Subject == id:
-			for _, o := range ev.Result.Operations {
-				add(o.ID)
-			}
-		}
+	// The revision that wrote the state names its other intents (once
+	// intents, compensations) on the same item, so no event item is read:
+	// its partition also holds the raw payload, which a reader of the
+	// state is not granted.
+	for _, o := range p.Others {
+		add(o.ID)
 	}
 	if s.Intents, err = r.intents(ctx, ops); err != nil {
 		return Subject{}, err

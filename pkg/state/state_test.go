@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/pkg/builtin"
@@ -17,7 +19,9 @@ import (
 )
 
 // getOnly is a client that can only read items, as a team's service role
-// may be: every read of the package goes through GetItem.
+// may be: every read of the package goes through GetItem, and, as with
+// the construct's GrantReadState and GrantReadIntents, only of projection
+// (PJ#) and intent (OP#) items; any other key is refused as IAM would.
 type getOnly struct {
 	db    *dynamodb.Client
 	calls atomic.Int64
@@ -25,6 +29,10 @@ type getOnly struct {
 
 func (g *getOnly) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	g.calls.Add(1)
+	pk, _ := in.Key["pk"].(*types.AttributeValueMemberS)
+	if pk == nil || !(strings.HasPrefix(pk.Value, "PJ#") || strings.HasPrefix(pk.Value, "OP#")) {
+		return nil, fmt.Errorf("AccessDeniedException: GetItem of %+v is outside GrantReadState and GrantReadIntents", in.Key["pk"])
+	}
 	return g.db.GetItem(ctx, in, opts...)
 }
 
@@ -131,7 +139,7 @@ func TestASubscriptionListsItsLatestIntent(t *testing.T) {
 		t.Fatalf("delivery: %d %s", resp.Status, resp.Body)
 	}
 	h.DrainAll(drainTimeout, idle, []*pt.Worker{w}, d)
-	s, err := state.New(h.DB, h.Table).Subject(ctx, "stripe", builtin.StripeSubscriptionProjection, "sub_state_1")
+	s, err := state.New(&getOnly{db: h.DB}, h.Table).Subject(ctx, "stripe", builtin.StripeSubscriptionProjection, "sub_state_1")
 	if err != nil {
 		t.Fatal(err)
 	}
