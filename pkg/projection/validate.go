@@ -76,6 +76,9 @@ const (
 //     UTF-8 without control characters, a kind at most MaxKindLength;
 //   - each intent has an operation id, unique within the result (and not
 //     another intent's CompensationID), a kind and a subject;
+//   - no kind (nor Compensation) of the platform's reserved family
+//     ("warehouse", "warehouse.…": ReservedKind) and no operation id of
+//     its reserved shape ("warehouse.…": ReservedOperationID);
 //   - a policy is "" (once), once, while_current or latest;
 //   - a Condition and a Compensation belong to while_current intents
 //     only, and a while_current intent has a Condition, with non-empty
@@ -178,6 +181,11 @@ func (v *validation) intent(i int, in Intent, w *Write) {
 		v.bad("intent %d has no kind", i)
 	case why != "":
 		v.bad("intent %d's kind %s", i, why)
+	case ReservedKind(in.Kind):
+		v.bad("intent %d's kind %q is reserved: the platform's own intents (the warehouse's records) use the family %q, a projection's never", i, in.Kind, ReservedFamily)
+	}
+	if ReservedOperationID(in.OperationID) {
+		v.bad("intent %d's operation id %q is reserved: the platform's own intents' ids start with %q, a projection's never", i, in.OperationID, ReservedOperationPrefix)
 	}
 	switch why := idProblem(in.Subject, MaxIDLength); {
 	case in.Subject == "":
@@ -202,6 +210,8 @@ func (v *validation) intent(i int, in Intent, w *Write) {
 		if in.Compensation != "" {
 			if why := idProblem(in.Compensation, MaxKindLength); why != "" {
 				v.bad("intent %d's Compensation %s", i, why)
+			} else if ReservedKind(in.Compensation) {
+				v.bad("intent %d's Compensation %q is reserved: the platform's own intents (the warehouse's records) use the family %q, a projection's never", i, in.Compensation, ReservedFamily)
 			}
 		}
 	default:
