@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // commitProjection processes one event into projection name/subject at
@@ -81,7 +82,7 @@ func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := ledger.Intent{OperationID: "op-backfill-1", Kind: "warehouse.record", Subject: "O-1", Payload: map[string]any{"version": "3"}, Policy: ledger.PolicyOnce}
+	in := ledger.Intent{OperationID: warehouse.OperationID("orders", "order", "O-1", 3), Kind: "warehouse.record", Subject: "O-1", Payload: map[string]any{"version": "3"}, Policy: ledger.PolicyOnce}
 	if _, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "", "why"); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("no actor: %v", err)
 	}
@@ -89,7 +90,7 @@ func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("backfill: %v %v", created, err)
 	}
-	st, err := f.L.GetIntentState(ctx, "op-backfill-1")
+	st, err := f.L.GetIntentState(ctx, in.OperationID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
 		len(st.Audit) != 1 || st.Audit[0] != want {
 		t.Fatalf("intent %+v", st)
 	}
-	if open, err := f.L.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentPending)); err != nil || len(open) != 1 || open[0].OperationID != "op-backfill-1" {
+	if open, err := f.L.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentPending)); err != nil || len(open) != 1 || open[0].OperationID != in.OperationID {
 		t.Fatalf("not on the due index: %+v %v", open, err)
 	}
 	if created, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "ops:alice", "again"); err != nil || created {
@@ -236,5 +237,31 @@ func TestMissingRecordDecidesFromTheIntentAndItsRepairs(t *testing.T) {
 	finish(n.OperationID, ledger.IntentStatusQuarantined)
 	if q := need(); q.Action != ledger.RecordOperator || q.OperationID != n.OperationID || q.Status != ledger.IntentStatusQuarantined || q.Original.OperationID != "" {
 		t.Fatalf("quarantined record intent: %+v", q)
+	}
+}
+
+// Outside a commit the ledger writes warehouse record intents only: a
+// PENDING business intent (a refund) or a record kind under a business
+// intent's key is refused with nothing written, whoever asks (the
+// reconciler's drift repair, an operator's backfill).
+func TestOnlyRecordIntentsAreWrittenOutsideACommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	commitProjection(t, f, "evt_1", "orders/order", "O-1", 3)
+	p, err := f.L.GetProjection(ctx, "orders/order", "O-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []ledger.Intent{
+		{OperationID: "0f3a9c", Kind: "refund", Subject: "O-1", Payload: map[string]any{"amount": 12900}},
+		{OperationID: "0f3a9d", Kind: warehouse.Kind, Subject: "O-1", Payload: map[string]any{"version": "3"}},
+		{OperationID: warehouse.OperationID("orders", "order", "O-1", 3), Kind: "refund", Subject: "O-1"},
+	} {
+		if created, err := f.L.PutIntent(ctx, p, in, "orders", "evt_1"); !errors.Is(err, ledger.ErrInvalid) || created {
+			t.Errorf("put %s (%s): created=%v %v; want ErrInvalid", in.OperationID, in.Kind, created, err)
+		}
+		if _, err := f.L.GetIntentState(ctx, in.OperationID); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("intent %s (%s) exists: %v", in.OperationID, in.Kind, err)
+		}
 	}
 }
