@@ -17,9 +17,9 @@ const (
 	attrSK = "sk"
 
 	// Partition key prefixes, one per kind of item.
-	pkEvent      = "EV#"  // EV#<source>#<event id>: the event and its payload chunks
-	pkProjection = "PJ#"  // PJ#<name>#<subject>
-	pkIntent     = "OP#"  // OP#<operation id>
+	pkEvent      = "EV#" // EV#<source>#<event id>: the event and its payload chunks
+	pkProjection = "PJ#" // PJ#<name>#<subject>
+	pkIntent     = "OP#" // OP#<operation id>
 	// pkRecordIntent is the shape of the warehouse sink's record intents,
 	// OP#warehouse.<hash> (warehouse.OperationID): no business intent has
 	// it (projection.Validate refuses the prefix, a scoped operation id
@@ -27,8 +27,8 @@ const (
 	// reconciler PutItem on record intents alone, and the dispatcher
 	// performs a record under this shape only (IsRecordIntent).
 	pkRecordIntent = pkIntent + projection.ReservedOperationPrefix
-	pkCursor     = "CUR#" // CUR#<projection>#<subject>#<kind family>
-	pkBody       = "BH#"  // BH#<source>#<payload hash>: which event id first delivered a body
+	pkCursor       = "CUR#" // CUR#<projection>#<subject>#<kind family>
+	pkBody         = "BH#"  // BH#<source>#<payload hash>: which event id first delivered a body
 
 	// Sort keys.
 	skEvent      = "EV"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/warehouse"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // commitProjection processes one event into projection name/subject at
@@ -263,5 +264,40 @@ func TestOnlyRecordIntentsAreWrittenOutsideACommit(t *testing.T) {
 		if _, err := f.L.GetIntentState(ctx, in.OperationID); !errors.Is(err, ledger.ErrNotFound) {
 			t.Errorf("intent %s (%s) exists: %v", in.OperationID, in.Kind, err)
 		}
+	}
+}
+
+// The largest result projection.Validate accepts commits with the
+// warehouse on: its MaxIntents intents and the record of the revision in
+// one transaction, the budget leaving room for a full watch list's
+// contradictions and compensations too.
+func TestTheLargestValidResultCommitsWithTheWarehouseOn(t *testing.T) {
+	if want := ledger.MaxTransactItems - 3 - 2*ledger.MaxWatch; projection.MaxIntents != want {
+		t.Fatalf("projection.MaxIntents is %d; a transaction with the event, the projection, the record and a full watch list leaves %d", projection.MaxIntents, want)
+	}
+	ctx := context.Background()
+	f := newFixture(t)
+	state := map[string]any{"status": "paid"}
+	w := &ledger.ProjectionWrite{Name: "orders/order", Subject: "O-1", Version: 3, Fingerprint: projection.Fingerprint(state), State: state}
+	res := projection.Result{Write: w}
+	for i := range projection.MaxIntents {
+		res.Intents = append(res.Intents, projection.Intent{OperationID: fmt.Sprintf("op-%02d", i), Kind: "notify", Subject: "O-1"})
+	}
+	unscoped := *w
+	unscoped.Name = "order" // as the projection returns it, before the processor scopes it
+	if err := projection.Validate("orders/order", projection.Result{Write: &unscoped, Intents: res.Intents}); err != nil {
+		t.Fatal(err)
+	}
+	intents := append(res.Intents, warehouse.Intent(*w, "orders", "evt_1", f.Clock.Now(), 0))
+	if _, err := f.L.Accept(ctx, ledger.Delivery{Source: "orders", EventID: "evt_1", EventType: "order.paid", DeliveryID: "d1", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.L.Claim(ctx, "orders", "evt_1", ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := f.L.Commit(ctx, c, w, intents)
+	if err != nil || done.Result.Outcome != ledger.OutcomeApplied || len(done.Intents) != projection.MaxIntents+1 {
+		t.Fatalf("commit: %+v %v; want applied with %d intents and the record", done.Result, err, projection.MaxIntents)
 	}
 }

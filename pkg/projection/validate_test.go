@@ -115,10 +115,10 @@ func TestValidate(t *testing.T) {
 		},
 			projection.CodeUnstorable, "intents[1].payload: the item would be about"},
 		{"more intents than one transaction holds", func(r *projection.Result) {
-			for i := range 96 {
+			for i := range projection.MaxIntents - 2 {
 				r.Intents = append(r.Intents, projection.Intent{OperationID: projection.OperationID("extra", string(rune('a'+i))), Kind: "k", Subject: "O-1"})
 			}
-		}, projection.CodeUnstorable, "99 intents; one commit holds at most 98"},
+		}, projection.CodeUnstorable, "34 intents; a result holds at most 33"},
 
 		// The contract first: a result with both is invalid.
 		{"invalid and unstorable", func(r *projection.Result) { r.Write.State["total"] = math.NaN(); r.Intents[1].OperationID = "" },
