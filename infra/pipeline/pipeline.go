@@ -668,6 +668,9 @@ const (
 	pkIntents     = "OP#"
 	pkCursors     = "CUR#"
 	pkBodies      = "BH#"
+	// pkRecordIntents is the warehouse sink's record intents' own shape
+	// among intents (OP#warehouse.<hash>): no business intent has it.
+	pkRecordIntents = pkIntents + "warehouse."
 )
 
 // ledgerWrites is what one function may write in the ledger: per write

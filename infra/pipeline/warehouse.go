@@ -480,7 +480,10 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 //     In the ledger, its warehouse check finds the projections changed
 //     since its lookback with a bounded Scan of the table (the table has
 //     no index by update time), and writes the record intent a revision
-//     lacks, or a repair, with a PutItem under the intent's key (OP#).
+//     lacks, or a repair, with a PutItem under the record intents' own
+//     keys (OP#warehouse.…) only: its credentials cannot create a
+//     business intent (a PENDING refund), and the dispatcher performs an
+//     item under that shape only as a record.
 //
 // The bucket is S3-managed encrypted, so no KMS grant is needed.
 func (s *Pipeline) warehouseGrants(res *WarehouseResources) {
@@ -489,7 +492,7 @@ func (s *Pipeline) warehouseGrants(res *WarehouseResources) {
 	di.grantOn([]string{s3Get, s3Put}, objects)
 	re.grantOn([]string{s3Get}, objects)
 	re.grantOn([]string{ddbScan}, s.Table.TableArn())
-	re.grantWrites(s.Table.TableArn(), ledgerWrites{ddbPut: {anyKey(pkIntents)}})
+	re.grantWrites(s.Table.TableArn(), ledgerWrites{ddbPut: {anyKey(pkRecordIntents)}})
 	re.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions:    jsii.Strings(s3List),
 		Resources:  &[]*string{res.Bucket.BucketArn()},

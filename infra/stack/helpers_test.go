@@ -180,14 +180,16 @@ const (
 	targetMachine  = "arn:aws:states:eu-west-1:123456789012:stateMachine:fulfil"
 )
 
-// stackOf returns the stack a table-driven case names: "default", "full"
-// or "targets".
+// stackOf returns the stack a table-driven case names: "default", "full",
+// "targets" or "warehouse" (the default with the warehouse sink on).
 func stackOf(t testing.TB, name string) *synthed {
 	switch name {
 	case "full":
 		return fullStack(t)
 	case "targets":
 		return targetsStack(t)
+	case "warehouse":
+		return synth(t, "warehouse", map[string]any{"warehouse": "true"})
 	}
 	return defaultStack(t)
 }

@@ -22,6 +22,7 @@ const (
 	stripeBody   = "BH#stripe#9f86d081884c7d65" // the marker of a body of an unsigned-id scheme
 	projection   = "PJ#orders#O-42"
 	intent       = "OP#0f3a9c"
+	recordIntent = "OP#warehouse.3e1f0a9c" // a warehouse record intent (warehouse.OperationID)
 	cursor       = "CUR#orders#O-42#refund"
 )
 
@@ -35,6 +36,7 @@ func TestEachFunctionWritesOnlyTheLedgerKeysItOwns(t *testing.T) {
 	}{
 		{"default", []string{"EV#stripe#*"}, []string{"BH#stripe#*"}},
 		{"full", []string{"EV#ses#*", "EV#shop#*", "EV#stripe#*"}, []string{"BH#ses#*", "BH#shop#*", "BH#stripe#*"}},
+		{"warehouse", []string{"EV#stripe#*"}, []string{"BH#stripe#*"}},
 	} {
 		t.Run(c.variant, func(t *testing.T) {
 			// GIVEN a synthesized stack
@@ -47,6 +49,12 @@ func TestEachFunctionWritesOnlyTheLedgerKeysItOwns(t *testing.T) {
 				pipeline.Processor:  {put: {"OP#*", "PJ#*"}, update: {"EV#*", "OP#*", "PJ#*"}},
 				pipeline.Dispatcher: {update: {"CUR#*", "OP#*"}},
 				pipeline.Reconciler: {put: {"EV#*"}, update: {"CUR#*", "EV#*"}},
+			}
+			warehouseOn := c.variant == "warehouse"
+			if warehouseOn {
+				// the record intents its drift check writes or repairs, and
+				// no other intent
+				want[pipeline.Reconciler][put] = []string{"EV#*", "OP#warehouse.*"}
 			}
 			writes := map[string]map[string][]string{}
 			for fn, w := range want {
@@ -95,7 +103,12 @@ func TestEachFunctionWritesOnlyTheLedgerKeysItOwns(t *testing.T) {
 				{pipeline.Reconciler, put, unknownEvent, true}, // a removed source's events
 				{pipeline.Reconciler, update, cursor, true},
 				{pipeline.Reconciler, update, intent, false},
-				{pipeline.Reconciler, put, intent, false},
+				{pipeline.Reconciler, put, intent, false}, // a PENDING refund: never
+				{pipeline.Reconciler, put, recordIntent, warehouseOn},
+				{pipeline.Reconciler, update, recordIntent, false},
+				{pipeline.Reconciler, put, "OP#warehouse", false},
+				{pipeline.Processor, put, recordIntent, true}, // the commit's record of an applied revision
+				{pipeline.Dispatcher, update, recordIntent, true},
 				{pipeline.Reconciler, update, projection, false},
 				{pipeline.Reconciler, put, stripeBody, false},
 			} {
@@ -160,8 +173,8 @@ var ledgerMethodWrites = map[string]map[string][]string{
 	"LockSubject":    {"dynamodb:UpdateItem": {"CUR#"}},
 	"MarkSynced":     {"dynamodb:UpdateItem": {"CUR#"}},
 	"ClaimBody":      {"dynamodb:PutItem": {"BH#"}},
-	"PutIntent":      {"dynamodb:PutItem": {"OP#"}},
-	"BackfillIntent": {"dynamodb:PutItem": {"OP#"}}, // webhookctl's, no function's
+	"PutIntent":      {"dynamodb:PutItem": {"OP#warehouse."}}, // record intents only
+	"BackfillIntent": {"dynamodb:PutItem": {"OP#warehouse."}}, // webhookctl's, no function's
 }
 
 var ledgerReads = []string{"Get", "Payload", "GetProjection", "GetIntentState", "GetCursor", "ListDue", "ListDueIntents",
@@ -236,8 +249,13 @@ func checkLedgerWrites(t *testing.T, s *synthed, functionLedgers map[string][]re
 		granted := map[string][]string{}
 		for a, patterns := range s.ledgerWrites(t, s.roleOf(t, fn)) {
 			for _, p := range patterns {
-				// "EV#stripe#*" and "EV#*" are both event keys
-				prefix, _, _ := strings.Cut(p, "#")
+				// "EV#stripe#*" and "EV#*" are both event keys;
+				// "OP#warehouse.*" is the record intents' own shape
+				prefix, rest, _ := strings.Cut(p, "#")
+				if prefix == "OP" && strings.HasPrefix(rest, "warehouse.") {
+					granted[a] = append(granted[a], "OP#warehouse.")
+					continue
+				}
 				granted[a] = append(granted[a], prefix+"#")
 			}
 			granted[a] = sorted(granted[a])

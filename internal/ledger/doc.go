@@ -11,6 +11,7 @@
 //	EV#<source>#<event_id>       PL#<hash>#<n> a chunk of an event's payload too large to keep inline (immutable)
 //	PJ#<name>#<subject>          PJ            a projection: state, version, fingerprint
 //	OP#<operation_id>            OP            an outbox intent
+//	OP#warehouse.<hash>          OP            a warehouse record intent (IsRecordIntent: a shape no business intent has)
 //	CUR#<proj>#<subject>#<fam>   CUR           a subject cursor (LockSubject)
 //	BH#<source>#<payload hash>   BH            the event id a body first arrived under (ClaimBody)
 //

@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // The table's keys: a string partition key "pk" and sort key "sk". Every
@@ -14,11 +17,18 @@ const (
 	attrSK = "sk"
 
 	// Partition key prefixes, one per kind of item.
-	pkEvent      = "EV#"  // EV#<source>#<event id>: the event and its payload chunks
-	pkProjection = "PJ#"  // PJ#<name>#<subject>
-	pkIntent     = "OP#"  // OP#<operation id>
-	pkCursor     = "CUR#" // CUR#<projection>#<subject>#<kind family>
-	pkBody       = "BH#"  // BH#<source>#<payload hash>: which event id first delivered a body
+	pkEvent      = "EV#" // EV#<source>#<event id>: the event and its payload chunks
+	pkProjection = "PJ#" // PJ#<name>#<subject>
+	pkIntent     = "OP#" // OP#<operation id>
+	// pkRecordIntent is the shape of the warehouse sink's record intents,
+	// OP#warehouse.<hash> (warehouse.OperationID): no business intent has
+	// it (projection.Validate refuses the prefix, a scoped operation id
+	// is hex), so an IAM dynamodb:LeadingKeys condition can grant the
+	// reconciler PutItem on record intents alone, and the dispatcher
+	// performs a record under this shape only (IsRecordIntent).
+	pkRecordIntent = pkIntent + projection.ReservedOperationPrefix
+	pkCursor       = "CUR#" // CUR#<projection>#<subject>#<kind family>
+	pkBody         = "BH#"  // BH#<source>#<payload hash>: which event id first delivered a body
 
 	// Sort keys.
 	skEvent      = "EV"
@@ -53,6 +63,10 @@ func projectionKey(name, subject string) map[string]types.AttributeValue {
 func intentKey(op string) map[string]types.AttributeValue {
 	return key(pkIntent+op, skIntent)
 }
+
+// IsRecordIntent reports whether the intent op is keyed as a warehouse
+// record intent (pkRecordIntent).
+func IsRecordIntent(op string) bool { return strings.HasPrefix(pkIntent+op, pkRecordIntent) }
 
 func cursorKey(projection, subject, family string) map[string]types.AttributeValue {
 	return key(pkCursor+projection+"#"+subject+"#"+family, skCursor)

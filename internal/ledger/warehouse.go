@@ -81,8 +81,8 @@ func (l *Ledger) ListProjectionsChanged(ctx context.Context, since time.Time, li
 	}
 }
 
-// PutIntent writes a PENDING intent outside a commit (a repair the
-// reconciler decided), for projection p as it is, caused by causation
+// PutIntent writes a PENDING warehouse record intent outside a commit (a
+// repair the reconciler decided); any other intent is ErrInvalid, for projection p as it is, caused by causation
 // ("<source>/<event id>"): put under attribute_not_exists, so a repair
 // found twice is written once. created is false when it existed.
 func (l *Ledger) PutIntent(ctx context.Context, p Projection, in Intent, source, eventID string) (created bool, err error) {
@@ -103,6 +103,12 @@ func (l *Ledger) BackfillIntent(ctx context.Context, p Projection, in Intent, so
 func (l *Ledger) putIntent(ctx context.Context, p Projection, in Intent, source, eventID string, audit types.AttributeValue) (created bool, err error) {
 	if err := validID("operation id", in.OperationID, MaxIDLength); err != nil {
 		return false, err
+	}
+	// Outside a commit only warehouse records are written (the
+	// reconciler's credentials may put record intents and nothing else).
+	if !IsRecordIntent(in.OperationID) || in.Kind != warehouse.Kind {
+		return false, fmt.Errorf("%w: intent %s of kind %q: only a warehouse record (kind %s, a record's operation id) is written outside a commit",
+			ErrInvalid, in.OperationID, in.Kind, warehouse.Kind)
 	}
 	c := Claim{Event: Event{Source: source, EventID: eventID}}
 	w := &ProjectionWrite{Name: p.Name, Subject: p.Subject, Version: p.Version, Fingerprint: p.Fingerprint}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // commitProjection processes one event into projection name/subject at
@@ -81,7 +83,7 @@ func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := ledger.Intent{OperationID: "op-backfill-1", Kind: "warehouse.record", Subject: "O-1", Payload: map[string]any{"version": "3"}, Policy: ledger.PolicyOnce}
+	in := ledger.Intent{OperationID: warehouse.OperationID("orders", "order", "O-1", 3), Kind: "warehouse.record", Subject: "O-1", Payload: map[string]any{"version": "3"}, Policy: ledger.PolicyOnce}
 	if _, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "", "why"); !errors.Is(err, ledger.ErrInvalid) {
 		t.Fatalf("no actor: %v", err)
 	}
@@ -89,7 +91,7 @@ func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("backfill: %v %v", created, err)
 	}
-	st, err := f.L.GetIntentState(ctx, "op-backfill-1")
+	st, err := f.L.GetIntentState(ctx, in.OperationID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestBackfillIntentIsAuditedAndWrittenOnce(t *testing.T) {
 		len(st.Audit) != 1 || st.Audit[0] != want {
 		t.Fatalf("intent %+v", st)
 	}
-	if open, err := f.L.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentPending)); err != nil || len(open) != 1 || open[0].OperationID != "op-backfill-1" {
+	if open, err := f.L.ListOpen(ctx, "intent", 10, ledger.Status(ledger.IntentPending)); err != nil || len(open) != 1 || open[0].OperationID != in.OperationID {
 		t.Fatalf("not on the due index: %+v %v", open, err)
 	}
 	if created, err := f.L.BackfillIntent(ctx, p, in, "orders", "evt_1", "ops:alice", "again"); err != nil || created {
@@ -236,5 +238,66 @@ func TestMissingRecordDecidesFromTheIntentAndItsRepairs(t *testing.T) {
 	finish(n.OperationID, ledger.IntentStatusQuarantined)
 	if q := need(); q.Action != ledger.RecordOperator || q.OperationID != n.OperationID || q.Status != ledger.IntentStatusQuarantined || q.Original.OperationID != "" {
 		t.Fatalf("quarantined record intent: %+v", q)
+	}
+}
+
+// Outside a commit the ledger writes warehouse record intents only: a
+// PENDING business intent (a refund) or a record kind under a business
+// intent's key is refused with nothing written, whoever asks (the
+// reconciler's drift repair, an operator's backfill).
+func TestOnlyRecordIntentsAreWrittenOutsideACommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	commitProjection(t, f, "evt_1", "orders/order", "O-1", 3)
+	p, err := f.L.GetProjection(ctx, "orders/order", "O-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []ledger.Intent{
+		{OperationID: "0f3a9c", Kind: "refund", Subject: "O-1", Payload: map[string]any{"amount": 12900}},
+		{OperationID: "0f3a9d", Kind: warehouse.Kind, Subject: "O-1", Payload: map[string]any{"version": "3"}},
+		{OperationID: warehouse.OperationID("orders", "order", "O-1", 3), Kind: "refund", Subject: "O-1"},
+	} {
+		if created, err := f.L.PutIntent(ctx, p, in, "orders", "evt_1"); !errors.Is(err, ledger.ErrInvalid) || created {
+			t.Errorf("put %s (%s): created=%v %v; want ErrInvalid", in.OperationID, in.Kind, created, err)
+		}
+		if _, err := f.L.GetIntentState(ctx, in.OperationID); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("intent %s (%s) exists: %v", in.OperationID, in.Kind, err)
+		}
+	}
+}
+
+// The largest result projection.Validate accepts commits with the
+// warehouse on: its MaxIntents intents and the record of the revision in
+// one transaction, the budget leaving room for a full watch list's
+// contradictions and compensations too.
+func TestTheLargestValidResultCommitsWithTheWarehouseOn(t *testing.T) {
+	if want := ledger.MaxTransactItems - 3 - 2*ledger.MaxWatch; projection.MaxIntents != want {
+		t.Fatalf("projection.MaxIntents is %d; a transaction with the event, the projection, the record and a full watch list leaves %d", projection.MaxIntents, want)
+	}
+	ctx := context.Background()
+	f := newFixture(t)
+	state := map[string]any{"status": "paid"}
+	w := &ledger.ProjectionWrite{Name: "orders/order", Subject: "O-1", Version: 3, Fingerprint: projection.Fingerprint(state), State: state}
+	res := projection.Result{Write: w}
+	for i := range projection.MaxIntents {
+		res.Intents = append(res.Intents, projection.Intent{OperationID: fmt.Sprintf("op-%02d", i), Kind: "notify", Subject: "O-1"})
+	}
+	unscoped := *w
+	unscoped.Name = "order" // as the projection returns it, before the processor scopes it
+	if err := projection.Validate("orders/order", projection.Result{Write: &unscoped, Intents: res.Intents}); err != nil {
+		t.Fatal(err)
+	}
+	intents := append(res.Intents, warehouse.Intent(*w, "orders", "evt_1", f.Clock.Now(), 0))
+	if _, err := f.L.Accept(ctx, ledger.Delivery{Source: "orders", EventID: "evt_1", EventType: "order.paid", DeliveryID: "d1", Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.L.Claim(ctx, "orders", "evt_1", ledger.ClaimOptions{Owner: "w", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := f.L.Commit(ctx, c, w, intents)
+	if err != nil || done.Result.Outcome != ledger.OutcomeApplied || len(done.Intents) != projection.MaxIntents+1 {
+		t.Fatalf("commit: %+v %v; want applied with %d intents and the record", done.Result, err, projection.MaxIntents)
 	}
 }

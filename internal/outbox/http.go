@@ -294,7 +294,7 @@ type wireCall struct {
 
 // Do performs one call.
 func (e *HTTPEffect) Do(ctx context.Context, c Call) (Result, error) {
-	body, err := json.Marshal(wireCall(c))
+	body, err := json.Marshal(wireCall{Key: c.Key, Kind: c.Kind, Subject: c.Subject, Payload: c.Payload, Version: c.Version, Scope: c.Scope, Source: c.Source})
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: encode %s: %v", ErrPermanent, c.Key, err)
 	}

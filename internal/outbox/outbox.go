@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/warehouse"
 )
 
 // Errors an Effect returns, and the classification the dispatcher records.
@@ -102,6 +103,11 @@ type Call struct {
 	// order, account or subscription it is.
 	Scope  string
 	Source string
+	// Record, for a warehouse record intent, is its record as the ledger
+	// recorded the intent (recordOf): scope, projection, subject,
+	// version, source and event from the intent item, never from its
+	// payload. nil for every other intent.
+	Record *warehouse.Record
 }
 
 // Result is what a successful call returned.
@@ -282,6 +288,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("dispatch %s: %w", op, err)
 	}
 	in := c.Intent
+	// A record is an item under the record key shape with the record's
+	// kind, and nothing else is: whoever could write the item (the
+	// reconciler may put record intents only), it is performed as what
+	// its key says or not at all.
+	if ledger.IsRecordIntent(in.OperationID) != (in.Kind == WarehouseKind) {
+		return d.record(ctx, c, false, notARecordOutcome(in))
+	}
 	eff, ok := d.Effects[in.Kind]
 	if !ok {
 		return d.record(ctx, c, false, noEffectOutcome(in.Kind))
@@ -294,6 +307,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, op string) (Outcome, error) {
 		return d.refuseScope(ctx, c)
 	}
 	call := newCall(in)
+	if in.Kind == WarehouseKind {
+		rec, err := recordOf(in)
+		if err != nil {
+			return d.record(ctx, c, false, ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: CodeRecordMismatch, Detail: err.Error()})
+		}
+		call.Record = &rec
+	}
 	retryAt := func() time.Time { return d.now().Add(d.Backoff(in.Attempts, 0)) }
 	// The truth may have moved on since the commit (I7; see
 	// docs/architecture.md).

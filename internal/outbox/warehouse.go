@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/warehouse"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // WarehouseKind is the intent kind of a warehouse change record.
@@ -80,9 +85,14 @@ func (e *WarehouseEffect) AllowsScope(scope string) bool { return allowsScope(e.
 // DedupWindow: see WarehouseDedupWindow.
 func (e *WarehouseEffect) DedupWindow() time.Duration { return WarehouseDedupWindow }
 
-// Do writes the record once.
+// Do writes the record once: c.Record's, under its key. The payload
+// gives only the state and the applied time the commit wrote (or says the
+// state was not carried).
 func (e *WarehouseEffect) Do(ctx context.Context, c Call) (Result, error) {
-	rec, err := warehouse.FromPayload(c.Payload)
+	if c.Record == nil {
+		return Result{}, &MisconfiguredError{Code: CodeNotARecord, Err: fmt.Errorf("%s: not a record intent of the ledger; nothing written", c.Key)}
+	}
+	carried, err := warehouse.FromPayload(c.Payload)
 	var refused *warehouse.RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -90,6 +100,8 @@ func (e *WarehouseEffect) Do(ctx context.Context, c Call) (Result, error) {
 	case err != nil:
 		return Result{}, fmt.Errorf("%w: %s: %v", ErrPermanent, c.Key, err)
 	}
+	rec := *c.Record
+	rec.State, rec.AppliedAt = carried.State, carried.AppliedAt
 	body, err := rec.Encode()
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: encode %s: %v", ErrPermanent, c.Key, err)
@@ -151,6 +163,66 @@ func (e *WarehouseEffect) compare(ctx context.Context, op, key string, body []by
 			Err: fmt.Errorf("%s: s3://%s/%s holds another record for this revision (SHA-256 %x, ours %x); it was not overwritten: an operator must check", op, e.Bucket, key, sha256.Sum256(got), sha256.Sum256(body))}
 	}
 	return Result{StatusCode: http.StatusPreconditionFailed, Replayed: true, Detail: "s3://" + e.Bucket + "/" + key + " already holds this record"}, nil
+}
+
+// The codes of an intent the dispatcher refuses as a record.
+const (
+	// CodeNotARecord: an item under the record key shape whose kind is
+	// not a record, or a record kind outside that shape. Never performed.
+	CodeNotARecord = "not_a_record"
+	// CodeRecordMismatch: a record intent whose operation id or payload
+	// does not name the revision the ledger recorded for it. Nothing is
+	// written.
+	CodeRecordMismatch = "record_mismatch"
+)
+
+// notARecordOutcome quarantines an intent that is keyed as a record and
+// is not one, or is a record and is not keyed as one.
+func notARecordOutcome(in ledger.IntentState) ledger.IntentOutcome {
+	why := fmt.Sprintf("intent %s is keyed as a warehouse record but its kind is %q: an item under the record key shape is performed only as a record; the call was not made", in.OperationID, in.Kind)
+	if in.Kind == WarehouseKind {
+		why = fmt.Sprintf("intent %s has the warehouse record kind but not a record's key: only an intent keyed as a record is written to the warehouse; nothing was written", in.OperationID)
+	}
+	return ledger.IntentOutcome{Status: ledger.IntentStatusQuarantined, Code: CodeNotARecord, Detail: why}
+}
+
+// recordOf is the record of a record intent as the ledger recorded the
+// intent: the projection (its scope and name), subject and version the
+// commit wrote it with, and the source and event that caused it. The
+// operation id must be that revision's record (warehouse.OperationID) or
+// one of its repairs, and the payload, which carries the state, must
+// name the same revision: anything else is a record_mismatch, never
+// written, so an intent can write nothing but the record of the revision
+// its own item names.
+func recordOf(in ledger.IntentState) (warehouse.Record, error) {
+	if in.Projection == "" {
+		return warehouse.Record{}, fmt.Errorf("record intent %s records no projection revision; nothing written", in.OperationID)
+	}
+	scope, base := projection.SplitScoped(in.Projection)
+	_, event, _ := strings.Cut(in.Causation, "/")
+	rec := warehouse.Record{Scope: scope, Projection: base, Subject: in.ProjectionSubject,
+		Version: json.Number(strconv.FormatInt(in.Version, 10)), Source: in.Source, EventID: event}
+	what := fmt.Sprintf("%s/%s @ %d", in.Projection, in.ProjectionSubject, in.Version)
+	if in.Scope != scope {
+		return warehouse.Record{}, fmt.Errorf("record intent %s of %s names scope %q; nothing written", in.OperationID, what, in.Scope)
+	}
+	op := warehouse.OperationID(scope, base, in.ProjectionSubject, in.Version)
+	ok := in.OperationID == op
+	for n := 1; !ok && n <= ledger.MaxRecordRepairs; n++ {
+		ok = in.OperationID == warehouse.RepairID(op, n)
+	}
+	if !ok {
+		return warehouse.Record{}, fmt.Errorf("record intent %s is not the record of %s (%s) nor one of its repairs; nothing written", in.OperationID, what, op)
+	}
+	for _, f := range []struct{ key, want string }{
+		{"scope", rec.Scope}, {"projection", rec.Projection}, {"subject", rec.Subject}, {"version", string(rec.Version)},
+		{"source", rec.Source}, {"event_id", rec.EventID},
+	} {
+		if got, _ := in.Payload[f.key].(string); got != f.want {
+			return warehouse.Record{}, fmt.Errorf("record intent %s of %s: its payload's %s is %q, the ledger's %q; nothing written", in.OperationID, what, f.key, got, f.want)
+		}
+	}
+	return rec, nil
 }
 
 // isS3Target reports whether an effect's target is an S3 ARN.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,10 @@ func warehouseCall(t *testing.T, state map[string]any, version int64, maxState i
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatal(err)
 	}
-	return outbox.Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: p, Scope: "orders", Source: "shop"}
+	// The record as the ledger recorded the intent (the dispatcher's part).
+	rec := &warehouse.Record{Scope: "orders", Projection: "order", Subject: w.Subject, Version: json.Number(strconv.FormatInt(version, 10)),
+		Source: "shop", EventID: "evt_1"}
+	return outbox.Call{Key: in.OperationID, Kind: in.Kind, Subject: in.Subject, Payload: p, Scope: "orders", Source: "shop", Record: rec}
 }
 
 func TestWarehouseRecordKeyAndOperationID(t *testing.T) {

@@ -84,17 +84,28 @@ func (r Record) VersionInt() int64 {
 // OperationID is the stable operation id of the record of (scope,
 // projection, subject, version): the same revision always gives the same
 // id, so a second commit of it (a replay, a duplicate under another event
-// id) writes no second intent.
+// id) writes no second intent. Every record id starts with
+// projection.ReservedOperationPrefix ("warehouse."), a shape no
+// projection's intent may have (projection.Validate) and no scoped
+// operation id has (hex): the ledger keys record intents apart
+// (OP#warehouse.…), so an IAM policy can let the reconciler create
+// records and nothing else, and the dispatcher performs a record only
+// under that shape.
 func OperationID(scope, proj, subject string, version int64) string {
-	return projection.OperationID(Kind, scope, proj, subject, strconv.FormatInt(version, 10))
+	return projection.ReservedOperationPrefix + projection.OperationID(Kind, scope, proj, subject, strconv.FormatInt(version, 10))
 }
 
 // RepairID is the operation id of the n-th repair of a record whose
 // intent ended but whose object is not there: derived from the record's
-// own id, so one drift found twice writes one repair.
+// own id, so one drift found twice writes one repair; a record id's
+// shape (OperationID).
 func RepairID(op string, n int) string {
-	return projection.OperationID(Kind+".repair", op, strconv.Itoa(n))
+	return projection.ReservedOperationPrefix + projection.OperationID(Kind+".repair", op, strconv.Itoa(n))
 }
+
+// IsOperationID reports whether op has the shape of a record's operation
+// id (OperationID, RepairID).
+func IsOperationID(op string) bool { return projection.ReservedOperationID(op) }
 
 // Key is a record's object key under prefix:
 // <prefix>/scope=<s>/projection=<p>/subject=<b64>/v=<version>.json. The

@@ -1,9 +1,34 @@
 package projection
 
+import "strings"
+
 // MaxIDLength is the longest subject (and operation id) the ledger keys:
 // 256 bytes of UTF-8. A longer one is refused by the commit, so a
 // projection checks it and returns a Permanent error instead.
 const MaxIDLength = 256
+
+// The platform reserves a namespace in intents for its own: the
+// warehouse sink's change records (kind "warehouse.record") are intents
+// the processor adds to every applied revision, keyed by operation ids
+// of their own shape, and the dispatcher writes them to a store that
+// serves every scope. A projection's intent can therefore never use a
+// kind of the family ReservedFamily ("warehouse", or "warehouse.…", as a
+// kind or as a Compensation), nor an operation id that starts with
+// ReservedOperationPrefix: Validate refuses the result
+// (CodeInvalidResult), and the processor quarantines its event.
+const (
+	ReservedFamily          = "warehouse"
+	ReservedOperationPrefix = ReservedFamily + "."
+)
+
+// ReservedKind reports whether kind is in the platform's reserved family.
+func ReservedKind(kind string) bool {
+	return kind == ReservedFamily || strings.HasPrefix(kind, ReservedFamily+".")
+}
+
+// ReservedOperationID reports whether op has the shape of the platform's
+// own operation ids.
+func ReservedOperationID(op string) bool { return strings.HasPrefix(op, ReservedOperationPrefix) }
 
 // Write is the new state of one projection subject, as computed by
 // a projection from an event.

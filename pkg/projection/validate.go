@@ -31,6 +31,15 @@ const (
 	CodePanic = "projection_panic"
 )
 
+// MaxIntents is the most intents one result may return. One commit is one
+// DynamoDB transaction of at most 100 writes, and with every option on it
+// also holds the event, the projection, the warehouse's record of the
+// revision, and for each of the subject's 32 watched while_current
+// intents a newer revision can contradict, its update and its
+// compensation: 100 - 3 - 2×32 = 33. A result within it never fails for
+// the transaction's size, whatever the deployment turns on.
+const MaxIntents = 33
+
 // MaxKindLength is the longest intent kind (and Compensation kind): 128
 // bytes of UTF-8.
 const MaxKindLength = 128
@@ -40,9 +49,6 @@ const MaxKindLength = 128
 const (
 	maxNesting   = 32        // levels; the state (or payload) attribute itself is level 1
 	maxItemBytes = 400 << 10 // one item, attribute names included
-	// maxIntents: one commit is one transaction of at most 100 writes:
-	// the event, the projection and one per intent.
-	maxIntents = 98
 	// A number's magnitude is 1E-130 to 9.99…E+125, with at most 38
 	// significant digits.
 	maxNumberDigits   = 38
@@ -76,6 +82,9 @@ const (
 //     UTF-8 without control characters, a kind at most MaxKindLength;
 //   - each intent has an operation id, unique within the result (and not
 //     another intent's CompensationID), a kind and a subject;
+//   - no kind (nor Compensation) of the platform's reserved family
+//     ("warehouse", "warehouse.…": ReservedKind) and no operation id of
+//     its reserved shape ("warehouse.…": ReservedOperationID);
 //   - a policy is "" (once), once, while_current or latest;
 //   - a Condition and a Compensation belong to while_current intents
 //     only, and a while_current intent has a Condition, with non-empty
@@ -89,7 +98,7 @@ const (
 //     the fingerprint would each see something else, or nothing;
 //   - CodeUnstorable: a NaN or infinite float, a number outside DynamoDB's
 //     range or over 38 significant digits, nesting over 32 levels, a state
-//     or payload whose item would exceed 400 KB, more than 98 intents.
+//     or payload whose item would exceed 400 KB, more than MaxIntents intents.
 func Validate(name string, r Result) error {
 	v := validation{name: name}
 	v.result(r)
@@ -141,8 +150,8 @@ func (v *validation) result(r Result) {
 		v.bad("the Write has no fingerprint")
 	}
 	v.values("state", w.State, len(w.Name)+len(w.Subject)+len(w.Fingerprint)+len(w.Note))
-	if len(r.Intents) > maxIntents {
-		v.tooBig("%d intents; one commit holds at most %d (one DynamoDB transaction)", len(r.Intents), maxIntents)
+	if len(r.Intents) > MaxIntents {
+		v.tooBig("%d intents; a result holds at most %d (one DynamoDB transaction of 100 writes, with the event, the projection, the warehouse record and the contradicted intents of a full watch list)", len(r.Intents), MaxIntents)
 	}
 	ops := make(map[string]int, len(r.Intents))
 	comps := map[string]int{}
@@ -178,6 +187,11 @@ func (v *validation) intent(i int, in Intent, w *Write) {
 		v.bad("intent %d has no kind", i)
 	case why != "":
 		v.bad("intent %d's kind %s", i, why)
+	case ReservedKind(in.Kind):
+		v.bad("intent %d's kind %q is reserved: the platform's own intents (the warehouse's records) use the family %q, a projection's never", i, in.Kind, ReservedFamily)
+	}
+	if ReservedOperationID(in.OperationID) {
+		v.bad("intent %d's operation id %q is reserved: the platform's own intents' ids start with %q, a projection's never", i, in.OperationID, ReservedOperationPrefix)
 	}
 	switch why := idProblem(in.Subject, MaxIDLength); {
 	case in.Subject == "":
@@ -202,6 +216,8 @@ func (v *validation) intent(i int, in Intent, w *Write) {
 		if in.Compensation != "" {
 			if why := idProblem(in.Compensation, MaxKindLength); why != "" {
 				v.bad("intent %d's Compensation %s", i, why)
+			} else if ReservedKind(in.Compensation) {
+				v.bad("intent %d's Compensation %q is reserved: the platform's own intents (the warehouse's records) use the family %q, a projection's never", i, in.Compensation, ReservedFamily)
 			}
 		}
 	default:

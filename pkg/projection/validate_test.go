@@ -68,6 +68,11 @@ func TestValidate(t *testing.T) {
 		{"no kind", func(r *projection.Result) { r.Intents[1].Kind = "" }, projection.CodeInvalidResult, "intent 1 has no kind"},
 		{"a kind over MaxKindLength", func(r *projection.Result) { r.Intents[1].Kind = strings.Repeat("k", projection.MaxKindLength+1) }, projection.CodeInvalidResult, "intent 1's kind is 129 bytes, over 128"},
 		{"no subject", func(r *projection.Result) { r.Intents[0].Subject = "" }, projection.CodeInvalidResult, "intent 0 has no subject"},
+		{"the warehouse's record kind", func(r *projection.Result) { r.Intents[0].Kind = "warehouse.record" }, projection.CodeInvalidResult, `intent 0's kind "warehouse.record" is reserved`},
+		{"a kind of the reserved family", func(r *projection.Result) { r.Intents[1].Kind = "warehouse" }, projection.CodeInvalidResult, `intent 1's kind "warehouse" is reserved`},
+		{"a family that only starts like the reserved one", func(r *projection.Result) { r.Intents[1].Kind = "warehouses.restock" }, "", ""},
+		{"a reserved Compensation kind", func(r *projection.Result) { r.Intents[2].Compensation = "warehouse.record" }, projection.CodeInvalidResult, `intent 2's Compensation "warehouse.record" is reserved`},
+		{"an operation id of the reserved shape", func(r *projection.Result) { r.Intents[0].OperationID = "warehouse.0f3a9c" }, projection.CodeInvalidResult, `intent 0's operation id "warehouse.0f3a9c" is reserved`},
 		{"a policy we do not know", func(r *projection.Result) { r.Intents[0].Policy = "at_most_once" }, projection.CodeInvalidResult, `intent 0 has policy "at_most_once"; the policies are "once", "while_current" and "latest"`},
 		{"a Condition on a once intent", func(r *projection.Result) { r.Intents[0].Condition = map[string]string{"status": "cancelled"} },
 			projection.CodeInvalidResult, "intent 0 (policy once) has a Condition; only a while_current intent is checked against one"},
@@ -110,10 +115,10 @@ func TestValidate(t *testing.T) {
 		},
 			projection.CodeUnstorable, "intents[1].payload: the item would be about"},
 		{"more intents than one transaction holds", func(r *projection.Result) {
-			for i := range 96 {
+			for i := range projection.MaxIntents - 2 {
 				r.Intents = append(r.Intents, projection.Intent{OperationID: projection.OperationID("extra", string(rune('a'+i))), Kind: "k", Subject: "O-1"})
 			}
-		}, projection.CodeUnstorable, "99 intents; one commit holds at most 98"},
+		}, projection.CodeUnstorable, "34 intents; a result holds at most 33"},
 
 		// The contract first: a result with both is invalid.
 		{"invalid and unstorable", func(r *projection.Result) { r.Write.State["total"] = math.NaN(); r.Intents[1].OperationID = "" },
