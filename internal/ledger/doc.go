@@ -12,6 +12,7 @@
 //	PJ#<name>#<subject>          PJ            a projection: state, version, fingerprint
 //	OP#<operation_id>            OP            an outbox intent
 //	CUR#<proj>#<subject>#<fam>   CUR           a subject cursor (LockSubject)
+//	CUR#warehouse                CHECK         the warehouse drift check's pass (SaveWarehousePass)
 //	BH#<source>#<payload hash>   BH            the event id a body first arrived under (ClaimBody)
 //
 // Items that wait for something carry due_shard and due_at, the keys of the
