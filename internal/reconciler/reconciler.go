@@ -238,7 +238,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
 		"bridge_redelivered", rep.BridgeDLQ.Accepted, "bridge_dlq_refused", rep.BridgeDLQ.Refused, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired,
-		"downstream_drift", rep.Downstream.Drifting, "warehouse_drift", rep.Warehouse.Drifting, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
+		"downstream_drift", rep.Downstream.Drifting, "warehouse_drift", rep.Warehouse.Drifting, "warehouse_pass_drift", rep.Warehouse.Pass.Drifting, "warehouse_pass_completed", rep.Warehouse.Completed, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
 }
 

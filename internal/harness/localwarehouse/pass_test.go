@@ -1,7 +1,9 @@
 package localwarehouse_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/ledger"
+	"github.com/effectively-once/webhooks/internal/metrics"
 	"github.com/effectively-once/webhooks/internal/reconciler"
 	"github.com/effectively-once/webhooks/pkg/builtin"
 )
@@ -140,4 +143,53 @@ func (s *sink) retained(d time.Duration) *reconciler.Reconciler {
 	r := s.check(0, 0)
 	r.Warehouse.Retention = d
 	return r
+}
+
+// The drift metrics are a complete pass's: five orders whose records are
+// all deleted, checked two subjects per run. Until the pass completes the
+// run publishes no WarehouseDrift (a partial count would read as drift
+// falling) but the age of the pass under way; the run that completes it
+// publishes all five drifting, and the pass's age.
+func TestWarehouseDriftMetricIsTheCompletePass(t *testing.T) {
+	ctx := context.Background()
+	s := newSink(t, pt.OutboxOptions{})
+	h := s.h
+	for i := range 5 {
+		h.DeliverOrder(fmt.Sprintf("msg-%d", i), pt.OrderEvent("order.created", fmt.Sprintf("O-%d", i), 1, "", ""))
+	}
+	s.run(t)
+	for _, k := range s.wh.S3.Keys(s.wh.Bucket, s.wh.Prefix+"/") {
+		if err := s.wh.S3.Delete(s.wh.Bucket, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := s.check(2, 0)
+	var out bytes.Buffer
+	r.Sources, r.Queues.Events = h.Sources, h.Queues.Queue
+	r.Opts = reconciler.Options{Now: h.Clock.Now, Metrics: metrics.New(&out, "test", h.Clock.Now), DLQWait: -1}
+	start := h.Clock.Now()
+	for run := 1; run <= 10; run++ {
+		out.Reset()
+		rep, _ := r.Run(ctx)
+		var emf map[string]any
+		if err := json.Unmarshal(out.Bytes(), &emf); err != nil {
+			t.Fatalf("run %d: EMF %q: %v", run, out.String(), err)
+		}
+		age := h.Clock.Now().Sub(start).Seconds()
+		if emf["WarehouseCheckPassAgeSeconds"] != age {
+			t.Fatalf("run %d: pass age %v, want %v", run, emf["WarehouseCheckPassAgeSeconds"], age)
+		}
+		if !rep.Warehouse.Completed {
+			if d, ok := emf["WarehouseDrift"]; ok {
+				t.Fatalf("run %d, pass under way: WarehouseDrift %v published", run, d)
+			}
+			h.Clock.Advance(5 * time.Minute)
+			continue
+		}
+		if emf["WarehouseDrift"] != float64(5) || run < 3 {
+			t.Fatalf("run %d completed the pass: WarehouseDrift %v, want 5", run, emf["WarehouseDrift"])
+		}
+		return
+	}
+	t.Fatal("no pass completed in 10 runs")
 }
