@@ -107,6 +107,10 @@ func (s *Pipeline) alarms() {
 			"(WarehouseDriftOldestAgeSeconds): the reconciler re-drives the missing record every run, so the dispatcher's write keeps failing. "+
 			"Look for the dispatcher's errors and the effects DLQ; WarehouseDrift counts the subjects behind.",
 			s.metric("WarehouseDriftOldestAgeSeconds", "Maximum"), warehouseDriftAlarmSeconds)
+		add("WarehouseCheckPassAge", "The warehouse drift check has not completed a pass over the table for a day "+
+			"(WarehouseCheckPassAgeSeconds): its drift count is that old. The reconciler fails, or the table outgrew "+
+			"WAREHOUSE_CHECK_READS items per run (docs/warehouse.md).",
+			s.metric("WarehouseCheckPassAgeSeconds", "Maximum"), warehousePassAlarmSeconds)
 	}
 	s.AlarmTopic = topic
 }
@@ -197,7 +201,7 @@ func (s *Pipeline) dashboard() {
 		lead = []awscloudwatch.IWidget{
 			third("Compensations due (effects performed, then contradicted: the recovery owner acts)", maxOf("CompensationsDue")),
 			third("Downstream drift (subjects not at the canonical version, per reconciler run)", maxOf("DownstreamDrift")),
-			third("Warehouse: canonical revision != warehouse revision (subjects; oldest, seconds)", maxOf(WarehouseMetrics...)),
+			third("Warehouse: canonical revision != warehouse revision (subjects; oldest, seconds)", maxOf("WarehouseDrift", "WarehouseDriftOldestAgeSeconds")),
 		}
 	}
 	rows := [][]awscloudwatch.IWidget{

@@ -57,8 +57,9 @@ type WarehouseProps struct {
 	// the prefix, counted from its creation); 0, the default, keeps records
 	// forever. A record that expires while its revision is still a
 	// subject's canonical one is reported missing by the reconciler and
-	// written again: set it above the age of the oldest revision that still
-	// matters, or leave it at 0.
+	// written again (the reconciler gets it as WAREHOUSE_RETENTION_DAYS and
+	// checks every subject older than it in each pass), up to
+	// ledger.MaxRecordRepairs times per revision.
 	RetentionDays int
 	// Versioned turns on bucket versioning. Off by default: a record is
 	// created once and never overwritten (the bucket policy refuses a
@@ -127,7 +128,15 @@ const (
 // when the warehouse is on: WarehouseDrift counts the subjects whose
 // canonical revision is not the warehouse's; WarehouseDriftOldestAgeSeconds
 // is how long the oldest of them has been so.
-var WarehouseMetrics = []string{"WarehouseDrift", "WarehouseDriftOldestAgeSeconds"}
+// Both are the last complete pass's (the check walks the table over several
+// runs); WarehouseCheckPassAgeSeconds is how old that pass is.
+var WarehouseMetrics = []string{"WarehouseDrift", "WarehouseDriftOldestAgeSeconds", "WarehouseCheckPassAgeSeconds"}
+
+// warehousePassAlarmSeconds: a pass of the drift check reads 10,000 items
+// per 5-minute run, so a day covers a table of 2.9 million items; a pass
+// older than that means the check stopped, or the table outgrew one run's
+// reads (WAREHOUSE_CHECK_READS).
+const warehousePassAlarmSeconds = 24 * 3600
 
 // warehouseDriftAlarmSeconds: the reconciler re-drives a missing record
 // every run (5 minutes) and the dispatcher retries a failed write with the
@@ -463,6 +472,11 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 		for _, st := range s.props().warehouseSettings() {
 			f.AddEnvironment(jsii.String(st.env), jsii.String(st.value), nil)
 		}
+	}
+	// The drift check also checks every subject older than the records'
+	// retention: its record may have expired.
+	if w.RetentionDays > 0 {
+		s.Functions[Reconciler].Fn.AddEnvironment(jsii.String("WAREHOUSE_RETENTION_DAYS"), jsii.String(itoa(w.RetentionDays)), nil)
 	}
 }
 

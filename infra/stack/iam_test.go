@@ -173,12 +173,15 @@ var ledgerMethodWrites = map[string]map[string][]string{
 	"LockSubject":    {"dynamodb:UpdateItem": {"CUR#"}},
 	"MarkSynced":     {"dynamodb:UpdateItem": {"CUR#"}},
 	"ClaimBody":      {"dynamodb:PutItem": {"BH#"}},
-	"PutIntent":      {"dynamodb:PutItem": {"OP#warehouse."}}, // record intents only
-	"BackfillIntent": {"dynamodb:PutItem": {"OP#warehouse."}}, // webhookctl's, no function's
+	// the warehouse check's pass, one item under CUR#
+	"SaveWarehousePass": {"dynamodb:UpdateItem": {"CUR#"}},
+	"PutIntent":         {"dynamodb:PutItem": {"OP#warehouse."}}, // record intents only
+	"BackfillIntent":    {"dynamodb:PutItem": {"OP#warehouse."}}, // webhookctl's, no function's
 }
 
 var ledgerReads = []string{"Get", "Payload", "GetProjection", "GetIntentState", "GetCursor", "ListDue", "ListDueIntents",
 	"ListOpen", "ListSyncDue", "ScanEvents", "Table", "Reader", "ListProjectionsChanged", "ScanProjections",
+	"ScanProjectionsChanged", "GetWarehousePass",
 	"MissingRecord"} // MissingRecord reads intents (GetItem) and writes nothing
 
 // The ledger interfaces each function's code holds (pkg/app

@@ -223,6 +223,15 @@ type Reconciler struct {
 	// Warehouse is the warehouse sink whose records the reconciler checks
 	// (WAREHOUSE_BUCKET, …; nil: off).
 	Warehouse *warehouse.Config
+	// WarehouseRetention is the records' lifecycle expiration
+	// (WAREHOUSE_RETENTION_DAYS; 0: kept forever): the drift check also
+	// checks every subject older than it.
+	WarehouseRetention time.Duration
+	// WarehouseCheckReads and WarehouseCheckSubjects bound one run of the
+	// warehouse drift check (WAREHOUSE_CHECK_READS, table items read,
+	// default 10,000; WAREHOUSE_CHECK_SUBJECTS, records asked for,
+	// default 100); 0: the defaults.
+	WarehouseCheckReads, WarehouseCheckSubjects int
 }
 
 // LoadReconciler reads the reconciler's variables: the common ones, the
@@ -241,6 +250,23 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	if r.Warehouse, err = warehouse.Load(getenv); err != nil {
 		return Reconciler{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	var days int
+	for _, v := range []struct {
+		name string
+		max  int
+		dst  *int
+	}{{"WAREHOUSE_RETENTION_DAYS", 36500, &days}, {"WAREHOUSE_CHECK_READS", 1000000, &r.WarehouseCheckReads}, {"WAREHOUSE_CHECK_SUBJECTS", 10000, &r.WarehouseCheckSubjects}} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > v.max {
+			return Reconciler{}, fmt.Errorf("%w: %s must be a whole number from 0 to %d", ErrConfig, v.name, v.max)
+		}
+		*v.dst = n
+	}
+	r.WarehouseRetention = time.Duration(days) * 24 * time.Hour
 	for _, v := range []struct {
 		name string
 		dst  *string

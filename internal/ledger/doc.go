@@ -13,6 +13,7 @@
 //	OP#<operation_id>            OP            an outbox intent
 //	OP#warehouse.<hash>          OP            a warehouse record intent (IsRecordIntent: a shape no business intent has)
 //	CUR#<proj>#<subject>#<fam>   CUR           a subject cursor (LockSubject)
+//	CUR#warehouse                CHECK         the warehouse drift check's pass (SaveWarehousePass)
 //	BH#<source>#<payload hash>   BH            the event id a body first arrived under (ClaimBody)
 //
 // Items that wait for something carry due_shard and due_at, the keys of the

@@ -36,7 +36,8 @@ const (
 	skIntent     = "OP"
 	skCursor     = "CUR"
 	skBody       = "BH"
-	skChunk      = "PL#" // PL#<payload hash>#<n>: chunk n of an out-of-line payload
+	skCheck      = "CHECK" // CUR#warehouse CHECK: the warehouse drift check's pass
+	skChunk      = "PL#"   // PL#<payload hash>#<n>: chunk n of an out-of-line payload
 )
 
 func key(pk, sk string) map[string]types.AttributeValue {
@@ -70,6 +71,13 @@ func IsRecordIntent(op string) bool { return strings.HasPrefix(pkIntent+op, pkRe
 
 func cursorKey(projection, subject, family string) map[string]types.AttributeValue {
 	return key(pkCursor+projection+"#"+subject+"#"+family, skCursor)
+}
+
+// warehousePassKey is the warehouse drift check's one item. Under the
+// cursors' prefix, which the reconciler may update; a subject cursor's
+// sort key is always CUR, so no cursor can take it.
+func warehousePassKey() map[string]types.AttributeValue {
+	return key(pkCursor+"warehouse", skCheck)
 }
 
 func bodyKey(source, hash string) map[string]types.AttributeValue {

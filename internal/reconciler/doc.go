@@ -54,7 +54,14 @@
 //     checked again StuckAfter later. Effects that cannot report a
 //     version are skipped and the cursor parked. At most DriftChecks
 //     subjects per run.
-//  6. Gauges: open events by status, the oldest unfinished age, intents by
+//  6. With the warehouse sink, check its records (WarehouseCheck): one
+//     bounded step of a pass over the whole table per run, resumed from a
+//     cursor kept in the ledger (ledger.WarehousePass). A stored cursor,
+//     not an index of changed subjects: it adds nothing to the
+//     processor's writes, and a pass that meets every subject also finds
+//     a record the bucket's retention expired. Drift is reported per
+//     complete pass, with the pass's age.
+//  7. Gauges: open events by status, the oldest unfinished age, intents by
 //     status, CONTRADICTED intents waiting for the recovery owner
 //     (CompensationsDue), DLQ depths.
 //
@@ -62,7 +69,8 @@
 // action is idempotent (duplicate pointers are harmless, a reconciliation
 // event has a deterministic id so the second Accept is a duplicate, DLQ
 // sweeps and give-ups are conditional, a drift check's mark is conditioned
-// on the cursor's holder). No step scans the table: steps 1, 2, 5 and 6
+// on the cursor's holder, the warehouse pass's save on its revision). Only
+// step 6 scans the table, a bounded step per run; steps 1, 2, 5 and 7
 // read the sparse, write-sharded due index, steps 4 and 5 read single
 // projection and intent items.
 package reconciler

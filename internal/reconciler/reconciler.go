@@ -238,7 +238,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	o.Log.Log(ctx, lvl, "reconciled", "reenqueued", rep.Reenqueued, "stuck_leases", rep.StuckLeases,
 		"intents_reannounced", rep.IntentsReannounced, "dead_marked", rep.DLQ.MarkedDead, "facts_checked", rep.FactsChecked,
 		"bridge_redelivered", rep.BridgeDLQ.Accepted, "bridge_dlq_refused", rep.BridgeDLQ.Refused, "drift_found", rep.DriftFound, "drift_repaired", rep.DriftRepaired,
-		"downstream_drift", rep.Downstream.Drifting, "warehouse_drift", rep.Warehouse.Drifting, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
+		"downstream_drift", rep.Downstream.Drifting, "warehouse_drift", rep.Warehouse.Drifting, "warehouse_pass_drift", rep.Warehouse.Pass.Drifting, "warehouse_pass_completed", rep.Warehouse.Completed, "downstream_reannounced", rep.Downstream.Reannounced, "compensations_due", rep.CompensationsDue, "duration_ms", rep.Took.Milliseconds(), "errors", rep.Errors)
 	return rep, err
 }
 
@@ -422,11 +422,9 @@ func depth(ctx context.Context, c SQS, url string) (int, error) {
 
 func (r *Reconciler) emit(o Options, rep Report) {
 	unfinished := rep.EventsByStatus[string(ledger.StatusReceived)] + rep.EventsByStatus[string(ledger.StatusProcessing)] + rep.EventsByStatus[string(ledger.StatusRetryWait)]
-	o.Metrics.Emit(map[string]any{"function": "reconciler", "capped": rep.Capped, "errors": len(rep.Errors)},
+	ms := []metrics.Metric{
 		metrics.N("CompensationsDue", rep.CompensationsDue),
 		metrics.N("DownstreamDrift", rep.Downstream.Drifting),
-		metrics.N("WarehouseDrift", rep.Warehouse.Drifting),
-		metrics.Age("WarehouseDriftOldestAgeSeconds", rep.Warehouse.OldestDrift),
 		metrics.N("Reenqueued", rep.Reenqueued),
 		metrics.N("StuckLeases", rep.StuckLeases),
 		metrics.N("IntentsReannounced", rep.IntentsReannounced),
@@ -446,5 +444,21 @@ func (r *Reconciler) emit(o Options, rep Report) {
 		metrics.N("BridgeDLQRefused", rep.BridgeDLQ.Refused),
 		metrics.N("BridgeDLQDepth", rep.BridgeDLQDepth),
 		metrics.Latency("ReconcileRunMs", rep.Took),
-	)
+	}
+	o.Metrics.Emit(map[string]any{"function": "reconciler", "capped": rep.Capped, "errors": len(rep.Errors)}, append(ms, r.warehouseMetrics(rep.Warehouse)...)...)
+}
+
+// warehouseMetrics are the warehouse check's metrics: the last complete
+// pass's drift, only once a pass has completed (a partial pass's count
+// would read as a fall in drift), and the age of that pass (of the first,
+// until it completes), which an alarm bounds.
+func (r *Reconciler) warehouseMetrics(w WarehouseReport) []metrics.Metric {
+	if r.Warehouse == nil {
+		return nil
+	}
+	ms := []metrics.Metric{metrics.Age("WarehouseCheckPassAgeSeconds", w.PassAge)}
+	if !w.Pass.Completed.IsZero() {
+		ms = append(ms, metrics.N("WarehouseDrift", w.Pass.Drifting), metrics.Age("WarehouseDriftOldestAgeSeconds", w.Pass.OldestDrift))
+	}
+	return ms
 }

@@ -18,7 +18,9 @@ import (
 
 // WarehouseLedger is what the warehouse drift check reads and writes.
 type WarehouseLedger interface {
-	ListProjectionsChanged(ctx context.Context, since time.Time, limit, maxRead int) ([]ledger.Projection, bool, error)
+	ScanProjectionsChanged(ctx context.Context, q ledger.ChangedScan) (ledger.ChangedPage, error)
+	GetWarehousePass(ctx context.Context) (ledger.WarehousePass, error)
+	SaveWarehousePass(ctx context.Context, p ledger.WarehousePass) error
 	MissingRecord(ctx context.Context, p ledger.Projection, maxState int) (ledger.RecordNeed, error)
 	PutIntent(ctx context.Context, p ledger.Projection, in ledger.Intent, source, eventID string) (bool, error)
 }
@@ -30,12 +32,21 @@ type S3Header interface {
 	HeadObject(ctx context.Context, in *s3.HeadObjectInput, opts ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 }
 
-// WarehouseCheck compares the canonical version of recently changed
-// projection subjects with the warehouse: for each projection updated in
-// the last Lookback (at most Checks of them, reading at most ReadLimit
-// items of the table), it asks S3 (HeadObject) for the record of the
-// projection's current version. A missing record is drift, and is
-// re-driven:
+// WarehouseCheck compares the canonical version of projection subjects
+// with the warehouse, in passes over the whole table: each run walks the
+// next ReadLimit items from where the last run stopped (a cursor kept in
+// the ledger, ledger.WarehousePass), and for each projection it meets
+// that changed since the last complete pass began (or in the last
+// Lookback, or before the last pass's oldest drift, or, with Retention,
+// whose revision is older than the records' retention), at most Checks
+// of them, it asks S3 (HeadObject) for the record of the projection's
+// current version. A run's reads are bounded (ReadLimit items, Checks
+// requests) whatever the table's size, and a pass ends when the walk
+// reaches the end of the table: about table items / ReadLimit runs, or
+// checked subjects / Checks when more. Drift is reported per complete
+// pass (WarehouseReport.Pass), with the pass's age.
+//
+// A missing record is drift, and is re-driven:
 //
 //   - its intent waits (PENDING, RETRY_WAIT, UNCERTAIN, leased): announced
 //     again;
@@ -43,15 +54,20 @@ type S3Header interface {
 //     change, which writes no intent, or the sink was off when it was
 //     applied): the record's own intent is written now, from the
 //     projection as it is (its state, last event and update time);
-//   - its intent SUCCEEDED and the object is gone (deleted): a repair
-//     intent, keyed warehouse.RepairID(op, n), carrying the
-//     original's payload (so the same bytes), is written and announced. The
-//     original stays SUCCEEDED: its history is true;
+//   - its intent SUCCEEDED and the object is gone (deleted, or expired by
+//     the records' retention): a repair intent, keyed
+//     warehouse.RepairID(op, n), carrying the original's payload (so the
+//     same bytes), is written and announced. The original stays
+//     SUCCEEDED: its history is true;
 //   - its intent ended otherwise (QUARANTINED: state too large, a
 //     conflicting object; FAILED: attempts exhausted): left to an
 //     operator, counted as NeedsOperator, except FAILED, which is
 //     repaired like a lost object (the warehouse was down longer than the
 //     dispatcher's attempts).
+//
+// A drifting or unreadable subject is checked again by the next pass,
+// whatever its age: the next pass's window starts no later than its
+// revision.
 type WarehouseCheck struct {
 	Ledger         WarehouseLedger
 	S3             S3Header
@@ -61,18 +77,31 @@ type WarehouseCheck struct {
 	// Projections are the recorded projections (warehouse.Config); nil:
 	// every one. Others are not checked: they have no records.
 	Projections []string
-	// Lookback: projections updated this recently are checked. Default 24h.
+	// Lookback: projections updated this recently are checked by every
+	// pass, however recently the last one began. Default 24h.
 	Lookback time.Duration
+	// Retention is the records' lifecycle expiration (0: records are kept
+	// forever). With it, every pass also checks each subject whose
+	// revision is older than Retention: its record may have expired.
+	Retention time.Duration
 	// Checks bounds the subjects one run checks (one HeadObject each).
-	// Default 100.
+	// Default DefaultWarehouseChecks.
 	Checks int
-	// ReadLimit bounds the table items one run reads to find them.
-	// Default 10,000.
+	// ReadLimit bounds the table items one run reads.
+	// Default DefaultWarehouseReads.
 	ReadLimit int
 }
 
-// WarehouseReport is what one run's warehouse check did.
+// The warehouse check's default bounds per run.
+const (
+	DefaultWarehouseChecks = 100
+	DefaultWarehouseReads  = 10000
+)
+
+// WarehouseReport is what one run's warehouse check did, and what the
+// last complete pass found.
 type WarehouseReport struct {
+	// This run's step of the pass.
 	Checked int `json:"checked"`
 	InSync  int `json:"in_sync"`
 	// Drifting counts the subjects whose canonical revision's record is
@@ -86,7 +115,20 @@ type WarehouseReport struct {
 	Repaired      int           `json:"repaired"`
 	NeedsOperator int           `json:"needs_operator"`
 	Unreadable    int           `json:"unreadable,omitempty"`
-	Capped        bool          `json:"capped"`
+	// Read is the table items this run read.
+	Read int `json:"read"`
+	// Capped: the pass goes on in the next run (this run did not reach
+	// the end of the table).
+	Capped bool `json:"capped"`
+	// Completed: this run ended a pass.
+	Completed bool `json:"completed"`
+	// Pass is the last complete pass (Completed zero: none yet); the
+	// metrics WarehouseDrift and WarehouseDriftOldestAgeSeconds are its.
+	Pass ledger.CompletedPass `json:"pass"`
+	// PassAge is how old the last complete pass's view is (since it
+	// began), or, before any completes, how long the first has run:
+	// WarehouseCheckPassAgeSeconds.
+	PassAge time.Duration `json:"pass_age_ns"`
 }
 
 func (w *WarehouseCheck) defaults() (time.Duration, int, int) {
@@ -95,47 +137,65 @@ func (w *WarehouseCheck) defaults() (time.Duration, int, int) {
 		look = 24 * time.Hour
 	}
 	if checks <= 0 {
-		checks = 100
+		checks = DefaultWarehouseChecks
 	}
 	if read <= 0 {
-		read = 10000
+		read = DefaultWarehouseReads
 	}
 	return look, checks, read
 }
 
-// warehouse runs the check (see WarehouseCheck).
+// warehouse runs one step of the check (see WarehouseCheck).
 func (r *Reconciler) warehouse(ctx context.Context, now time.Time, rep *Report) error {
 	w := r.Warehouse
+	wr := &rep.Warehouse
 	look, checks, read := w.defaults()
-	ps, capped, err := w.Ledger.ListProjectionsChanged(ctx, now.Add(-look), checks, read)
-	rep.Warehouse.Capped = capped
+	pass, err := w.Ledger.GetWarehousePass(ctx)
 	if err != nil {
 		return err
 	}
+	if pass.Started.IsZero() {
+		// A new pass: the subjects changed since the last one began (its
+		// Since), those it found drifting, and the last Lookback.
+		pass.Started, pass.Cursor = now, ""
+		pass.Since = ledger.Earliest(pass.Since, now.Add(-look))
+	}
+	q := ledger.ChangedScan{Cursor: pass.Cursor, Since: pass.Since, Limit: checks, MaxRead: read}
+	if w.Retention > 0 {
+		q.Before = now.Add(-w.Retention)
+	}
+	page, err := w.Ledger.ScanProjectionsChanged(ctx, q)
+	if err != nil {
+		wr.Pass, wr.PassAge = pass.Last, passAge(pass, now)
+		return err
+	}
+	wr.Read, wr.Capped = page.Read, !page.Done
 	var errs []error
 	var announce []queue.IntentPointer
 	recorded := &warehouse.Config{Projections: w.Projections}
-	for _, p := range ps {
+	for _, p := range page.Projections {
 		if !recorded.Includes(p.Name) {
 			continue
 		}
-		rep.Warehouse.Checked++
+		wr.Checked++
 		scope, base := projection.SplitScoped(p.Name)
 		key := warehouse.Key(w.Prefix, scope, base, p.Subject, p.Version)
 		_, err := w.S3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(w.Bucket), Key: aws.String(key)})
 		var nf *s3types.NotFound
 		switch {
 		case err == nil:
-			rep.Warehouse.InSync++
+			wr.InSync++
 			continue
 		case !errors.As(err, &nf):
-			rep.Warehouse.Unreadable++
+			wr.Unreadable++
+			pass.Recheck = ledger.Earliest(pass.Recheck, time.UnixMilli(p.UpdatedAt))
 			errs = append(errs, fmt.Errorf("head s3://%s/%s: %w", w.Bucket, key, err))
 			continue
 		}
-		rep.Warehouse.Drifting++
-		rep.Warehouse.OldestDrift = max(rep.Warehouse.OldestDrift, now.Sub(time.UnixMilli(p.UpdatedAt)))
-		ops, err := w.redrive(ctx, p, &rep.Warehouse)
+		wr.Drifting++
+		wr.OldestDrift = max(wr.OldestDrift, now.Sub(time.UnixMilli(p.UpdatedAt)))
+		pass.Recheck = ledger.Earliest(pass.Recheck, time.UnixMilli(p.UpdatedAt))
+		ops, err := w.redrive(ctx, p, wr)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -148,7 +208,41 @@ func (r *Reconciler) warehouse(ctx context.Context, now time.Time, rep *Report) 
 			errs = append(errs, err)
 		}
 	}
+	pass.Runs++
+	pass.Read += page.Read
+	pass.Checked += wr.Checked
+	pass.Drifting += wr.Drifting
+	pass.Unreadable += wr.Unreadable
+	pass.OldestDrift = max(pass.OldestDrift, wr.OldestDrift)
+	pass.Cursor = page.Next
+	if page.Done {
+		wr.Completed = true
+		pass.Complete(now)
+	}
+	wr.Pass, wr.PassAge = pass.Last, passAge(pass, now)
+	// Saved even when the run's budget is spent: the step's checks were
+	// made, and a cursor not saved only walks the step again.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	if err := w.Ledger.SaveWarehousePass(sctx, pass); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// saveTimeout bounds the save of the pass at the end of a run.
+const saveTimeout = 5 * time.Second
+
+// passAge is how old the newest complete view is: since the last complete
+// pass began, or, before one completes, since the first began.
+func passAge(p ledger.WarehousePass, now time.Time) time.Duration {
+	if !p.Last.Completed.IsZero() {
+		return now.Sub(p.Last.Started)
+	}
+	if p.Started.IsZero() {
+		return 0
+	}
+	return now.Sub(p.Started)
 }
 
 // redrive acts on what a missing record needs (ledger.MissingRecord):

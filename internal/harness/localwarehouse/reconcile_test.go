@@ -207,40 +207,55 @@ func TestWarehouseOversizeStateStaysVisibleDrift(t *testing.T) {
 	}
 }
 
-// The check is bounded: it checks at most Checks subjects (one HeadObject
-// each) and reads at most ReadLimit items of the table to find them, and
-// says when a bound stopped it (Capped). Five orders, each with its
-// record: Checks 2 checks two; a ReadLimit below the table's size stops
-// the scan; the defaults check all five, not capped.
+// The check is bounded per run, and resumes: each run checks at most
+// Checks subjects (one HeadObject each) and reads at most ReadLimit items
+// of the table, and the next run goes on where it stopped (Capped until
+// the pass reaches the end of the table). Five orders, each with its
+// record: with Checks 2, or with a ReadLimit of 3 items, a pass takes
+// several runs and checks each of the five once; with the defaults one
+// run is a pass.
 func TestWarehouseCheckIsBounded(t *testing.T) {
 	ctx := context.Background()
-	s := newSink(t, pt.OutboxOptions{})
-	h := s.h
-	for i := range 5 {
-		h.DeliverOrder(fmt.Sprintf("msg-%d", i), pt.OrderEvent("order.created", fmt.Sprintf("O-%d", i), 1, "", ""))
-	}
-	s.run(t)
-	heads := func() int { return s.wh.S3.Requests()["HeadObject"] }
 	for _, c := range []struct {
 		name              string
 		checks, readLimit int
-		checked           int // -1: at most the items read
-		capped            bool
+		minRuns           int
 	}{
-		{"checks 2", 2, 0, 2, true},
-		{"read limit 3", 0, 3, -1, true},
-		{"defaults", 0, 0, 5, false},
+		{"checks 2", 2, 0, 3},
+		{"read limit 3", 0, 3, 5},
+		{"defaults", 0, 0, 1},
 	} {
-		before := heads()
-		rep, err := s.check(c.checks, c.readLimit).CheckWarehouse(ctx, h.Clock.Now())
-		if err != nil || rep.Capped != c.capped || rep.InSync != rep.Checked || rep.Drifting != 0 {
-			t.Fatalf("%s: %+v %v", c.name, rep, err)
-		}
-		if c.checked >= 0 && rep.Checked != c.checked || c.checked < 0 && rep.Checked > c.readLimit {
-			t.Fatalf("%s: checked %d subjects", c.name, rep.Checked)
-		}
-		if n := heads() - before; n != rep.Checked {
-			t.Fatalf("%s: %d HeadObjects for %d subjects checked", c.name, n, rep.Checked)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			s := newSink(t, pt.OutboxOptions{})
+			h := s.h
+			for i := range 5 {
+				h.DeliverOrder(fmt.Sprintf("msg-%d", i), pt.OrderEvent("order.created", fmt.Sprintf("O-%d", i), 1, "", ""))
+			}
+			s.run(t)
+			heads := func() int { return s.wh.S3.Requests()["HeadObject"] }
+			r := s.check(c.checks, c.readLimit)
+			for run := 1; ; run++ {
+				before := heads()
+				rep, err := r.CheckWarehouse(ctx, h.Clock.Now())
+				if err != nil || rep.InSync != rep.Checked || rep.Drifting != 0 || rep.Capped == rep.Completed {
+					t.Fatalf("run %d: %+v %v", run, rep, err)
+				}
+				if c.checks > 0 && rep.Checked > c.checks || c.readLimit > 0 && rep.Read > c.readLimit {
+					t.Fatalf("run %d checked %d subjects and read %d items", run, rep.Checked, rep.Read)
+				}
+				if n := heads() - before; n != rep.Checked {
+					t.Fatalf("run %d: %d HeadObjects for %d subjects checked", run, n, rep.Checked)
+				}
+				if rep.Completed {
+					if run < c.minRuns || rep.Pass.Runs != run || rep.Pass.Checked != 5 || rep.Pass.Drifting != 0 {
+						t.Fatalf("the pass ended at run %d: %+v, want 5 subjects checked in at least %d runs", run, rep.Pass, c.minRuns)
+					}
+					return
+				}
+				if run > 50 {
+					t.Fatal("no pass completed in 50 runs")
+				}
+			}
+		})
 	}
 }

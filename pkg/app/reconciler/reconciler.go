@@ -60,7 +60,8 @@ func reconcilerFn(ctx context.Context, getenv func(string) string, reg *projecti
 		}
 	}
 	if wc := cfg.Warehouse; wc != nil {
-		r.Warehouse = &inreconciler.WarehouseCheck{Ledger: rt.Ledger, S3: s3.NewFromConfig(rt.AWS, outbox.S3PathStyle), Bucket: wc.Bucket, Prefix: wc.Prefix, MaxState: wc.MaxState, Projections: wc.Projections}
+		r.Warehouse = &inreconciler.WarehouseCheck{Ledger: rt.Ledger, S3: s3.NewFromConfig(rt.AWS, outbox.S3PathStyle), Bucket: wc.Bucket, Prefix: wc.Prefix, MaxState: wc.MaxState, Projections: wc.Projections,
+			Retention: cfg.WarehouseRetention, ReadLimit: cfg.WarehouseCheckReads, Checks: cfg.WarehouseCheckSubjects}
 	}
 	if cfg.BridgeDLQURL != "" {
 		// The bridge's dead letters go through the bridge's own accept path.
