@@ -29,6 +29,10 @@ const (
 	// CodePanic: the projection panicked. The pipeline recovers, and
 	// quarantines the event with this code.
 	CodePanic = "projection_panic"
+	// CodeTimeout: the projection did not return within its budget. The
+	// pipeline stops waiting for it, discards whatever it returns later,
+	// and quarantines the event with this code.
+	CodeTimeout = "projection_timeout"
 )
 
 // MaxKindLength is the longest intent kind (and Compensation kind): 128
