@@ -26,14 +26,27 @@ const ExitStalled = 3
 // with POST /runtime/invocation/{id}/response and calls its Close once
 // that request has returned (documented on lambda.Start: "If the response
 // also implements io.Closer, Close() will be called after sending"), and
-// only then asks the runtime API for the next invocation. So the batch's
-// answer, with its batch item failures, is delivered before the process
-// exits, and the process never takes another batch: the next invocation
-// finds no runtime and Lambda starts a fresh one (its Init), exactly as
-// after the runtime's own exit on a handler panic (aws-lambda-go reports
-// the error, then exits). Exiting at the start of the next invocation
-// instead would fail that invocation and bring its batch back; exiting
-// inside the handler would lose this batch's answer.
+// only then asks the runtime API for the next invocation. So the process
+// exits after the runtime API accepted the batch's answer, with its batch
+// item failures, and never takes another batch: Lambda starts a fresh
+// runtime (an Init) for the next invocation, as after aws-lambda-go's own
+// exit on a handler panic (it reports the error, then exits). The two
+// alternatives are worse: exiting inside the handler loses this batch's
+// answer (the whole batch comes back), and exiting once the next
+// invocation has arrived fails that invocation (its batch comes back).
+//
+// What the exit costs depends on when the caller is given the answer.
+// Lambda hands a synchronous caller (the event source mapping) the
+// response as the runtime posts it (work a custom runtime does before
+// asking for its next invocation runs after the caller has its answer);
+// the environment then ends with Runtime.ExitError in the function's log. aws-lambda-rie (the local
+// stack) holds the response until the runtime asks for its next
+// invocation, so there the exiting invocation answers 502 with the
+// batch's response as its body, the local mapping deletes nothing, and
+// the batch comes back after the visibility timeout; each of its events
+// is then already PROCESSED or QUARANTINED and is acknowledged with no
+// second effect. Either way the emulator re-inits the runtime for the
+// next invocation, as Lambda does.
 func handler(p *inprocessor.Processor, end func()) func(context.Context, events.SQSEvent) (*answer, error) {
 	return func(ctx context.Context, ev events.SQSEvent) (*answer, error) {
 		resp, err := p.HandleSQS(ctx, ev)
