@@ -582,9 +582,9 @@ func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause er
 // emit records one processed message: Processed (it reached an outcome),
 // Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead,
 // ProjectionFaults (a quarantine for a fault of the rules: a projection
-// that panicked or whose result cannot be applied or stored, a resolver
-// that panicked; the record then names its code, and its projection or
-// resolver kind) and ProcessLatencyMs.
+// that panicked, did not return within its budget, or whose result cannot
+// be applied or stored, a resolver that panicked; the record then names
+// its code, and its projection or resolver kind) and ProcessLatencyMs.
 func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Duration) {
 	is := func(names ...string) int {
 		for _, n := range names {

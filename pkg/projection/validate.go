@@ -14,8 +14,8 @@ import (
 )
 
 // The codes of the permanent errors Validate returns, and of a panic in
-// a projection, as the pipeline records them when it quarantines the
-// event.
+// a projection or a call that outlived its budget, as the pipeline
+// records them when it quarantines the event.
 const (
 	// CodeInvalidResult: the result breaks the contract (a missing or
 	// oversized id, an unknown policy, a Condition the policy ignores, a
