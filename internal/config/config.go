@@ -72,6 +72,11 @@ type Processor struct {
 	// Visibility is the events queue's visibility timeout; retries are
 	// scheduled within it so a message that comes back finds its retry due.
 	Visibility time.Duration
+	// ProjectionTimeout bounds one projection call
+	// (PROJECTION_TIMEOUT_SECONDS, 1–10, default 5): at most a third of
+	// the function's 30 s timeout, so a stalled projection leaves its
+	// batch-mates the time to commit.
+	ProjectionTimeout time.Duration
 	// Warehouse is the warehouse sink (WAREHOUSE_BUCKET, …; nil: off).
 	Warehouse *warehouse.Config
 }
@@ -190,6 +195,11 @@ func LoadProcessor(getenv func(string) string) (Processor, error) {
 		return Processor{}, err
 	}
 	p.Visibility = time.Duration(vis) * time.Second
+	pt, err := IntVar(getenv, "PROJECTION_TIMEOUT_SECONDS", 5, 1, 10)
+	if err != nil {
+		return Processor{}, err
+	}
+	p.ProjectionTimeout = time.Duration(pt) * time.Second
 	if p.Warehouse, err = warehouse.Load(getenv); err != nil {
 		return Processor{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -73,6 +73,9 @@ func TestLoadProcessorDefaults(t *testing.T) {
 	if p.Lease != 60*time.Second {
 		t.Errorf("Lease = %v, want 60s", p.Lease)
 	}
+	if p.ProjectionTimeout != 5*time.Second {
+		t.Errorf("ProjectionTimeout = %v, want 5s", p.ProjectionTimeout)
+	}
 	if want := 30 * 24 * time.Hour; p.Retention != want {
 		t.Errorf("Retention = %v, want %v", p.Retention, want)
 	}
@@ -133,6 +136,15 @@ func TestLoadValues(t *testing.T) {
 			check: func(t *testing.T, p config.Processor) {
 				if p.MaxAttempts != 1000 || p.Lease != 12*time.Hour {
 					t.Errorf("MaxAttempts, Lease = %d, %v, want 1000, 12h", p.MaxAttempts, p.Lease)
+				}
+			},
+		},
+		{
+			name: "projection timeout",
+			env:  map[string]string{"PROJECTION_TIMEOUT_SECONDS": "2"},
+			check: func(t *testing.T, p config.Processor) {
+				if p.ProjectionTimeout != 2*time.Second {
+					t.Errorf("ProjectionTimeout = %v, want 2s", p.ProjectionTimeout)
 				}
 			},
 		},
@@ -251,6 +263,8 @@ func TestLoadErrors(t *testing.T) {
 		{"LEASE_SECONDS not an integer", map[string]string{"LEASE_SECONDS": "1.5"}, []loader{loadProcessor}, "LEASE_SECONDS"},
 		{"LEASE_SECONDS zero", map[string]string{"LEASE_SECONDS": "0"}, []loader{loadProcessor}, "LEASE_SECONDS"},
 		{"LEASE_SECONDS above the maximum", map[string]string{"LEASE_SECONDS": "43201"}, []loader{loadProcessor}, "LEASE_SECONDS"},
+		{"PROJECTION_TIMEOUT_SECONDS zero", map[string]string{"PROJECTION_TIMEOUT_SECONDS": "0"}, []loader{loadProcessor}, "PROJECTION_TIMEOUT_SECONDS"},
+		{"PROJECTION_TIMEOUT_SECONDS above a third of the function's timeout", map[string]string{"PROJECTION_TIMEOUT_SECONDS": "11"}, []loader{loadProcessor}, "PROJECTION_TIMEOUT_SECONDS"},
 		{"LOG_LEVEL unknown", map[string]string{"LOG_LEVEL": "verbose"}, allLoaders, "LOG_LEVEL"},
 		{"LOG_LEVEL numeric", map[string]string{"LOG_LEVEL": "0"}, allLoaders, "LOG_LEVEL"},
 		{"env: secret without ALLOW_ENV_SECRETS", map[string]string{"SOURCES": envSources}, allLoaders, "ALLOW_ENV_SECRETS"},

@@ -20,6 +20,19 @@
 // metrics record counts a ProjectionFaults. A resolver's panic is the
 // same (projection.CodeResolverPanic).
 //
+// A projection that does not return is bounded the same way: each call
+// has a budget (Options.ProjectionTimeout, capped at a third of the time
+// the invocation had when the batch started, read from the context's
+// deadline), runs in its own goroutine, and when the budget passes the
+// event is QUARANTINED projection_timeout naming the projection; the rest
+// of the batch goes on. What the call returns later is never read (see
+// ProjectWithin). An event is started only while the invocation still
+// has a whole budget and Options.Reserve (its commit, the batch's answer)
+// before its deadline; the others are left unclaimed for redelivery.
+// Go cannot stop the abandoned goroutine, so the process is tainted
+// (Stalled) and must take no other work: pkg/app/processor ends the
+// Lambda instance once the runtime API has received the batch's answer.
+//
 // The core works on plain Messages; HandleSQS adapts it to Lambda's SQS
 // event with partial batch responses, so one bad message never fails the
 // batch.
@@ -36,6 +49,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -108,7 +122,25 @@ type Options struct {
 	// apply (stale, a duplicate, a replay) writes none, and one it applied
 	// always has one. Off (nil) by default.
 	Warehouse *warehouse.Config
+	// ProjectionTimeout bounds one projection call (default
+	// DefaultProjectionTimeout). A call still running then is abandoned:
+	// its event is QUARANTINED projection_timeout, whatever it returns
+	// later is discarded, and Stalled reports it.
+	ProjectionTimeout time.Duration
+	// Reserve is the time an event keeps back from the invocation's
+	// deadline for its commit and the batch's answer (default
+	// DefaultReserve). Both are capped at a third of the time the
+	// invocation had when the batch started (see batchTimes).
+	Reserve time.Duration
 }
+
+// The defaults of Options.ProjectionTimeout and Options.Reserve: with the
+// function's 30 s timeout (queue.ProcessorTimeout), a batch can lose a
+// projection's budget to four stalled events and still commit the rest.
+const (
+	DefaultProjectionTimeout = 5 * time.Second
+	DefaultReserve           = 5 * time.Second
+)
 
 // Announcer sends the pointers of the intents a commit wrote to the
 // effects queue (queue.Sender). Declared here, where it is used, so the
@@ -123,7 +155,18 @@ type Processor struct {
 	sources *source.Set
 	reg     *projection.Registry
 	o       Options
+	// stalled is set once a projection call outlived its budget: its
+	// goroutine may still be running (see Stalled).
+	stalled atomic.Bool
 }
+
+// Stalled reports whether a projection call outlived its budget in this
+// process. Go cannot stop a goroutine: the call may still be running,
+// holding whatever it holds and racing with later calls of the same
+// team's code, so a process for which Stalled is true must not take other
+// work once it has answered its batch (pkg/app/processor ends the Lambda
+// instance after the runtime API received the answer).
+func (p *Processor) Stalled() bool { return p.stalled.Load() }
 
 // New returns a Processor.
 func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*Processor, error) {
@@ -154,6 +197,12 @@ func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*P
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.ProjectionTimeout <= 0 {
+		o.ProjectionTimeout = DefaultProjectionTimeout
+	}
+	if o.Reserve <= 0 {
+		o.Reserve = DefaultReserve
+	}
 	if err := o.Warehouse.Check(reg); err != nil {
 		return nil, err
 	}
@@ -167,14 +216,49 @@ func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*P
 // at the end (SendMessageBatch, ten per request), not one request per event.
 func (p *Processor) Process(ctx context.Context, msgs []Message) []string {
 	var failed []string
-	var ann announcements
+	b := batch{times: p.batchTimes(ctx)}
 	for _, m := range msgs {
-		if !p.handle(ctx, m, &ann) {
+		if !p.handle(ctx, m, &b) {
 			failed = append(failed, m.ID)
 		}
 	}
-	p.announce(ctx, ann)
+	p.announce(ctx, b.ann)
 	return failed
+}
+
+// batch is what the messages of one batch share.
+type batch struct {
+	ann   announcements
+	times times
+}
+
+// times are a batch's time bounds: a projection call's budget, the time
+// an event keeps back for its commit and the batch's answer, and the
+// invocation's deadline (zero: none).
+type times struct {
+	budget, reserve time.Duration
+	deadline        time.Time
+}
+
+// batchTimes reads the invocation's deadline from ctx (the Lambda
+// runtime sets it to the function's timeout). The budget and the reserve
+// are the configured ones, each capped at a third of the time left when
+// the batch starts, so even a short timeout leaves room for one
+// projection and its commit.
+func (p *Processor) batchTimes(ctx context.Context) times {
+	t := times{budget: p.o.ProjectionTimeout, reserve: p.o.Reserve}
+	if dl, ok := ctx.Deadline(); ok {
+		t.deadline = dl
+		third := time.Until(dl) / 3
+		t.budget, t.reserve = max(min(t.budget, third), 0), max(min(t.reserve, third), 0)
+	}
+	return t
+}
+
+// affords reports whether the invocation has the time for one more event:
+// a projection's whole budget and the reserve.
+func (t times) affords() bool {
+	return t.deadline.IsZero() || time.Until(t.deadline) >= t.budget+t.reserve
 }
 
 // announcements are the intents a batch announces: written by its commits,
@@ -190,7 +274,8 @@ func (a *announcements) has(op string) bool {
 
 // handle returns true to acknowledge (delete) the message; the operation
 // ids a commit wrote, or recovered, are added to ann.
-func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (ack bool) {
+func (p *Processor) handle(ctx context.Context, m Message, b *batch) (ack bool) {
+	ann := &b.ann
 	start := p.o.Now()
 	log := p.o.Log.With("message_id", m.ID)
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
@@ -211,6 +296,14 @@ func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (
 		return true
 	}
 	log = log.With("source", ptr.Source, "event_id", ptr.EventID)
+	if !b.times.affords() {
+		// Earlier events of the batch took the time (stalled projections):
+		// this one is not claimed, so its ledger row and attempts are
+		// untouched; its message comes back after the visibility timeout.
+		log.Warn("not started: the invocation has too little time left for a projection and its commit; the message will be redelivered",
+			"left_ms", time.Until(b.times.deadline).Milliseconds(), "budget_ms", b.times.budget.Milliseconds(), "reserve_ms", b.times.reserve.Milliseconds())
+		return false
+	}
 
 	// The message and its pointer id decide what a DEAD event does with
 	// it: only a dead letter back from the DLQ (a console redrive) reopens
@@ -249,7 +342,7 @@ func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (
 		log.Info("redriven from the dead-letter queue", "pointer_id", ptr.ID)
 	}
 	var f fault
-	outcome, ack := p.apply(ctx, c, m, &ann.written, &f, log)
+	outcome, ack := p.apply(ctx, c, m, b.times.budget, &ann.written, &f, log)
 	took := p.o.Now().Sub(start)
 	log.Info("processed", "outcome", outcome, "ack", ack, "duration_ms", took.Milliseconds())
 	p.emit(c.Event, outcome, f, took)
@@ -258,7 +351,7 @@ func (p *Processor) handle(ctx context.Context, m Message, ann *announcements) (
 
 // apply runs the resolver, the projection and the commit for a claimed
 // event. A fault of the resolver or the projection is recorded in f.
-func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, written *[]string, f *fault, log *slog.Logger) (string, bool) {
+func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, budget time.Duration, written *[]string, f *fault, log *slog.Logger) (string, bool) {
 	ev := c.Event
 	src, ok := p.sources.Lookup(ev.Source)
 	if !ok {
@@ -290,10 +383,14 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 		name string // the projection's, scoped
 	)
 	if proj, ok := p.reg.Lookup(src.Kind, eventType); ok {
-		name, res, err = Project(proj, src.Scope(), projection.Event{
+		name, res, err = ProjectWithin(budget, proj, src.Scope(), projection.Event{
 			Source: ev.Source, Kind: src.Kind, EventID: ev.EventID, Type: eventType,
 			Payload: payload, ReceivedAt: ev.ReceivedAt,
 		}, log)
+		if code, _ := projection.AsPermanent(err); code == projection.CodeTimeout {
+			p.stalled.Store(true)
+			return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
+		}
 		if code, _ := projection.AsPermanent(err); code == projection.CodePanic {
 			return p.fault(ctx, c, fault{code: code, projection: name}, err, f, log)
 		}
@@ -359,6 +456,12 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, writte
 // (scoped, as the ledger names it) and where it panicked; the stack goes
 // to the log.
 func Project(proj projection.Projection, scope string, ev projection.Event, log *slog.Logger) (name string, res projection.Result, err error) {
+	return project(proj, scope, ev, log, nil)
+}
+
+// project is Project; named, if not nil, receives the projection's name
+// before the projection runs.
+func project(proj projection.Projection, scope string, ev projection.Event, log *slog.Logger, named chan<- string) (name string, res projection.Result, err error) {
 	name = projection.ScopedName(scope, "(unnamed)")
 	defer func() {
 		if r := recover(); r != nil {
@@ -368,8 +471,49 @@ func Project(proj projection.Projection, scope string, ev projection.Event, log 
 		}
 	}()
 	name = projection.ScopedName(scope, proj.Name())
+	if named != nil {
+		named <- name
+	}
 	res, err = proj.Project(ev)
 	return name, res, err
+}
+
+// ProjectWithin is Project bounded by budget. The projection runs in its
+// own goroutine (a projection takes no context: Go cannot interrupt it);
+// when budget passes first, ProjectWithin returns a permanent error with
+// projection.CodeTimeout naming the projection, and never reads what the
+// call returns later: its result goes to a buffered channel nobody
+// receives from, so the abandoned goroutine can finish (or not) without
+// touching the caller's state. The caller must treat the process as
+// tainted (see Processor.Stalled).
+func ProjectWithin(budget time.Duration, proj projection.Projection, scope string, ev projection.Event, log *slog.Logger) (string, projection.Result, error) {
+	type out struct {
+		name string
+		res  projection.Result
+		err  error
+	}
+	named := make(chan string, 1)
+	done := make(chan out, 1)
+	go func() {
+		var o out
+		o.name, o.res, o.err = project(proj, scope, ev, log, named)
+		done <- o
+	}()
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+	select {
+	case o := <-done:
+		return o.name, o.res, o.err
+	case <-timer.C:
+	}
+	name := projection.ScopedName(scope, "(unnamed)")
+	select {
+	case name = <-named:
+	default: // its Name itself did not return
+	}
+	log.Error("projection did not return within its budget; its result, if any, will be discarded", "projection", name, "budget_ms", budget.Milliseconds())
+	return name, projection.Result{}, &projection.PermanentError{Code: projection.CodeTimeout,
+		Err: fmt.Errorf("projection %q did not return within %s; the event is not applied (whatever it returns later is discarded)", name, budget)}
 }
 
 // panicSite names the function and line that panicked (" at
@@ -438,9 +582,9 @@ func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause er
 // emit records one processed message: Processed (it reached an outcome),
 // Applied, Noop, Stale, Ignored, Retries, Quarantined, Dead,
 // ProjectionFaults (a quarantine for a fault of the rules: a projection
-// that panicked or whose result cannot be applied or stored, a resolver
-// that panicked; the record then names its code, and its projection or
-// resolver kind) and ProcessLatencyMs.
+// that panicked, did not return within its budget, or whose result cannot
+// be applied or stored, a resolver that panicked; the record then names
+// its code, and its projection or resolver kind) and ProcessLatencyMs.
 func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Duration) {
 	is := func(names ...string) int {
 		for _, n := range names {

@@ -14,8 +14,8 @@ import (
 )
 
 // The codes of the permanent errors Validate returns, and of a panic in
-// a projection, as the pipeline records them when it quarantines the
-// event.
+// a projection or a call that outlived its budget, as the pipeline
+// records them when it quarantines the event.
 const (
 	// CodeInvalidResult: the result breaks the contract (a missing or
 	// oversized id, an unknown policy, a Condition the policy ignores, a
@@ -29,6 +29,10 @@ const (
 	// CodePanic: the projection panicked. The pipeline recovers, and
 	// quarantines the event with this code.
 	CodePanic = "projection_panic"
+	// CodeTimeout: the projection did not return within its budget. The
+	// pipeline stops waiting for it, discards whatever it returns later,
+	// and quarantines the event with this code.
+	CodeTimeout = "projection_timeout"
 )
 
 // MaxIntents is the most intents one result may return. One commit is one

@@ -45,10 +45,10 @@ func processorFn(ctx context.Context, getenv func(string) string, rules app.Rule
 	p, err := inprocessor.New(rt.Ledger, cfg.Sources, rules.Registry, inprocessor.Options{
 		Owner: rt.Owner, Lease: cfg.Lease, MaxAttempts: cfg.MaxAttempts, RetryCap: cfg.Visibility, Log: rt.Log, Metrics: rt.Metrics,
 		Effects:   queue.Sender{Client: sqs.NewFromConfig(rt.AWS), URL: cfg.EffectsQueueURL},
-		Resolvers: resolvers, Warehouse: cfg.Warehouse,
+		Resolvers: resolvers, Warehouse: cfg.Warehouse, ProjectionTimeout: cfg.ProjectionTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return func() { lambda.Start(p.HandleSQS) }, nil
+	return func() { lambda.Start(handler(p, func() { endInstance(rt.Log) })) }, nil
 }
