@@ -74,6 +74,19 @@ var (
 	ErrInvalid = errors.New("ledger: invalid input")
 	// ErrNotReplayable: replay asked for an event that is not DEAD or QUARANTINED.
 	ErrNotReplayable = errors.New("ledger: event not in a replayable state")
+	// ErrPayloadMissing: a chunk of the event's payload was never stored
+	// (the intake that wrote the row died before its chunks). Unlike a
+	// stored payload that cannot be read (ErrUnavailable), only the
+	// provider's retry of the delivery can bring it (see AwaitPayload).
+	ErrPayloadMissing = errors.New("ledger: payload not stored")
+)
+
+// The error codes of an event whose payload never arrived (see
+// AwaitPayload): waiting for the provider's retry, and still missing past
+// the source's retry horizon.
+const (
+	CodePayloadMissing      = "payload_missing"
+	CodePayloadNeverArrived = "payload_never_arrived"
 )
 
 // Clock tells the time. Tests inject a fake one so leases, retries and TTLs
