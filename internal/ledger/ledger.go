@@ -20,6 +20,8 @@ import (
 //	PROCESSING, lease expired ──claim by another worker──> PROCESSING (new token)
 //	PROCESSING ──attempts exhausted──> DEAD
 //	PROCESSING ──permanent error──> QUARANTINED
+//	PROCESSING ──payload never stored──> RETRY_WAIT (AwaitPayload: no attempt counted)
+//	RETRY_WAIT, DEAD, QUARANTINED without the payload ──provider's retry stores it──> RECEIVED
 //	DEAD ──redrive from the DLQ──> PROCESSING (audited as a redrive)
 //	DEAD, QUARANTINED ──operator replay(reason, actor)──> RECEIVED (same identity)
 //
