@@ -198,6 +198,9 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 type touchedTable struct {
 	keys    map[string]bool
 	removes map[string][]string
+	// named are the top-level attributes an update's expression names,
+	// by primary key (numbers.go).
+	named map[string]map[string]bool
 }
 
 // writeReq holds the fields of the write requests this code reads.
@@ -248,7 +251,7 @@ func (f *indexRepair) parseWrite(op string, body []byte) (map[string]*touchedTab
 		}
 		tt := out[table]
 		if tt == nil {
-			tt = &touchedTable{keys: map[string]bool{}, removes: map[string][]string{}}
+			tt = &touchedTable{keys: map[string]bool{}, removes: map[string][]string{}, named: map[string]map[string]bool{}}
 			out[table] = tt
 		}
 		tt.keys[key] = true
@@ -256,6 +259,7 @@ func (f *indexRepair) parseWrite(op string, body []byte) (map[string]*touchedTab
 			if rm := removedAttrs(t, update.UpdateExpression, update.ExpressionAttributeNames); len(rm) > 0 {
 				tt.removes[key] = rm
 			}
+			tt.named[key] = namedAttrs(update.UpdateExpression, update.ExpressionAttributeNames)
 		}
 		return nil
 	}
@@ -407,7 +411,7 @@ func (f *indexRepair) runScratch(touched map[string]*touchedTable, exact map[flo
 				for _, a := range tt.removes[k] {
 					delete(it, a)
 				}
-				restoreNumbers(it, t.Data[k], exact)
+				restoreNumbers(it, t.Data[k], exact, tt.named[k])
 			}
 			if exists {
 				if _, had := t.Data[k]; !had {

@@ -16,10 +16,11 @@ import (
 // write (runScratch) every integer of the items it produced that a
 // float64 rounded is given back its exact text: the text the request sent
 // for it, or the text the item held before. Which one is told by the
-// float64: the request's texts and the text at the same place in the
-// item before, in that order, whose float64 equals the stored one. A
-// float64 that two different texts of the request share is ambiguous and
-// left as minidyn wrote it. Only integers are restored (DynamoDB answers
+// float64: in an attribute the update's expression names, the request's
+// texts and the text at the same place in the item before, in that order,
+// whose float64 equals the stored one; in any other attribute (the update
+// left it as it was), the text before only. A float64 that two different
+// texts of the request share is ambiguous and left as minidyn wrote it. Only integers are restored (DynamoDB answers
 // a decimal in its own normal form, which minidyn's matches closely
 // enough for the ledger, which stores integers only).
 
@@ -91,11 +92,34 @@ func rounded(n string) (float64, bool) {
 }
 
 // restoreNumbers gives the numbers of item, as a write produced it, their
-// exact text (see above); before is the item as it was (nil: none).
-func restoreNumbers(item, before map[string]*types.Item, exact map[float64]string) {
+// exact text (see above); before is the item as it was (nil: none), named
+// the attributes the update's expression names (nil: not an update, the
+// request holds the whole item).
+func restoreNumbers(item, before map[string]*types.Item, exact map[float64]string, named map[string]bool) {
 	for k, v := range item {
-		restoreValue(v, before[k], exact)
+		ex := exact
+		if named != nil && !named[k] {
+			ex = nil
+		}
+		restoreValue(v, before[k], ex)
 	}
+}
+
+var identRE = regexp.MustCompile(`#?[A-Za-z_][A-Za-z0-9_]*`)
+
+// namedAttrs are the identifiers of an update expression, placeholders
+// resolved: a superset of the top-level attributes it writes (keywords
+// and function names included, which name no attribute the item holds
+// or are harmless when they do).
+func namedAttrs(expr string, names map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range identRE.FindAllString(expr, -1) {
+		if n, ok := names[id]; ok {
+			id = n
+		}
+		out[id] = true
+	}
+	return out
 }
 
 func restoreValue(v, before *types.Item, exact map[float64]string) {
