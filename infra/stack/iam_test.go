@@ -160,6 +160,7 @@ var ledgerMethodWrites = map[string]map[string][]string{
 	"Claim":          {"dynamodb:UpdateItem": {"EV#"}},
 	"Commit":         {"dynamodb:UpdateItem": {"EV#", "PJ#", "OP#"}, "dynamodb:PutItem": {"PJ#", "OP#"}},
 	"RetryLater":     {"dynamodb:UpdateItem": {"EV#"}},
+	"AwaitPayload":   {"dynamodb:UpdateItem": {"EV#"}},
 	"Dead":           {"dynamodb:UpdateItem": {"EV#"}},
 	"Quarantine":     {"dynamodb:UpdateItem": {"EV#"}},
 	"GiveUp":         {"dynamodb:UpdateItem": {"EV#"}},

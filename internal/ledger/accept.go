@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -393,10 +394,10 @@ func newEvent(in acceptInput) Event {
 }
 
 // acceptDuplicate answers a duplicate of ev (old is its row before the
-// upsert). An unfinished RECEIVED row gets its chunks written again: the
-// first delivery may have stopped between the event write and the chunk
-// writes, and rewriting identical, hash-keyed chunks is idempotent. A DEAD
-// or QUARANTINED row off its attention shard is moved there (toAttention).
+// upsert). The first delivery may have stopped between the event write and
+// the chunk writes; a duplicate with the same bytes restores them
+// (restorePayload). A DEAD or QUARANTINED row off its attention shard is
+// moved there (toAttention).
 func (l *Ledger) acceptDuplicate(ctx context.Context, in acceptInput, ev Event, old map[string]types.AttributeValue, recorded bool) (Accepted, error) {
 	d := in.d
 	res := Accepted{Event: ev, Duplicate: true, PayloadMismatch: ev.PayloadHash != in.payload.hash}
@@ -406,15 +407,113 @@ func (l *Ledger) acceptDuplicate(ctx context.Context, in acceptInput, ev Event, 
 		res.Event.LastDeliveryAt, res.Event.LastDeliveryID = in.now, d.DeliveryID
 		res.Event.RecentDeliveries = withDelivery(old, in.slot, DeliveryRecord{At: in.now, ID: d.DeliveryID})
 	}
-	if ev.Status == StatusReceived && ev.PayloadChunks > 0 && !res.PayloadMismatch {
-		if err := l.putChunks(ctx, d.Source, d.EventID, in.payload.hash, in.payload.bytes, ev.PayloadChunks); err != nil {
+	if ev.PayloadChunks > 0 && !res.PayloadMismatch && ev.Status != StatusProcessed {
+		reopened, err := l.restorePayload(ctx, in, ev)
+		if err != nil {
 			return Accepted{}, err
+		}
+		if reopened != nil {
+			res.Event = *reopened
+			return res, nil
 		}
 	}
 	if err := l.toAttention(ctx, d.Source, d.EventID, ev.Status, old); err != nil {
 		return Accepted{}, err
 	}
 	return res, nil
+}
+
+// restorePayload writes the chunks of an unfinished event's payload again
+// from a duplicate with the same bytes, where they may be missing, and
+// reopens a row that waited for them. Rewriting identical, hash-keyed
+// chunks is idempotent. The intake only writes (it reads nothing of the
+// table), so where the chunks may be missing is told by the row:
+//
+//   - RECEIVED: the first delivery may still be writing them, or have
+//     died before.
+//   - PROCESSING: its worker may be finding them missing right now; it
+//     then waits for them (AwaitPayload) and finds them at its next look.
+//   - a row whose error code says its payload was not found
+//     (payloadCodes), or a QUARANTINED row never attempted (quarantined on
+//     accept): no worker has read the payload.
+//
+// Any other row had its payload read, and a duplicate costs it nothing
+// more. After the write, a RETRY_WAIT or DEAD row that waited for or died
+// without its payload, and a QUARANTINED one whose payload never arrived,
+// is reopened: RECEIVED, its attempts reset, audited "payload_arrived"
+// (reopenArrived); the caller enqueues it. A row quarantined on accept
+// keeps its status: it waits for an operator, who now finds its payload.
+func (l *Ledger) restorePayload(ctx context.Context, in acceptInput, ev Event) (*Event, error) {
+	missed := slices.Contains(payloadCodes, ev.ErrorCode)
+	switch {
+	case ev.Status == StatusReceived, ev.Status == StatusProcessing:
+	case missed && (ev.Status == StatusRetryWait || ev.Status == StatusDead || ev.Status == StatusQuarantined):
+	case ev.Status == StatusQuarantined && ev.TotalAttempts == 0:
+	default:
+		return nil, nil
+	}
+	if err := l.putChunks(ctx, in.d.Source, in.d.EventID, in.payload.hash, in.payload.bytes, ev.PayloadChunks); err != nil {
+		return nil, err
+	}
+	if missed && ev.Status != StatusReceived && ev.Status != StatusProcessing {
+		return l.reopenArrived(ctx, ev)
+	}
+	return nil, nil
+}
+
+// payloadCodes are the error codes of a row whose payload a worker did
+// not find: waiting for it (CodePayloadMissing), past the source's retry
+// horizon (CodePayloadNeverArrived), and "payload_unavailable", which
+// earlier versions recorded for a missing chunk as for any unreadable
+// payload, retrying it until DEAD.
+var payloadCodes = []string{CodePayloadMissing, CodePayloadNeverArrived, "payload_unavailable"}
+
+// reopenArrived moves ev, which waited for (or was given up on without)
+// its payload, back to RECEIVED once the provider's retry stored it: its
+// attempts reset, on its work shard, due now, audited "payload_arrived"
+// by the intake. It is conditioned on the row as ev saw it (status and
+// error code): a row that moved on meanwhile (a worker claimed it; it
+// finds the payload now) is left alone, and ev is returned as it was
+// (nil, no error).
+func (l *Ledger) reopenArrived(ctx context.Context, ev Event) (*Event, error) {
+	now := l.now()
+	key := eventKey(ev.Source, ev.EventID)
+	audit := auditValue(now, ev.Status, StatusReceived, l.opts.Actor, "payload_arrived",
+		truncate("the provider's retry stored the payload the row was written without (it had "+ev.ErrorCode+")", MaxReasonLen))
+	u := (&update{}).Name("#status", "status").Values(map[string]types.AttributeValue{
+		":recv": sv(string(StatusReceived)), ":from": sv(string(ev.Status)), ":zero": nv(0),
+		":shard": sv(l.dueShard(ev.Source, ev.EventID)), ":now": nv(ms(now)), ":audit": audit,
+	})
+	u.Set("#status = :recv", "attempts = :zero", attrDueShard+" = :shard", attrDueAt+" = :now", "audit = list_append(audit, :audit)")
+	u.Remove("next_attempt_at", TTLAttribute)
+	if ev.ErrorCode != "" {
+		u.If("#status = :from", "error_code = :code").Value(":code", sv(ev.ErrorCode))
+	} else {
+		u.If("#status = :from", "attribute_not_exists(error_code)")
+	}
+	req := u.input(l.opts.Table, key)
+	req.ReturnValues = types.ReturnValueAllNew
+	req.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := l.db.UpdateItem(ctx, req)
+	item := map[string]types.AttributeValue(nil)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		item = out.Attributes
+	case errors.As(err, &ccf):
+		got, own := l.appliedBefore(ctx, ccf, key, audit)
+		if !own {
+			return nil, nil // the row moved on
+		}
+		item = got
+	default:
+		return nil, fmt.Errorf("reopen %s/%s for its payload: %w", ev.Source, ev.EventID, translate(err))
+	}
+	reopened, err := decodeEvent(item)
+	if err != nil {
+		return nil, err
+	}
+	return &reopened, nil
 }
 
 // toAttention moves a DEAD or QUARANTINED row that is not on its attention

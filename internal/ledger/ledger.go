@@ -20,6 +20,8 @@ import (
 //	PROCESSING, lease expired ──claim by another worker──> PROCESSING (new token)
 //	PROCESSING ──attempts exhausted──> DEAD
 //	PROCESSING ──permanent error──> QUARANTINED
+//	PROCESSING ──payload never stored──> RETRY_WAIT (AwaitPayload: no attempt counted)
+//	RETRY_WAIT, DEAD, QUARANTINED without the payload ──provider's retry stores it──> RECEIVED
 //	DEAD ──redrive from the DLQ──> PROCESSING (audited as a redrive)
 //	DEAD, QUARANTINED ──operator replay(reason, actor)──> RECEIVED (same identity)
 //
@@ -74,6 +76,19 @@ var (
 	ErrInvalid = errors.New("ledger: invalid input")
 	// ErrNotReplayable: replay asked for an event that is not DEAD or QUARANTINED.
 	ErrNotReplayable = errors.New("ledger: event not in a replayable state")
+	// ErrPayloadMissing: a chunk of the event's payload was never stored
+	// (the intake that wrote the row died before its chunks). Unlike a
+	// stored payload that cannot be read (ErrUnavailable), only the
+	// provider's retry of the delivery can bring it (see AwaitPayload).
+	ErrPayloadMissing = errors.New("ledger: payload not stored")
+)
+
+// The error codes of an event whose payload never arrived (see
+// AwaitPayload): waiting for the provider's retry, and still missing past
+// the source's retry horizon.
+const (
+	CodePayloadMissing      = "payload_missing"
+	CodePayloadNeverArrived = "payload_never_arrived"
 )
 
 // Clock tells the time. Tests inject a fake one so leases, retries and TTLs

@@ -22,9 +22,10 @@ import (
 // chunkBytes, keyed by the payload's hash. Chunks are written once, after
 // the event item, so a duplicate of a processed event needs nothing but
 // the one conditional update; an intake that dies between the two writes
-// has not answered 2xx, and the provider's retry finds the row RECEIVED
-// and writes the same chunks again. A processor that finds a chunk
-// missing treats it as transient (Payload).
+// has not answered 2xx, and the provider's retry writes the same chunks
+// again, whatever state the row reached meanwhile (acceptDuplicate). A
+// processor that finds a chunk missing does not spend an attempt on it:
+// the row waits for that retry (AwaitPayload).
 const (
 	chunkBytes    = 350 * 1024 // below DynamoDB's 400 KB item limit with room for keys
 	compressAbove = 1024
@@ -100,9 +101,12 @@ func (l *Ledger) putChunks(ctx context.Context, source, eventID, hash string, st
 }
 
 // Payload returns the raw payload bytes of ev: inline from the item, or from
-// its chunk items (one GetItem per chunk). A missing chunk is ErrUnavailable:
-// the intake that wrote the row may not have finished, and a provider retry
-// rewrites it.
+// its chunk items (one GetItem per chunk). A chunk item that does not exist
+// is ErrPayloadMissing: chunks are only ever written by the intake, after
+// the row, so the intake that wrote the row died before it stored them,
+// and only the provider's retry of the delivery rewrites them. A payload
+// that was stored and cannot be read (bytes that do not decode or do not
+// match the row's hash) is ErrUnavailable.
 func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
 	stored := ev.payload
 	if ev.PayloadChunks > 0 {
@@ -118,7 +122,7 @@ func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
 			}
 			b, ok := out.Item["data"].(*types.AttributeValueMemberB)
 			if !ok {
-				return nil, fmt.Errorf("payload chunk %d of %s/%s missing: %w", i, ev.Source, ev.EventID, ErrUnavailable)
+				return nil, fmt.Errorf("payload chunk %d of %d of %s/%s was never stored: %w", i, ev.PayloadChunks, ev.Source, ev.EventID, ErrPayloadMissing)
 			}
 			buf.Write(b.Value)
 		}
@@ -126,7 +130,7 @@ func (l *Ledger) Payload(ctx context.Context, ev Event) ([]byte, error) {
 	}
 	raw, err := decodePayload(stored, ev.encoded)
 	if err != nil {
-		return nil, fmt.Errorf("payload of %s/%s: %w", ev.Source, ev.EventID, err)
+		return nil, fmt.Errorf("payload of %s/%s: %w: %w", ev.Source, ev.EventID, ErrUnavailable, err)
 	}
 	if payloadHash(raw) != ev.PayloadHash {
 		return nil, fmt.Errorf("payload of %s/%s does not match its hash: %w", ev.Source, ev.EventID, ErrUnavailable)

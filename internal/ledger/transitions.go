@@ -72,6 +72,20 @@ func (l *Ledger) RetryLater(ctx context.Context, c Claim, code, msg string, next
 	return l.fencedUpdate(ctx, c, u)
 }
 
+// AwaitPayload releases a claim on an event whose payload was never stored
+// (Payload returned ErrPayloadMissing): RETRY_WAIT until next with the code
+// CodePayloadMissing, and the claim's attempt given back, so that waiting
+// for the provider's retry never exhausts the attempts nor sends the
+// event to the DLQ. The reconciler re-enqueues it when next comes (a
+// look for the payload again), and the provider's retry reopens it at
+// once (acceptDuplicate). The caller acknowledges the message.
+func (l *Ledger) AwaitPayload(ctx context.Context, c Claim, msg string, next time.Time) error {
+	u := l.leaveProcessing(c, StatusRetryWait, "await_payload", CodePayloadMissing, msg,
+		"next_attempt_at = :next, due_at = :next, attempts = attempts - :one",
+		map[string]types.AttributeValue{":next": nv(ms(next)), ":one": nv(1)}, "")
+	return l.fencedUpdate(ctx, c, u)
+}
+
 // Dead records that the attempts are exhausted. The event moves from the
 // work shards of the due index to its attention shards (see ListOpen), so
 // operators find it without a scan, and its message goes on to the DLQ.

@@ -221,3 +221,26 @@ func TestEventsShowConflicts(t *testing.T) {
 		t.Fatalf("events show:\n%s", out)
 	}
 }
+
+// A version above 2^53 is shown exactly: the event's stored result is
+// written by the commit's update of the event item and read back over
+// DynamoDB's wire API, and a Stripe deletion's version is above 2^60.
+func TestEventsShowExactLargeVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	const v = int64(1152921511792670487)
+	payload := `{"id":"evt_big","type":"customer.subscription.deleted"}`
+	f.accept("stripe", "evt_big", "customer.subscription.deleted", payload)
+	w := &ledger.ProjectionWrite{Name: "stripe_subscription", Subject: "sub_big", Version: v, Fingerprint: "deleted", Terminal: true, State: map[string]any{"status": "canceled"}}
+	if _, err := f.L.Commit(ctx, f.claim("stripe", "evt_big"), w, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := f.mustRun("events", "show", "stripe", "evt_big")
+	if want := "result        applied stripe_subscription/sub_big version 1152921511792670487, 0 intents\n"; !strings.Contains(out, want) {
+		t.Fatalf("events show lacks %q:\n%s", want, out)
+	}
+	if p, err := f.L.GetProjection(ctx, "stripe_subscription", "sub_big"); err != nil || p.Version != v {
+		t.Fatalf("projection version %d (%v), want %d", p.Version, err, v)
+	}
+}

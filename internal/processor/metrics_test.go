@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/effectively-once/webhooks/internal/harness/awstrace"
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
+	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/metrics"
 	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/pkg/builtin"
@@ -49,5 +51,61 @@ func TestOneMetricsRecordPerMessage(t *testing.T) {
 		if rec["outcome"] != want.outcome || rec[want.metric] != 1.0 || rec["Processed"] != 1.0 || rec["Retries"] != 0.0 || rec["function"] != "processor" {
 			t.Fatalf("record %d: %v", i, rec)
 		}
+	}
+}
+
+// An event whose payload was never stored (the intake died between its
+// row and its chunks) waits for the provider's retry: the message is
+// acknowledged, no attempt is spent, and its record counts
+// AwaitingPayload. Past the source's retry_horizon_hours (1 here) it is
+// quarantined payload_never_arrived, and its record counts
+// PayloadNeverArrived and names the code.
+func TestPayloadNeverStoredMetricsAndHorizon(t *testing.T) {
+	h := pt.New(t, pt.Options{SourcesDoc: `{"sources":[{"name":"stripe","kind":"stripe","secrets":["env:STRIPE_PRIMARY"],"retry_horizon_hours":1}]}`})
+	var buf bytes.Buffer
+	p, err := processor.New(h.Ledger, h.Sources, builtin.Default(builtin.StripeOptions{}), processor.Options{
+		Owner: "m", Lease: time.Minute, Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler), PayloadRecheck: 40 * time.Minute,
+		Metrics: metrics.New(&buf, "EffectivelyOnce/test", h.Clock.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := pt.SubscriptionEvent("evt_lost", "customer.subscription.created", "sub_1", "active", pt.Start.Unix(), "acct_1")
+	body = []byte(strings.Replace(string(body), `"livemode":false`, `"livemode":false,"padding":"`+strings.Repeat("a1b2c3d4e5f6g7h8", 256)+`"`, 1))
+	h.IntakeRec.Arm(awstrace.Crash{Op: "DynamoDB.PutItem", Nth: 1, When: awstrace.Before})
+	if r := h.Deliver(body, h.Sign(body, pt.SecretPrimary)); r.Status < 500 {
+		t.Fatalf("setup: intake answered %d, want 5xx after dying before the chunks", r.Status)
+	}
+	msg := processor.Message{ID: "1", Body: `{"v":1,"source":"stripe","event_id":"evt_lost"}`}
+	record := func() map[string]any {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	for round := range 2 {
+		if failed := p.Process(context.Background(), []processor.Message{msg}); len(failed) != 0 {
+			t.Fatalf("round %d: message not acknowledged", round)
+		}
+		ev := h.Event("evt_lost")
+		if rec := record(); ev.Status != ledger.StatusRetryWait || ev.ErrorCode != ledger.CodePayloadMissing || ev.Attempts != 0 ||
+			rec["AwaitingPayload"] != 1.0 || rec["Retries"] != 0.0 || rec["Dead"] != 0.0 {
+			t.Fatalf("round %d: event %s (%s), attempts %d, record %v; want RETRY_WAIT %s, no attempt, AwaitingPayload",
+				round, ev.Status, ev.ErrorCode, ev.Attempts, rec, ledger.CodePayloadMissing)
+		}
+		if round == 1 && !ev.NextAttemptAt.Equal(pt.Start.Add(time.Hour)) {
+			t.Fatalf("the second look is due %s; want the horizon, %s", ev.NextAttemptAt, pt.Start.Add(time.Hour))
+		}
+		h.Clock.Advance(40 * time.Minute)
+	}
+	if failed := p.Process(context.Background(), []processor.Message{msg}); len(failed) != 0 {
+		t.Fatal("past the horizon: message not acknowledged")
+	}
+	ev, rec := h.Event("evt_lost"), record()
+	if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != ledger.CodePayloadNeverArrived ||
+		rec["PayloadNeverArrived"] != 1.0 || rec["Quarantined"] != 1.0 || rec["code"] != ledger.CodePayloadNeverArrived || rec["ProjectionFaults"] != 0.0 {
+		t.Fatalf("past the horizon: event %s (%s), record %v; want QUARANTINED %s, counted PayloadNeverArrived", ev.Status, ev.ErrorCode, rec, ledger.CodePayloadNeverArrived)
 	}
 }

@@ -78,6 +78,7 @@ type Ledger interface {
 	Payload(ctx context.Context, ev ledger.Event) ([]byte, error)
 	Commit(ctx context.Context, c ledger.Claim, w *ledger.ProjectionWrite, intents []ledger.Intent) (ledger.Committed, error)
 	RetryLater(ctx context.Context, c ledger.Claim, code, msg string, next time.Time) error
+	AwaitPayload(ctx context.Context, c ledger.Claim, msg string, next time.Time) error
 	Dead(ctx context.Context, c ledger.Claim, code, msg string) error
 	Quarantine(ctx context.Context, c ledger.Claim, code, msg string) error
 	// GetIntentState is read only on the recovery path (a pointer that
@@ -98,9 +99,14 @@ type Options struct {
 	// next_attempt_at. The cap must not exceed the queue's visibility
 	// timeout, so a message that reappears finds its retry due.
 	RetryBase, RetryCap time.Duration
-	Now                 func() time.Time
-	Rand                func() float64 // in [0,1); default math/rand/v2
-	Log                 *slog.Logger
+	// PayloadRecheck is how long an event whose payload was never stored
+	// waits before the processor looks for it again (the reconciler
+	// re-enqueues it then); the provider's retry, which stores it,
+	// reopens the event at once. Default 15 min.
+	PayloadRecheck time.Duration
+	Now            func() time.Time
+	Rand           func() float64 // in [0,1); default math/rand/v2
+	Log            *slog.Logger
 	// Metrics receives one EMF record per processed message (nil: none).
 	Metrics *metrics.Emitter
 	// Resolvers resolve the events of a source that name their object
@@ -187,6 +193,9 @@ func New(l Ledger, sources *source.Set, reg *projection.Registry, o Options) (*P
 	}
 	if o.RetryCap <= 0 {
 		o.RetryCap = 6 * queue.ProcessorTimeout
+	}
+	if o.PayloadRecheck <= 0 {
+		o.PayloadRecheck = 15 * time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -358,6 +367,9 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, budget
 		return p.quarantine(ctx, c, "unknown_source", "source "+ev.Source+" is not configured", log)
 	}
 	payload, err := p.ledger.Payload(ctx, ev)
+	if errors.Is(err, ledger.ErrPayloadMissing) {
+		return p.awaitPayload(ctx, c, src, err, f, log)
+	}
 	if err != nil {
 		return p.transient(ctx, c, m, "payload_unavailable", err, log)
 	}
@@ -564,11 +576,42 @@ func (p *Processor) settle(ctx context.Context, c ledger.Claim, m Message, code 
 	return p.transient(ctx, c, m, code, err, log)
 }
 
+// awaitPayload handles an event whose payload was never stored: the
+// intake that wrote its row died before its chunks, and answered the
+// provider 5xx, so the provider retries the delivery, and the retry
+// stores the payload and reopens the event (ledger.Accept). Until then
+// the event waits (ledger.AwaitPayload: no attempt spent, the message
+// acknowledged, so neither DEAD nor the DLQ), and is looked at again
+// every PayloadRecheck. Past the source's retry horizon (counted from
+// its first delivery) the provider has stopped retrying: the event is
+// QUARANTINED with ledger.CodePayloadNeverArrived for an operator, who
+// may ask the provider to resend it (a resend completes it too).
+func (p *Processor) awaitPayload(ctx context.Context, c ledger.Claim, src source.Source, cause error, f *fault, log *slog.Logger) (string, bool) {
+	now, horizon := p.o.Now(), src.RetryHorizon()
+	deadline := c.Event.ReceivedAt.Add(horizon)
+	if !now.Before(deadline) {
+		f.attention = ledger.CodePayloadNeverArrived
+		return p.quarantine(ctx, c, ledger.CodePayloadNeverArrived, fmt.Sprintf(
+			"the payload was never stored (the intake died between the row and its chunks) and no retry of the delivery brought it within the source's retry horizon (%s after the first delivery): ask the provider to resend the event; %v", horizon, cause), log)
+	}
+	next := now.Add(min(p.o.PayloadRecheck, deadline.Sub(now)))
+	msg := fmt.Sprintf("the payload was never stored; waiting for the provider's retry until %s (no attempt counted): %v", deadline.UTC().Format(time.RFC3339), cause)
+	if err := p.ledger.AwaitPayload(ctx, c, msg, next); err != nil {
+		log.Error("could not record the wait for the payload; will retry", "err", err)
+		return "await_payload_failed", false
+	}
+	log.Warn("payload never stored: waiting for the provider's retry, no attempt counted", "next_look_at", next, "horizon", deadline)
+	return "awaiting_payload", true
+}
+
 // fault is a team's rule failing on an event (a projection or a resolver
 // that panics, a result the pipeline cannot apply): the event's code, and
 // the projection, or the kind whose resolver, it names.
 type fault struct {
 	code, projection, resolver string
+	// attention is the cause code of an attention item that is not the
+	// rules' fault (ledger.CodePayloadNeverArrived).
+	attention string
 }
 
 // fault quarantines an event for a fault of its projection or resolver,
@@ -584,7 +627,10 @@ func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause er
 // ProjectionFaults (a quarantine for a fault of the rules: a projection
 // that panicked, did not return within its budget, or whose result cannot
 // be applied or stored, a resolver that panicked; the record then names
-// its code, and its projection or resolver kind) and ProcessLatencyMs.
+// its code, and its projection or resolver kind), AwaitingPayload (an
+// event whose payload was never stored waits for the provider's retry),
+// PayloadNeverArrived (it was quarantined past the source's retry
+// horizon; the record names the code) and ProcessLatencyMs.
 func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Duration) {
 	is := func(names ...string) int {
 		for _, n := range names {
@@ -596,6 +642,9 @@ func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Dur
 	}
 	props := map[string]any{"function": "processor", "source": ev.Source, "event_id": ev.EventID, "type": ev.EventType, "outcome": outcome}
 	faulted := 0
+	if f.attention != "" {
+		props["code"] = f.attention
+	}
 	if f.code != "" && outcome == "quarantined" {
 		faulted = 1
 		props["code"] = f.code
@@ -616,7 +665,16 @@ func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Dur
 		metrics.N("Quarantined", is("quarantined")),
 		metrics.N("Dead", is("dead")),
 		metrics.N("ProjectionFaults", faulted),
+		metrics.N("AwaitingPayload", is("awaiting_payload")),
+		metrics.N("PayloadNeverArrived", boolN(f.attention == ledger.CodePayloadNeverArrived && outcome == "quarantined")),
 		metrics.Latency("ProcessLatencyMs", took))
+}
+
+func boolN(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // recover is the recovery path of a crash between a batch's commits and

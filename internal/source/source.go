@@ -57,6 +57,29 @@ type Source struct {
 	Domain       string `json:"domain,omitempty"`
 	SharedDomain bool   `json:"shared_domain,omitempty"`
 	Unscoped     bool   `json:"unscoped,omitempty"`
+
+	// RetryHorizonHours is how long after a first delivery the provider
+	// may still retry it when not answered 2xx (see RetryHorizon).
+	RetryHorizonHours int `json:"retry_horizon_hours,omitempty"`
+}
+
+// DefaultRetryHorizon is RetryHorizon's default: Stripe retries a
+// delivery for up to three days.
+const DefaultRetryHorizon = 72 * time.Hour
+
+// MaxRetryHorizonHours bounds retry_horizon_hours (30 days).
+const MaxRetryHorizonHours = 720
+
+// RetryHorizon is how long the processor waits for a payload that was
+// never stored (the intake died between the event's row and its payload,
+// and answered 5xx): the provider's retry of the delivery stores it. Past
+// it the event is quarantined (payload_never_arrived). Default
+// DefaultRetryHorizon.
+func (s Source) RetryHorizon() time.Duration {
+	if s.RetryHorizonHours <= 0 {
+		return DefaultRetryHorizon
+	}
+	return time.Duration(s.RetryHorizonHours) * time.Hour
 }
 
 // Scope is the owner of the business state this source writes: its
@@ -275,6 +298,9 @@ func Parse(doc []byte) (*Set, error) {
 		}
 		if s.ToleranceSeconds < 0 || s.ToleranceSeconds > 3600 {
 			return nil, fmt.Errorf("%w: %s: tolerance_seconds must be between 0 and 3600", ErrConfig, where)
+		}
+		if s.RetryHorizonHours < 0 || s.RetryHorizonHours > MaxRetryHorizonHours {
+			return nil, fmt.Errorf("%w: %s: retry_horizon_hours must be between 0 (the default, %d) and %d", ErrConfig, where, int(DefaultRetryHorizon.Hours()), MaxRetryHorizonHours)
 		}
 		if s.MaxBodyBytes < 0 || s.MaxBodyBytes > ledger.MaxPayloadBytes {
 			return nil, fmt.Errorf("%w: %s: max_body_bytes must be between 0 and %d", ErrConfig, where, ledger.MaxPayloadBytes)

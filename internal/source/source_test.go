@@ -130,6 +130,7 @@ func TestParseAcceptsBoundaries(t *testing.T) {
 		{"tolerance 0 means default", doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"tolerance_seconds":0}`)},
 		{"tolerance 3600", doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"tolerance_seconds":3600}`)},
 		{"max_body_bytes 1 MiB", doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"max_body_bytes":1048576}`)},
+		{"retry horizon of 30 days", doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"retry_horizon_hours":720}`)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,6 +254,16 @@ func TestParseErrors(t *testing.T) {
 			name:   "negative tolerance",
 			doc:    doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"tolerance_seconds":-1}`),
 			wantIn: []string{"sources[0]", "tolerance_seconds"},
+		},
+		{
+			name:   "negative retry horizon",
+			doc:    doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"retry_horizon_hours":-1}`),
+			wantIn: []string{"sources[0]", "retry_horizon_hours"},
+		},
+		{
+			name:   "retry horizon above 30 days",
+			doc:    doc(`{"name":"s","kind":"stripe","secrets":["sm:x"],"retry_horizon_hours":721}`),
+			wantIn: []string{"sources[0]", "retry_horizon_hours"},
 		},
 		{
 			name:   "tolerance above an hour",
@@ -800,5 +811,18 @@ func TestAPIConfig(t *testing.T) {
 		if _, err := source.Parse(doc(c.kind, c.api)); !errors.Is(err, source.ErrConfig) || !strings.Contains(err.Error(), "api") {
 			t.Errorf("%s: err %v", name, err)
 		}
+	}
+}
+
+// A source's retry horizon: 72 h unless it says otherwise.
+func TestRetryHorizon(t *testing.T) {
+	set, err := source.Parse([]byte(`{"sources":[{"name":"s","kind":"stripe","secrets":["sm:x"]},{"name":"gh","kind":"github","secrets":["sm:y"],"retry_horizon_hours":6}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := set.Lookup("s")
+	gh, _ := set.Lookup("gh")
+	if s.RetryHorizon() != 72*time.Hour || gh.RetryHorizon() != 6*time.Hour {
+		t.Fatalf("horizons %s and %s, want 72h and 6h", s.RetryHorizon(), gh.RetryHorizon())
 	}
 }

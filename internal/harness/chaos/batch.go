@@ -159,6 +159,7 @@ func (s *Stats) add(o Stats) {
 	s.OverridePerformed += o.OverridePerformed
 	s.CheckWindow += o.CheckWindow
 	s.TwoDispatchers += o.TwoDispatchers
+	s.PayloadWaits += o.PayloadWaits
 	s.Warehouse += o.Warehouse
 	s.Records += o.Records
 	s.StoreOutages += o.StoreOutages
@@ -193,6 +194,9 @@ func Table(sums []Summary) string {
 		st := s.Stats
 		fmt.Fprintf(&b, "%s exercised: %d steps, %d crashes fired, %d answers lost and retried, %d pauses, %d lease takeovers, %d DLQ redrives, %d operator replays, %d DEAD and %d QUARANTINED at the end, %d intents, %d effective calls\n",
 			s.Design, st.Steps, st.Crashes, st.Lost, st.Pauses, st.Takeovers, st.Redrives, st.Replays, st.Dead, st.Quarantined, st.Intents, st.Effects)
+		if st.PayloadWaits > 0 {
+			fmt.Fprintf(&b, "%s: %d events found without their payload (an intake died between the row and its chunks) waited for the provider's retry\n", s.Design, st.PayloadWaits)
+		}
 		if st.StepFunctions > 0 {
 			fmt.Fprintf(&b, "%s: %d of %d schedules performed their effects through a Step Functions target (executions started per operation id)\n",
 				s.Design, st.StepFunctions, s.Schedules)

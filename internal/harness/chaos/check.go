@@ -115,6 +115,15 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 			add(I1, "event %s ended %s: neither processed nor visibly stuck", id, ev.Status)
 		}
 		checkAudit(id, ev, add)
+		for _, a := range ev.Audit {
+			// A row an intake left without its payload waits for the
+			// provider's retry, which in every schedule comes: it never
+			// spends its attempts on the missing payload (DEAD) nor
+			// outlives the retry horizon.
+			if (a.To == ledger.StatusDead || a.To == ledger.StatusQuarantined) && strings.HasPrefix(a.Reason, "payload_") {
+				add(I1, "event %s went %s for its missing payload (%s) although the provider's retry stores it", id, a.To, a.Reason)
+			}
+		}
 	}
 
 	// I3: the final state of each subject against the model.

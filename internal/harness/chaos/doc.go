@@ -28,7 +28,11 @@
 // same id, some forged with a wrong secret; and steps that interleave 1-3
 // processor workers and 1-3 dispatchers one queue cycle at a time, crash
 // the intake, a worker or a dispatcher right before or after its nth next
-// DynamoDB or SQS call (the instance is then replaced, as Lambda would),
+// DynamoDB or SQS call (the instance is then replaced, as Lambda would;
+// a delivery the intake's crash answered 5xx is retried by the provider
+// ProviderRetryAfter later, so a row left without its payload's chunks
+// meets the reconciler and the workers first, and must wait for that
+// retry without going DEAD),
 // pause a worker right before a call while the world moves on (the clock
 // passes its lease, another worker takes the event, maybe pauses in the
 // same call too) and resume it later, pause a dispatcher (mostly right

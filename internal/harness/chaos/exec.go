@@ -125,6 +125,10 @@ type Stats struct {
 	// written after a newer one.
 	Warehouse, Records, StoreOutages, StoreHangs, RecordsWaited, RecordsFailed int
 	RecordsRecreated, RecordsRepaired, RecordsReannounced, LateOlder           int
+	// PayloadWaits counts the events a worker found without their
+	// payload (an intake died between the row and its chunks) and that
+	// waited for the provider's retry (audit await_payload).
+	PayloadWaits int
 }
 
 // Failed reports whether any invariant broke.
@@ -169,6 +173,12 @@ type run struct {
 	stats    Stats
 	errs     chan string // harness failures inside paused polls
 	forged   []string    // ids of forged deliveries
+	// owed are the deliveries an intake crash answered 5xx, by event
+	// index: the provider retries them ProviderRetryAfter later (manual
+	// clock), at a delivery step or while settling, so the row an intake
+	// left without its payload meets the reconciler and the workers
+	// first.
+	owed map[int]owedRetry
 	// target performs every effect when the schedule names one
 	// (Schedule.EffectTarget); nil: the HTTP downstream does.
 	target *pt.AWSTarget
@@ -250,6 +260,11 @@ func Run(s Schedule, d Design) (res Result) {
 	}
 	r.viol = append(r.viol, check(r.s, r.accepted, obs, settled)...)
 	r.stripeStats(obs)
+	for _, ev := range obs.events {
+		if slices.ContainsFunc(ev.Audit, func(a ledger.AuditEntry) bool { return a.Action == "await_payload" }) {
+			r.stats.PayloadWaits++
+		}
+	}
 	r.stats.add(exercised(r.s, r.accepted, obs))
 	return res
 }
@@ -543,10 +558,42 @@ func (r *run) targetFails(mode string) {
 	}
 }
 
-// deliver posts an event as the provider does: retried (by a new intake
-// instance after a crash) until it gets a 2xx. twin delivers a Stripe
-// snapshot event's thin twin instead.
+// deliver posts an event as the provider does, first the retries owed
+// from earlier crashes that are due. A delivery an intake crash answered
+// 5xx is owed: retried (by a new intake instance) ProviderRetryAfter
+// later, at a delivery step or while settling, as a provider retries
+// minutes or hours later. Any other failure is retried at once, up to
+// four times. twin delivers a Stripe snapshot event's thin twin instead.
 func (r *run) deliver(i int, twin bool) {
+	r.retryOwed()
+	r.post(i, twin)
+}
+
+// owedRetry is a delivery the provider retries: the thin twin or not,
+// and when the crash answered it.
+type owedRetry struct {
+	twin bool
+	at   time.Time
+}
+
+// ProviderRetryAfter is how long after an intake crash the provider's
+// retry comes (manual clock): past the reconciler's threshold for a
+// RECEIVED row, so a row left without its payload is claimed first.
+const ProviderRetryAfter = 10 * time.Minute
+
+// retryOwed delivers the retries owed from intake crashes that are due.
+func (r *run) retryOwed() {
+	for _, j := range slices.Sorted(maps.Keys(r.owed)) {
+		o := r.owed[j]
+		if r.h.Clock.Now().Sub(o.at) < ProviderRetryAfter {
+			continue
+		}
+		delete(r.owed, j)
+		r.post(j, o.twin)
+	}
+}
+
+func (r *run) post(i int, twin bool) {
 	if i < 0 || i >= len(r.s.Events) {
 		return
 	}
@@ -565,12 +612,20 @@ func (r *run) deliver(i int, twin bool) {
 		} else {
 			resp = r.h.DeliverOrder(e.ID, pt.OrderEvent("order.updated", e.Subject, e.Revision, e.Status, ""))
 		}
-		if r.h.IntakeRec.Crashed() {
+		crashed := r.h.IntakeRec.Crashed()
+		if crashed {
 			r.stats.Crashes++
 			r.h.IntakeRec.Reset()
 		}
 		if resp.Status >= 200 && resp.Status < 300 {
 			r.accepted[i] = true
+			return
+		}
+		if crashed {
+			if r.owed == nil {
+				r.owed = map[int]owedRetry{}
+			}
+			r.owed[i] = owedRetry{twin: twin, at: r.h.Clock.Now()}
 			return
 		}
 	}
@@ -831,6 +886,7 @@ func (r *run) quiesce() bool {
 	}
 	replays, checks := 0, 0
 	for range 400 {
+		r.retryOwed() // the provider keeps retrying until it gets a 2xx
 		got := 0
 		for i := range r.procs {
 			got += r.poll(i)
@@ -847,7 +903,7 @@ func (r *run) quiesce() bool {
 			r.sample("while settling")
 			continue
 		}
-		if r.settled() {
+		if len(r.owed) == 0 && r.settled() {
 			if replays < 2 && r.replayDead() > 0 {
 				replays++
 				continue

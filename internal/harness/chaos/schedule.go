@@ -211,7 +211,7 @@ func (c Config) withDefaults() Config {
 var crashCalls = map[string][]string{
 	TargetWorker:     {"DynamoDB.UpdateItem", "DynamoDB.TransactWriteItems", "DynamoDB.PutItem", "DynamoDB.GetItem", "SQS.SendMessageBatch"},
 	TargetDispatcher: {"DynamoDB.UpdateItem", "DynamoDB.UpdateItem", "DynamoDB.GetItem", "SQS.ChangeMessageVisibility"},
-	TargetIntake:     {"DynamoDB.UpdateItem", "SQS.SendMessage"},
+	TargetIntake:     {"DynamoDB.UpdateItem", "DynamoDB.PutItem", "SQS.SendMessage"},
 }
 
 // dispatcherPauses are where a dispatcher may be paused: mostly right

@@ -190,7 +190,7 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	rec := &httpstatus.Writer{ResponseWriter: w}
-	f.runScratch(touched, func() { f.srv.ServeHTTP(rec, r) }, func() bool { return rec.Code == 0 || rec.Code == http.StatusOK })
+	f.runScratch(touched, exactNumbers(body), func() { f.srv.ServeHTTP(rec, r) }, func() bool { return rec.Code == 0 || rec.Code == http.StatusOK })
 }
 
 // touchedTable is what one write does to one table: the primary keys it
@@ -198,6 +198,9 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 type touchedTable struct {
 	keys    map[string]bool
 	removes map[string][]string
+	// named are the top-level attributes an update's expression names,
+	// by primary key (numbers.go).
+	named map[string]map[string]bool
 }
 
 // writeReq holds the fields of the write requests this code reads.
@@ -248,7 +251,7 @@ func (f *indexRepair) parseWrite(op string, body []byte) (map[string]*touchedTab
 		}
 		tt := out[table]
 		if tt == nil {
-			tt = &touchedTable{keys: map[string]bool{}, removes: map[string][]string{}}
+			tt = &touchedTable{keys: map[string]bool{}, removes: map[string][]string{}, named: map[string]map[string]bool{}}
 			out[table] = tt
 		}
 		tt.keys[key] = true
@@ -256,6 +259,7 @@ func (f *indexRepair) parseWrite(op string, body []byte) (map[string]*touchedTab
 			if rm := removedAttrs(t, update.UpdateExpression, update.ExpressionAttributeNames); len(rm) > 0 {
 				tt.removes[key] = rm
 			}
+			tt.named[key] = namedAttrs(update.UpdateExpression, update.ExpressionAttributeNames)
 		}
 		return nil
 	}
@@ -340,8 +344,9 @@ func removedAttrs(t *core.Table, expr string, names map[string]string) []string 
 }
 
 // runScratch runs write against scratch views of the touched tables, then
-// merges what it produced into the real state.
-func (f *indexRepair) runScratch(touched map[string]*touchedTable, write func(), ok func() bool) {
+// merges what it produced into the real state, its integers exact again
+// (exact: the request's, by float64; see numbers.go).
+func (f *indexRepair) runScratch(touched map[string]*touchedTable, exact map[float64]string, write func(), ok func() bool) {
 	type saved struct {
 		data    map[string]map[string]*types.Item
 		sorted  []string
@@ -406,6 +411,7 @@ func (f *indexRepair) runScratch(touched map[string]*touchedTable, write func(),
 				for _, a := range tt.removes[k] {
 					delete(it, a)
 				}
+				restoreNumbers(it, t.Data[k], exact, tt.named[k])
 			}
 			if exists {
 				if _, had := t.Data[k]; !had {

@@ -15,8 +15,9 @@
 //     queries on the table and the due index, and TransactWriteItems with
 //     its cancellation reasons. Known gaps: it ignores REMOVE in update
 //     expressions; it rewrites every number of an item it updates through
-//     a float64, so integers above 2^53 are rounded (the ledger keeps a
-//     text copy of versions that must stay exact: version_s); it cannot
+//     a float64, so integers above 2^53 are rounded (DynamoHandler gives
+//     them back their exact text, numbers.go; the ledger also keeps a
+//     text copy of intents' versions: version_s); it cannot
 //     rewrite an item holding an empty map, nor one whose set a DELETE
 //     emptied (DynamoDB removes the attribute); it does not return the old item
 //     in a transaction's cancellation reasons (the ledger reads it, one
