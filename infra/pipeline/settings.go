@@ -46,6 +46,16 @@ func (p Props) warehouseSettings() []setting {
 	return out
 }
 
+// reconcilerSettings are the reconciler's own: the records' retention,
+// when the warehouse is on and expires them (its drift check then also
+// checks every subject older than it).
+func (p Props) reconcilerSettings() []setting {
+	if p.Warehouse == nil || p.Warehouse.RetentionDays == 0 {
+		return nil
+	}
+	return []setting{{"Warehouse.RetentionDays", "WAREHOUSE_RETENTION_DAYS", itoa(p.Warehouse.RetentionDays)}}
+}
+
 // dispatcherSettings are the dispatcher's own.
 func (p Props) dispatcherSettings() []setting {
 	return []setting{{"OutboxEventSource", "OUTBOX_EVENT_SOURCE", p.OutboxEventSource}}
@@ -55,6 +65,7 @@ func (p Props) dispatcherSettings() []setting {
 // reads it.
 func (p Props) settings() []setting {
 	out := append(p.commonSettings(), p.warehouseSettings()...)
+	out = append(out, p.reconcilerSettings()...)
 	return append(out, p.dispatcherSettings()...)
 }
 

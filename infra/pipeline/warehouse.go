@@ -475,8 +475,8 @@ func (s *Pipeline) warehouseEnv(w *WarehouseProps) {
 	}
 	// The drift check also checks every subject older than the records'
 	// retention: its record may have expired.
-	if w.RetentionDays > 0 {
-		s.Functions[Reconciler].Fn.AddEnvironment(jsii.String("WAREHOUSE_RETENTION_DAYS"), jsii.String(itoa(w.RetentionDays)), nil)
+	for _, st := range s.props().reconcilerSettings() {
+		s.Functions[Reconciler].Fn.AddEnvironment(jsii.String(st.env), jsii.String(st.value), nil)
 	}
 }
 

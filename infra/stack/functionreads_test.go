@@ -27,6 +27,7 @@ var ledgerMethodReads = map[string]map[string][]string{
 	"Payload":                {"dynamodb:GetItem": {"EV#"}},        // chunks share the event's partition key
 	"Commit":                 {"dynamodb:GetItem": {"PJ#", "OP#"}}, // the version guard's projection, the watched intents
 	"RetryLater":             {"dynamodb:GetItem": {"EV#"}},
+	"AwaitPayload":           {"dynamodb:GetItem": {"EV#"}},
 	"Dead":                   {"dynamodb:GetItem": {"EV#"}},
 	"Quarantine":             {"dynamodb:GetItem": {"EV#"}},
 	"GiveUp":                 {"dynamodb:GetItem": {"EV#"}},
@@ -50,6 +51,9 @@ var ledgerMethodReads = map[string]map[string][]string{
 	"ScanEvents":             {"dynamodb:Scan": {"*"}},
 	"ScanProjections":        {"dynamodb:Scan": {"*"}},
 	"ListProjectionsChanged": {"dynamodb:Scan": {"*"}},
+	"ScanProjectionsChanged": {"dynamodb:Scan": {"*"}},
+	"GetWarehousePass":       {"dynamodb:GetItem": {"CUR#"}}, // the drift check's pass, CUR#warehouse
+	"SaveWarehousePass":      {},
 	"MissingRecord":          {"dynamodb:GetItem": {"OP#"}},
 	"PutIntent":              {},
 	"BackfillIntent":         {},

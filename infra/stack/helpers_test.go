@@ -189,7 +189,7 @@ func stackOf(t testing.TB, name string) *synthed {
 	case "targets":
 		return targetsStack(t)
 	case "warehouse":
-		return synth(t, "warehouse", map[string]any{"warehouse": "true"})
+		return synth(t, "warehouse-default-prefix", map[string]any{"warehouse": "true"})
 	}
 	return defaultStack(t)
 }

@@ -244,6 +244,29 @@ type Reconciler struct {
 	WarehouseCheckReads, WarehouseCheckSubjects int
 }
 
+// loadWarehouseCheck reads the warehouse drift check's variables:
+// WAREHOUSE_RETENTION_DAYS (0 to 36500), WAREHOUSE_CHECK_READS (0 to
+// 1,000,000) and WAREHOUSE_CHECK_SUBJECTS (0 to 10,000); unset is 0.
+func loadWarehouseCheck(getenv func(string) string) (retention time.Duration, reads, subjects int, err error) {
+	var days int
+	for _, v := range []struct {
+		name string
+		max  int
+		dst  *int
+	}{{"WAREHOUSE_RETENTION_DAYS", 36500, &days}, {"WAREHOUSE_CHECK_READS", 1000000, &reads}, {"WAREHOUSE_CHECK_SUBJECTS", 10000, &subjects}} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > v.max {
+			return 0, 0, 0, fmt.Errorf("%w: %s must be a whole number from 0 to %d", ErrConfig, v.name, v.max)
+		}
+		*v.dst = n
+	}
+	return time.Duration(days) * 24 * time.Hour, reads, subjects, nil
+}
+
 // LoadReconciler reads the reconciler's variables: the common ones, the
 // four queue URLs (EVENTS_QUEUE_URL, EVENTS_DLQ_URL, EFFECTS_QUEUE_URL,
 // EFFECTS_DLQ_URL; all required), BRIDGE_DLQ_URL (optional) and with it
@@ -260,23 +283,9 @@ func LoadReconciler(getenv func(string) string) (Reconciler, error) {
 	if r.Warehouse, err = warehouse.Load(getenv); err != nil {
 		return Reconciler{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	var days int
-	for _, v := range []struct {
-		name string
-		max  int
-		dst  *int
-	}{{"WAREHOUSE_RETENTION_DAYS", 36500, &days}, {"WAREHOUSE_CHECK_READS", 1000000, &r.WarehouseCheckReads}, {"WAREHOUSE_CHECK_SUBJECTS", 10000, &r.WarehouseCheckSubjects}} {
-		s := getenv(v.name)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > v.max {
-			return Reconciler{}, fmt.Errorf("%w: %s must be a whole number from 0 to %d", ErrConfig, v.name, v.max)
-		}
-		*v.dst = n
+	if r.WarehouseRetention, r.WarehouseCheckReads, r.WarehouseCheckSubjects, err = loadWarehouseCheck(getenv); err != nil {
+		return Reconciler{}, err
 	}
-	r.WarehouseRetention = time.Duration(days) * 24 * time.Hour
 	for _, v := range []struct {
 		name string
 		dst  *string

@@ -25,11 +25,12 @@ func (e *VarError) Unwrap() error { return e.Err }
 var Settings = []string{
 	"LOG_LEVEL", "RETENTION_DAYS", "DUE_SHARDS", "DUE_SHARDS_READ", "METRICS_NAMESPACE",
 	"WAREHOUSE_PREFIX", "WAREHOUSE_MAX_STATE_BYTES", "WAREHOUSE_PROJECTIONS",
-	"OUTBOX_EVENT_SOURCE",
+	"OUTBOX_EVENT_SOURCE", "WAREHOUSE_RETENTION_DAYS",
 }
 
 // CheckSettings checks settings variables with the code the functions
-// read them with at cold start (LoadBase, warehouse.Load, EventSource), so
+// read them with at cold start (LoadBase, warehouse.Load, the reconciler's
+// warehouse check, EventSource), so
 // that a value a function would refuse is refused before it is deployed.
 // Each variable is checked on its own, beside placeholders for the
 // variables it needs (TABLE_NAME, WAREHOUSE_BUCKET; DUE_SHARDS_READ is
@@ -60,6 +61,9 @@ func CheckSettings(env map[string]string) error {
 			}
 			if _, err := warehouse.Load(get); err != nil {
 				return fmt.Errorf("%w: %w", ErrConfig, err)
+			}
+			if _, _, _, err := loadWarehouseCheck(get); err != nil {
+				return err
 			}
 			_, err := EventSource(get)
 			return err

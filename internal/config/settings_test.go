@@ -16,7 +16,9 @@ func TestCheckSettingsRefusesWhatTheFunctionsRefuseNamingTheVariable(t *testing.
 	}{
 		{map[string]string{"LOG_LEVEL": "info", "RETENTION_DAYS": "30", "DUE_SHARDS": "8", "DUE_SHARDS_READ": "16",
 			"METRICS_NAMESPACE": "EffectivelyOnce/webhooks-dev", "WAREHOUSE_PREFIX": "changes", "WAREHOUSE_MAX_STATE_BYTES": "524288",
-			"WAREHOUSE_PROJECTIONS": "order,stripe_subscription", "OUTBOX_EVENT_SOURCE": "effectively-once.webhooks-prod"}, "", ""},
+			"WAREHOUSE_PROJECTIONS": "order,stripe_subscription", "OUTBOX_EVENT_SOURCE": "effectively-once.webhooks-prod",
+			"WAREHOUSE_RETENTION_DAYS": "365"}, "", ""},
+		{map[string]string{"WAREHOUSE_RETENTION_DAYS": "36501"}, "WAREHOUSE_RETENTION_DAYS", "from 0 to 36500"},
 		{map[string]string{"WAREHOUSE_MAX_STATE_BYTES": "524289"}, "WAREHOUSE_MAX_STATE_BYTES", "between 1 and 524288"},
 		{map[string]string{"WAREHOUSE_MAX_STATE_BYTES": "1048576"}, "WAREHOUSE_MAX_STATE_BYTES", "between 1 and 524288"},
 		{map[string]string{"LOG_LEVEL": "verbose"}, "LOG_LEVEL", "debug, info, warn or error"},
