@@ -126,7 +126,22 @@ func (r *recordingDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ..
 	return &dynamodb.GetItemOutput{Item: r.items[pk]}, nil
 }
 
-var _ state.DynamoDB = (*recordingDB)(nil)
+// TransactGetItems records each item it reads: IAM authorizes it as a
+// GetItem of each.
+func (r *recordingDB) TransactGetItems(_ context.Context, in *dynamodb.TransactGetItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	out := &dynamodb.TransactGetItemsOutput{}
+	for _, it := range in.TransactItems {
+		pk := it.Get.Key["pk"].(*types.AttributeValueMemberS).Value
+		r.read = append(r.read, pk)
+		out.Responses = append(out.Responses, types.ItemResponse{Item: r.items[pk]})
+	}
+	return out, nil
+}
+
+var (
+	_ state.DynamoDB       = (*recordingDB)(nil)
+	_ state.TransactGetter = (*recordingDB)(nil)
+)
 
 // teamGrantsStack is the default stack with one role of a team's service
 // granted what the docs tell a team to grant for pkg/state:
@@ -198,6 +213,12 @@ func TestTheStateReaderNeedsOnlyTheGrantsTeamsAreTold(t *testing.T) {
 	}
 	if _, err := r.Intent(context.Background(), "op-refund"); err == nil {
 		t.Fatal("Intent of an absent item: no error")
+	}
+	if c, err := r.Components(context.Background(), "orders", "O-42", "order", "order_payment"); err != nil || len(c.Subjects) != 1 {
+		t.Fatalf("Components: %+v %v", c, err)
+	}
+	if !slices.Contains(db.read, "PJ#orders/order_payment#O-42") {
+		t.Errorf("Components did not read the second projection's item (read %v)", db.read)
 	}
 	readPrefixes := map[string]bool{}
 	for _, pk := range db.read {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -111,4 +112,62 @@ func (l *Ledger) GetIntentState(ctx context.Context, op string) (IntentState, er
 // GetCursor reads a subject cursor (strongly consistent).
 func (l *Ledger) GetCursor(ctx context.Context, projection, subject, family string) (SubjectCursor, error) {
 	return l.Reader().Cursor(ctx, projection, subject, family)
+}
+
+// TransactGetter is the call ProjectionsTogether makes. *dynamodb.Client
+// is one.
+type TransactGetter interface {
+	TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
+}
+
+var _ TransactGetter = (*dynamodb.Client)(nil)
+
+// MaxTogether is how many items one TransactGetItems reads.
+const MaxTogether = 100
+
+// ErrNoTransactGet: the Reader's client has no TransactGetItems.
+var ErrNoTransactGet = errors.New("the DynamoDB client has no TransactGetItems")
+
+// ProjectionsTogether reads the projection items of one subject under
+// several ledger names in one TransactGetItems: every item as of the same
+// instant, none changed halfway through the read. out[i] is nil when
+// names[i] has no item of the subject. The Reader's client must also be a
+// TransactGetter; IAM authorizes the call as a GetItem of each item.
+func (r Reader) ProjectionsTogether(ctx context.Context, names []string, subject string) ([]*Projection, error) {
+	tg, ok := r.db.(TransactGetter)
+	if !ok {
+		return nil, ErrNoTransactGet
+	}
+	if len(names) == 0 || len(names) > MaxTogether {
+		return nil, fmt.Errorf("read %d projections of %s together: between 1 and %d", len(names), subject, MaxTogether)
+	}
+	items := make([]types.TransactGetItem, len(names))
+	for i, name := range names {
+		items[i] = types.TransactGetItem{Get: &types.Get{TableName: aws.String(r.table), Key: projectionKey(name, subject)}}
+	}
+	res, err := tg.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: items})
+	if err != nil {
+		// A read cancelled by a write in flight on one of the items is
+		// worth a retry, as a write's conflict is.
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) {
+			return nil, fmt.Errorf("read projections of %s together: %w: %v", subject, ErrConflict, err)
+		}
+		return nil, fmt.Errorf("read projections of %s together: %w", subject, translate(err))
+	}
+	if len(res.Responses) != len(names) {
+		return nil, fmt.Errorf("read projections of %s together: %d responses for %d items", subject, len(res.Responses), len(names))
+	}
+	out := make([]*Projection, len(names))
+	for i, it := range res.Responses {
+		if len(it.Item) == 0 {
+			continue
+		}
+		p, err := decodeProjection(it.Item)
+		if err != nil {
+			return nil, fmt.Errorf("projection %s/%s: %w", names[i], subject, err)
+		}
+		out[i] = &p
+	}
+	return out, nil
 }

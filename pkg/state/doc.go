@@ -17,12 +17,28 @@
 //	}
 //
 // It reads the ledger's DynamoDB table with strongly consistent GetItem
-// calls only, of projection items (State, Subject) and intent items
-// (Subject, Intent), never an event or its payload: the construct's
-// GrantReadState and GrantReadIntents are all a service's role needs. It
-// never writes. The items it reads, and the
+// calls, of projection items (State, Subject) and intent items (Subject,
+// Intent), and with TransactGetItems of projection items (Components),
+// never an event or its payload: the construct's GrantReadState and
+// GrantReadIntents are all a service's role needs (IAM authorizes a
+// TransactGetItems as a GetItem of each item). It never writes. The items it reads, and the
 // attributes a reader in another language may rely on, are described in
 // docs/state.md.
+//
+// # One subject, several projections
+//
+// A subject fed by two event families (a subscription's own events and
+// its invoices) is two projections on one subject id, each under its own
+// version rule. Components reads their states as of one instant, and the
+// team's pure combine function gives the combined value (access, say);
+// docs/combining.md has the pattern, and pkg/webhookstest checks the
+// same function (Pipeline.Combined).
+//
+//	c, err := r.Components(ctx, "saas", "sub_1", "stripe_subscription", "subscription_payment")
+//	if err != nil {
+//		return err // ErrNotFound: neither has the subject yet
+//	}
+//	access := rules.Access(c.States())
 //
 // # Scopes
 //

@@ -192,11 +192,16 @@ func (r *Reader) state(ctx context.Context, scope, projectionName, id string) (S
 	if err != nil {
 		return Subject{}, p, wrap(err, "subject "+name+" "+id)
 	}
+	return subjectOf(scope, projectionName, id, p), p, nil
+}
+
+// subjectOf is a projection item as a Subject, without its intents.
+func subjectOf(scope, projectionName, id string, p ledger.Projection) Subject {
 	return Subject{
 		Scope: scope, Projection: projectionName, ID: id,
 		State: p.State, Version: p.Version, Terminal: p.Terminal,
 		UpdatedAt: fromMS(p.UpdatedAt), LastEvent: p.LastEvent,
-	}, p, nil
+	}
 }
 
 // Intent reads one intent by its operation id: the id as stored, which

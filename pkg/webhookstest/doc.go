@@ -63,6 +63,17 @@
 // the one it broke, the subject, operation or event, what was expected and
 // what happened, and the run (order, copies, dispatch mode, crash, seed).
 //
+// # Combined values
+//
+// A value the team's read code combines from several projections of one
+// subject (a subscription's access, from its own projection and the one
+// its invoices feed) is declared in Pipeline.Combined: the team's pure
+// combine function, the value it must end with and, optionally, what must
+// hold after every event. In every run the kit reads the components after
+// each event with state.Reader.Components, as the team's service reads
+// them, and checks the combined value (rule CombinedValue). The pattern
+// is in docs/combining.md.
+//
 // # Limits
 //
 // The kit signs Stripe and Standard Webhooks deliveries; Stripe events

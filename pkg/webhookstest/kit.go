@@ -22,6 +22,8 @@ type kit struct {
 	// unusable: a fact the model cannot use (no result, another
 	// subject): no run is played.
 	unusable bool
+	// combined are Pipeline.Combined, checked against the facts.
+	combined []combination
 }
 
 func newKit(p Pipeline, events []Event) (*kit, error) {
@@ -44,6 +46,9 @@ func newKit(p Pipeline, events []Event) (*kit, error) {
 		k.facts = append(k.facts, f)
 	}
 	k.checkAlone()
+	if k.combined, err = k.combinations(); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 

@@ -90,6 +90,7 @@ func (k *kit) play(s schedule) (obs observed, err error) {
 		r.deliver(d, st.f.secret, st.name())
 		r.deliver(d, st.f.secret, st.name())
 		r.process()
+		r.checkCombined(st.name(), i == len(steps)-1)
 		if s.eager || i == len(steps)-1 {
 			r.dispatch()
 		}

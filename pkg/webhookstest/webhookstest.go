@@ -48,6 +48,10 @@ type Pipeline struct {
 	// change record in an in-process S3, and the kit checks the rule
 	// WarehouseFollows.
 	Warehouse bool
+	// Combined are values the team's read code combines from several
+	// projections of one subject (see Combined); the kit checks each
+	// after every event of every run (rule CombinedValue).
+	Combined []Combined
 }
 
 // Event is one provider event of the team's subjects, with what the team
