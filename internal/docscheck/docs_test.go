@@ -26,7 +26,7 @@ const module = "github.com/effectively-once/webhooks"
 // checkedPages are the pages whose links, commands and citations are
 // checked, relative to the repository's root; docs/*.md is added by glob,
 // so a new page is checked without editing this list.
-var checkedPages = []string{"README.md", "examples/shop/README.md"}
+var checkedPages = []string{"README.md", "examples/shop/README.md", "examples/saas/README.md"}
 
 // TestDocsLinksResolve: every relative Markdown link of a checked page
 // names a file or directory of the repository, and a #anchor names a
@@ -655,7 +655,7 @@ func (c *corpus) checkCommands(p *page) []string {
 			continue
 		}
 		// Commands run from the page's own directory: the root for the
-		// README and docs/, examples/shop for its README ("from this
+		// README and docs/, an example module for its README ("from this
 		// directory"). A cd in the block moves it for what follows.
 		dir := filepath.Join(c.root, filepath.FromSlash(filepath.Dir(p.path)))
 		if strings.HasPrefix(p.path, "docs/") {
