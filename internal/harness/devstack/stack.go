@@ -318,8 +318,14 @@ func (s *Stack) start(ctx context.Context) error {
 			return fmt.Errorf("S3 emulator: %w (set DEV_S3_ADDR, or DEV_WAREHOUSE=off)", err)
 		}
 		s.logs.Printf("s3", "local S3 (gofakes3, in memory) listening on %s, bucket %s", s.S3.URL, cfg.WarehouseBucket)
-		s.logs.Printf("s3", "warehouse sink on: every applied revision becomes s3://%s/%s/…/v=<version>.json (query it: make warehouse; DEV_WAREHOUSE=off turns the sink off)",
-			cfg.WarehouseBucket, cfg.WarehousePrefix)
+		// The query links DuckDB, which the tool line keeps out of a team's
+		// module: a team opts in with -mod=mod, for its own platform only.
+		query := "make warehouse"
+		if TeamModule(cfg.Module) {
+			query = "go run -mod=mod " + ThisModule + "/scripts/warehouse"
+		}
+		s.logs.Printf("s3", "warehouse sink on: every applied revision becomes s3://%s/%s/…/v=<version>.json (query it: %s; DEV_WAREHOUSE=off turns the sink off)",
+			cfg.WarehouseBucket, cfg.WarehousePrefix, query)
 	}
 
 	s.DB = localaws.DynamoAt(dynURL)
