@@ -284,6 +284,13 @@ func Start(ctx context.Context, cfg Config, logs *Logs) (*Stack, error) {
 
 func (s *Stack) start(ctx context.Context) error {
 	cfg := s.cfg
+	instances := len(s.file.EffectFunctions)
+	for _, fn := range s.running() {
+		instances += cfg.Instances[fn]
+	}
+	if err := cfg.checkPorts(instances); err != nil {
+		return err
+	}
 	s.logs.Printf("stack", "functions of %s, configuration %s", cfg.Module, cfg.ConfigFile)
 	// DynamoDB.
 	l, err := net.Listen("tcp", cfg.DynamoAddr)
@@ -406,7 +413,7 @@ func (s *Stack) start(ctx context.Context) error {
 		n := cfg.Instances[fn]
 		s.pools[fn] = make(chan *instance, n)
 		for i := 1; i <= n; i++ {
-			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port + 1000}
+			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port - cfg.RIEPort + cfg.RIEAPIPort}
 			port++
 			if cfg.AutoPorts {
 				in.port, in.apiPort, auto = auto[0], auto[1], auto[2:]
