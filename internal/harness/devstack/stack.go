@@ -386,8 +386,8 @@ func (s *Stack) start(ctx context.Context) error {
 	if s.file.Sources, err = s.Stripe.Sources(s.file.Sources); err != nil {
 		return fmt.Errorf("%w: sources_config: %w", ErrConfig, err)
 	}
-	if s.file.Secrets[StripeKeyEnv] == "" {
-		s.logs.Printf("stripe-api", "no %s in the local secrets: every request will be refused (401)", StripeKeyEnv)
+	for _, w := range stripeKeyWarnings(s.sources, s.file.Secrets) {
+		s.logs.Printf("stripe-api", "%s", w)
 	}
 	s.logs.Printf("stripe-api", "fake Stripe API on http://%s (its key is the local secret %s); the HTTP API sets its objects: PUT /_dev/stripe/objects/{type}/{id}",
 		s.Stripe.Addr(), StripeKeyEnv)
@@ -831,4 +831,38 @@ func logStreamName(now time.Time) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("2006/01/02") + "/[$LATEST]" + hex.EncodeToString(b[:])
+}
+
+// stripeKeyWarnings names each Stripe source that calls the Stripe API
+// (api: thin events' objects; a truth of kind stripe: the reconciler's
+// check) with a key the fake Stripe API will refuse: a reference the local
+// secrets do not hold, or a value other than StripeKeyEnv's, the fake's
+// only key. A source that never calls the API needs no key, and gets no
+// warning.
+func stripeKeyWarnings(set *source.Set, secrets map[string]string) []string {
+	var out []string
+	names := set.Names()
+	slices.Sort(names)
+	for _, name := range names {
+		src, _ := set.Lookup(name)
+		var uses []struct{ field, ref string }
+		if src.API != nil && src.Kind == "stripe" {
+			uses = append(uses, struct{ field, ref string }{"api", src.API.Secret})
+		}
+		if src.Truth != nil && src.Truth.Kind == "stripe" {
+			uses = append(uses, struct{ field, ref string }{"truth", src.Truth.Secret})
+		}
+		for _, u := range uses {
+			env, ok := strings.CutPrefix(u.ref, "env:")
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("source %s: %s.secret %q is not an env: reference, which is all the local stack resolves: its Stripe API requests will be refused", name, u.field, u.ref))
+			case secrets[env] == "":
+				out = append(out, fmt.Sprintf("source %s: %s.secret is env:%s, which the local secrets do not hold: its Stripe API requests will be refused (401)", name, u.field, env))
+			case secrets[env] != secrets[StripeKeyEnv]:
+				out = append(out, fmt.Sprintf("source %s: %s.secret is env:%s, whose value is not %s's, the fake Stripe API's only key: its requests will be refused (401)", name, u.field, env, StripeKeyEnv))
+			}
+		}
+	}
+	return out
 }
