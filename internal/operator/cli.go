@@ -574,7 +574,8 @@ func commands() []command {
 				maxN := fs.Int("max", 1000, "cap on each count")
 				return func(ctx context.Context, a *App, _ []string) error { return a.Stats(ctx, *maxN) }
 			}},
-		{name: "projections show", args: "PROJECTION SUBJECT", nargs: 2, about: "Show one projection subject (PROJECTION is its ledger name, <scope>/<name>, as events show prints it):\n" +
+		{name: "projections show", args: "PROJECTION SUBJECT", nargs: 2, about: "Show one projection subject (PROJECTION is its ledger name, <scope>/<name>, as events show prints it;\n" +
+			"a bare <name> is its scope's when exactly one scope has that subject, found by scanning the table):\n" +
 			"its canonical version, terminal, last event and state keys (values with --state), and with a warehouse\n" +
 			"configured the warehouse's version (the highest it has a record of) and the status of the canonical\n" +
 			"version's record: WAREHOUSE_OBSERVED (its intent SUCCEEDED: the store answered it exists),\n" +
@@ -595,7 +596,7 @@ func commands() []command {
 			"writes nothing, so a second run adds nothing. Each page prints a cursor; --cursor resumes there. It\n" +
 			"scans the table (billed per item read), at most --page items per request.",
 			register: func(fs *flag.FlagSet) func(context.Context, *App, []string) error {
-				proj := fs.String("projection", "", "only this projection's subjects (its ledger name, <scope>/<name>)")
+				proj := fs.String("projection", "", "only this projection's subjects (its ledger name, <scope>/<name>; a bare <name> when exactly one scope has it)")
 				reason := fs.String("reason", "", "why (required unless --dry-run; recorded in the audit trail of every intent written)")
 				dry := fs.Bool("dry-run", false, "say what would be written, write nothing")
 				cursor := fs.String("cursor", "", "resume where a backfill stopped (the cursor it printed)")

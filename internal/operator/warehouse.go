@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,10 +233,11 @@ type projectionDetail struct {
 // status of the canonical version's record. The state's values only with
 // withState.
 func (a *App) ProjectionsShow(ctx context.Context, name, subject string, withState bool) error {
-	p, err := a.Ledger.GetProjection(ctx, name, subject)
-	if errors.Is(err, ledger.ErrNotFound) && !strings.Contains(name, "/") {
-		return fmt.Errorf("projection %s/%s: %w (a projection's ledger name is <scope>/<name>, as `events show` prints it: orders/%s, say)", name, subject, err, name)
+	name, err := a.scopedProjection(ctx, name, subject)
+	if err != nil {
+		return err
 	}
+	p, err := a.Ledger.GetProjection(ctx, name, subject)
 	if err != nil {
 		return fmt.Errorf("projection %s/%s: %w", name, subject, err)
 	}
@@ -461,6 +464,12 @@ func (a *App) WarehouseBackfill(ctx context.Context, q BackfillQuery) error {
 	if !q.DryRun && q.Reason == "" {
 		return fmt.Errorf("%w: --reason is required: it goes into the audit trail of every intent written", ErrUsage)
 	}
+	if q.Projection != "" {
+		var err error
+		if q.Projection, err = a.scopedProjection(ctx, q.Projection, ""); err != nil {
+			return err
+		}
+	}
 	if q.Projection != "" && !a.Warehouse.records(q.Projection) {
 		return fmt.Errorf("%w: projection %q is not recorded in the warehouse (WAREHOUSE_PROJECTIONS=%s)", ErrUsage, q.Projection, strings.Join(a.Warehouse.Projections, ","))
 	}
@@ -677,4 +686,50 @@ func (a *App) printBackfill(sum BackfillSummary, q BackfillQuery) {
 	default:
 		fmt.Fprintln(a.Out, "reached the end of the table")
 	}
+}
+
+// scopedProjection returns a projection's ledger name, <scope>/<name>. A
+// name without a scope ("order") is looked for in every scope: the table
+// has no index of projections by name, so it scans the projection items
+// (billed per item read; subject, when not "", narrows what matches, not
+// what is read) and says on the error output what it read. It is that
+// scope's when exactly one scope has it; in none, ledger.ErrNotFound;
+// in several, ErrUsage listing each scoped name to choose from.
+func (a *App) scopedProjection(ctx context.Context, name, subject string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	what := "projection " + name
+	if subject != "" {
+		what += " with subject " + subject
+	}
+	if a.Scanner == nil {
+		return "", fmt.Errorf("%w: %s: no scanning client to find its scope; name it <scope>/<name>, as `events show` prints it", ErrConfig, what)
+	}
+	found := map[string]bool{}
+	read, cursor := 0, ""
+	for {
+		page, err := a.Ledger.ScanProjections(ctx, a.Scanner, "", cursor, 1000)
+		if err != nil {
+			return "", fmt.Errorf("%s: looking for its scope: %w", what, err)
+		}
+		read += page.Read
+		for _, p := range page.Projections {
+			if strings.HasSuffix(p.Name, "/"+name) && (subject == "" || p.Subject == subject) {
+				found[p.Name] = true
+			}
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	names := slices.Sorted(maps.Keys(found))
+	fmt.Fprintf(a.errOut(), "%s: scanned %d items for its scope: %s\n", what, read, orDash(strings.Join(names, ", ")))
+	switch len(names) {
+	case 0:
+		return "", fmt.Errorf("%s: %w in any scope (a projection's ledger name is <scope>/<name>, as `events show` prints it)", what, ledger.ErrNotFound)
+	case 1:
+		return names[0], nil
+	}
+	return "", fmt.Errorf("%w: %s is in %d scopes: %s; name one of them (<scope>/<name>)", ErrUsage, what, len(names), strings.Join(names, ", "))
 }

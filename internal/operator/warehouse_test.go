@@ -425,10 +425,14 @@ func TestWarehouseDriftInStatsAndProjectionsShow(t *testing.T) {
 	if d.Version != 2 || d.Warehouse.Status != operator.WarehousePending || d.Warehouse.Version != 1 || d.Warehouse.Present || len(d.StateKeys) == 0 {
 		t.Fatalf("projections show --json %+v", d)
 	}
-	// A bare projection name gets a hint; without a warehouse, the line
-	// says so.
-	if _, errOut, code := f.run("projections", "show", "order", "O-3"); code != 1 || !strings.Contains(errOut, "a projection's ledger name is <scope>/<name>") {
-		t.Fatalf("bare name: exit %d %s", code, errOut)
+	// A bare projection name is its only scope's (found by a scan, which
+	// it reports); without a warehouse, the line says so.
+	if out, errOut, code := f.run("projections", "show", "order", "O-3"); code != 0 || !strings.Contains(out, "projection    orders/order\n") ||
+		!strings.Contains(errOut, "projection order with subject O-3: scanned ") {
+		t.Fatalf("bare name: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := f.run("warehouse", "backfill", "--projection", "order", "--dry-run"); code != 0 || !strings.Contains(errOut, "items for its scope: orders/order\n") {
+		t.Fatalf("backfill --projection order: exit %d\n%s%s", code, out, errOut)
 	}
 	if out := f.mustRun("--warehouse-bucket", "", "projections", "show", "orders/order", "O-3"); !strings.Contains(out, "warehouse     not configured") {
 		t.Fatalf("without a warehouse:\n%s", out)

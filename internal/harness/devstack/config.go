@@ -66,6 +66,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -203,6 +204,12 @@ type Config struct {
 	// default DefaultStripeAddr.
 	StripeAddr string
 	RIEPort    int // DEV_RIE_BASE_PORT, default 9001: function instances listen from here up
+	// RIEAPIPort is the first port of the instances' runtime APIs (where
+	// each bootstrap asks aws-lambda-rie for its next invocation), one per
+	// instance from here up: DEV_RIE_API_BASE_PORT, default RIEPort + 1000.
+	// Start refuses ports past 65535 and a range that meets the other, or
+	// another component's port, before anything listens.
+	RIEAPIPort int
 	// S3Addr is the local S3's address (localaws.S3, the warehouse sink's
 	// store): DEV_S3_ADDR, default DefaultS3Addr. It runs only with the sink.
 	S3Addr string
@@ -275,6 +282,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		dur  *time.Duration
 	}{
 		{"DEV_RIE_BASE_PORT", &c.RIEPort, 0, nil},
+		{"DEV_RIE_API_BASE_PORT", &c.RIEAPIPort, 0, nil},
 		{"DEV_VISIBILITY_SECONDS", nil, time.Second, &c.Visibility},
 		{"DEV_FUNCTION_TIMEOUT_SECONDS", nil, time.Second, &c.FunctionTimeout},
 		{"DEV_LEASE_SECONDS", nil, time.Second, &c.Lease},
@@ -289,6 +297,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
 			return c, fmt.Errorf("%w: %s must be a positive integer, got %q", ErrConfig, v.name, s)
+		}
+		if v.dst != nil && n > maxPort {
+			return c, fmt.Errorf("%w: %s must be a port, at most %d, got %q", ErrConfig, v.name, maxPort, s)
 		}
 		if v.dst != nil {
 			*v.dst = n
@@ -358,6 +369,9 @@ func (c *Config) defaults() {
 	if c.RIEPort == 0 {
 		c.RIEPort = 9001
 	}
+	if c.RIEAPIPort == 0 {
+		c.RIEAPIPort = c.RIEPort + 1000
+	}
 	if c.AutoPorts {
 		c.DynamoAddr, c.SQSAddr, c.HTTPAddr, c.DownstreamAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		c.StripeAddr, c.S3Addr = "127.0.0.1:0", "127.0.0.1:0"
@@ -416,4 +430,71 @@ func (c *Config) FastProfile() {
 	c.DispatchLease = 8 * time.Second
 	c.EffectsVisibility = 10 * time.Second
 	c.ReconcileStuck = 30 * time.Second
+}
+
+const maxPort = 65535
+
+// checkPorts refuses function ports that cannot all be bound: n instances
+// listen on RIEPort… and their runtime APIs on RIEAPIPort…, each range
+// within 1–65535, apart from each other and from the port of every other
+// component the stack binds on this host. Automatic ports are free by
+// construction.
+func (c *Config) checkPorts(n int) error {
+	if c.AutoPorts || n == 0 {
+		return nil
+	}
+	ranges := []struct {
+		name        string
+		first, last int
+	}{
+		{"DEV_RIE_BASE_PORT", c.RIEPort, c.RIEPort + n - 1},
+		{"DEV_RIE_API_BASE_PORT", c.RIEAPIPort, c.RIEAPIPort + n - 1},
+	}
+	for _, r := range ranges {
+		if r.first < 1 || r.last > maxPort {
+			return fmt.Errorf("%w: %s: the %d function instances need ports %d–%d, past 1–%d", ErrConfig, r.name, n, r.first, r.last, maxPort)
+		}
+	}
+	if a, b := ranges[0], ranges[1]; a.first <= b.last && b.first <= a.last {
+		return fmt.Errorf("%w: the %d function instances' ports %d–%d (DEV_RIE_BASE_PORT) and their runtime APIs' %d–%d (DEV_RIE_API_BASE_PORT) overlap",
+			ErrConfig, n, a.first, a.last, b.first, b.last)
+	}
+	others := []struct{ name, addr string }{
+		{"DEV_DYNAMODB_ADDR", c.DynamoAddr}, {"DEV_SQS_ADDR", c.SQSAddr}, {"DEV_HTTP_ADDR", c.HTTPAddr},
+		{"DEV_DOWNSTREAM_ADDR", c.DownstreamAddr}, {"DEV_STRIPE_ADDR", c.StripeAddr},
+	}
+	if c.WarehouseBucket != "" {
+		others = append(others, struct{ name, addr string }{"DEV_S3_ADDR", c.S3Addr})
+	}
+	for _, o := range others {
+		port, ok := localPort(o.addr)
+		if !ok {
+			continue
+		}
+		for _, r := range ranges {
+			if r.first <= port && port <= r.last {
+				return fmt.Errorf("%w: %s is %s, and its port %d is one of the function instances' %d–%d (%s): move one of them",
+					ErrConfig, o.name, o.addr, port, r.first, r.last, r.name)
+			}
+		}
+	}
+	return nil
+}
+
+// localPort is addr's port when addr listens where the function instances
+// do (127.0.0.1, or every interface); 0 ("pick one") is never a clash.
+func localPort(addr string) (int, bool) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, false
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port == 0 {
+		return 0, false
+	}
+	if host == "" || host == "localhost" {
+		return port, true
+	}
+	ip := net.ParseIP(host)
+	return port, ip != nil && (ip.IsUnspecified() || ip.Equal(net.IPv4(127, 0, 0, 1)))
 }

@@ -284,6 +284,13 @@ func Start(ctx context.Context, cfg Config, logs *Logs) (*Stack, error) {
 
 func (s *Stack) start(ctx context.Context) error {
 	cfg := s.cfg
+	instances := len(s.file.EffectFunctions)
+	for _, fn := range s.running() {
+		instances += cfg.Instances[fn]
+	}
+	if err := cfg.checkPorts(instances); err != nil {
+		return err
+	}
 	s.logs.Printf("stack", "functions of %s, configuration %s", cfg.Module, cfg.ConfigFile)
 	// DynamoDB.
 	l, err := net.Listen("tcp", cfg.DynamoAddr)
@@ -318,8 +325,14 @@ func (s *Stack) start(ctx context.Context) error {
 			return fmt.Errorf("S3 emulator: %w (set DEV_S3_ADDR, or DEV_WAREHOUSE=off)", err)
 		}
 		s.logs.Printf("s3", "local S3 (gofakes3, in memory) listening on %s, bucket %s", s.S3.URL, cfg.WarehouseBucket)
-		s.logs.Printf("s3", "warehouse sink on: every applied revision becomes s3://%s/%s/…/v=<version>.json (query it: make warehouse; DEV_WAREHOUSE=off turns the sink off)",
-			cfg.WarehouseBucket, cfg.WarehousePrefix)
+		// The query links DuckDB, which the tool line keeps out of a team's
+		// module: a team opts in with -mod=mod, for its own platform only.
+		query := "make warehouse"
+		if TeamModule(cfg.Module) {
+			query = "go run -mod=mod " + ThisModule + "/scripts/warehouse"
+		}
+		s.logs.Printf("s3", "warehouse sink on: every applied revision becomes s3://%s/%s/…/v=<version>.json (query it: %s; DEV_WAREHOUSE=off turns the sink off)",
+			cfg.WarehouseBucket, cfg.WarehousePrefix, query)
 	}
 
 	s.DB = localaws.DynamoAt(dynURL)
@@ -373,8 +386,8 @@ func (s *Stack) start(ctx context.Context) error {
 	if s.file.Sources, err = s.Stripe.Sources(s.file.Sources); err != nil {
 		return fmt.Errorf("%w: sources_config: %w", ErrConfig, err)
 	}
-	if s.file.Secrets[StripeKeyEnv] == "" {
-		s.logs.Printf("stripe-api", "no %s in the local secrets: every request will be refused (401)", StripeKeyEnv)
+	for _, w := range stripeKeyWarnings(s.sources, s.file.Secrets) {
+		s.logs.Printf("stripe-api", "%s", w)
 	}
 	s.logs.Printf("stripe-api", "fake Stripe API on http://%s (its key is the local secret %s); the HTTP API sets its objects: PUT /_dev/stripe/objects/{type}/{id}",
 		s.Stripe.Addr(), StripeKeyEnv)
@@ -400,7 +413,7 @@ func (s *Stack) start(ctx context.Context) error {
 		n := cfg.Instances[fn]
 		s.pools[fn] = make(chan *instance, n)
 		for i := 1; i <= n; i++ {
-			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port + 1000}
+			in := &instance{name: fmt.Sprintf("%s-%d", fn, i), fn: fn, port: port, apiPort: port - cfg.RIEPort + cfg.RIEAPIPort}
 			port++
 			if cfg.AutoPorts {
 				in.port, in.apiPort, auto = auto[0], auto[1], auto[2:]
@@ -818,4 +831,38 @@ func logStreamName(now time.Time) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return now.UTC().Format("2006/01/02") + "/[$LATEST]" + hex.EncodeToString(b[:])
+}
+
+// stripeKeyWarnings names each Stripe source that calls the Stripe API
+// (api: thin events' objects; a truth of kind stripe: the reconciler's
+// check) with a key the fake Stripe API will refuse: a reference the local
+// secrets do not hold, or a value other than StripeKeyEnv's, the fake's
+// only key. A source that never calls the API needs no key, and gets no
+// warning.
+func stripeKeyWarnings(set *source.Set, secrets map[string]string) []string {
+	var out []string
+	names := set.Names()
+	slices.Sort(names)
+	for _, name := range names {
+		src, _ := set.Lookup(name)
+		var uses []struct{ field, ref string }
+		if src.API != nil && src.Kind == "stripe" {
+			uses = append(uses, struct{ field, ref string }{"api", src.API.Secret})
+		}
+		if src.Truth != nil && src.Truth.Kind == "stripe" {
+			uses = append(uses, struct{ field, ref string }{"truth", src.Truth.Secret})
+		}
+		for _, u := range uses {
+			env, ok := strings.CutPrefix(u.ref, "env:")
+			switch {
+			case !ok:
+				out = append(out, fmt.Sprintf("source %s: %s.secret %q is not an env: reference, which is all the local stack resolves: its Stripe API requests will be refused", name, u.field, u.ref))
+			case secrets[env] == "":
+				out = append(out, fmt.Sprintf("source %s: %s.secret is env:%s, which the local secrets do not hold: its Stripe API requests will be refused (401)", name, u.field, env))
+			case secrets[env] != secrets[StripeKeyEnv]:
+				out = append(out, fmt.Sprintf("source %s: %s.secret is env:%s, whose value is not %s's, the fake Stripe API's only key: its requests will be refused (401)", name, u.field, env, StripeKeyEnv))
+			}
+		}
+	}
+	return out
 }

@@ -143,7 +143,7 @@ func (s *Stack) startTargets(ctx context.Context, cfgs []outbox.EffectConfig, dy
 			return err
 		}
 		t.stateDirs[fn] = dir
-		in := &instance{name: fn + "-1", fn: fn, port: *port, apiPort: *port + 1000}
+		in := &instance{name: fn + "-1", fn: fn, port: *port, apiPort: *port - s.cfg.RIEPort + s.cfg.RIEAPIPort}
 		*port++
 		if s.cfg.AutoPorts {
 			in.port, in.apiPort, *auto = (*auto)[0], (*auto)[1], (*auto)[2:]

@@ -5,7 +5,12 @@
 // DuckDB's read_json.
 //
 // It is a harness package: no Lambda binary links DuckDB (the layout test
-// of functions/ forbids every internal/harness package in them).
+// of functions/ forbids every internal/harness package in them). Nor does
+// the local stack's command, scripts/dev, nor any test of a package it
+// imports: a team's `go mod tidy` loads those, and would otherwise put
+// DuckDB's library for every platform in the team's go.sum (its test in
+// scripts/dev checks it). The stack's end-to-end warehouse test lives
+// here for that reason.
 //
 // current_state is one row per (scope, projection, subject): the record of
 // the highest version. Which revision is current is decided here, by

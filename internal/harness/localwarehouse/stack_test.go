@@ -1,4 +1,4 @@
-package devstack_test
+package localwarehouse_test
 
 import (
 	"context"
