@@ -195,28 +195,47 @@ func (k *kit) check(s schedule, o observed) []Failure {
 		}
 		top[sk] = last{m.version, a.Key}
 	}
-	checkFinalPayloads(keys, x, steps, o, fail)
+	checkFinalPayloads(keys, x, k.facts, steps, o, fail)
 	return dedupe(out)
 }
 
 // checkFinalPayloads checks, on the payloads the downstream received,
 // what each subject's final revision asks of it: LatestEndsFinal and
 // ReasonHeldInForce.
-func checkFinalPayloads(keys []subjectKey, x expectation, steps []step, o observed, fail func(Rule, string, ...any)) {
-	type target struct{ scope, subject, kind string }
-	last := map[target]pt.Arrival{}
-	for _, a := range o.arrivals {
-		if a.Applied {
-			last[target{a.Scope, a.Subject, a.Kind}] = a
+func checkFinalPayloads(keys []subjectKey, x expectation, facts []*fact, steps []step, o observed, fail func(Rule, string, ...any)) {
+	// A projection's latest kinds on one downstream subject are one sync
+	// (a grant and a revoke of one entitlement): the last call of any of
+	// them is what the downstream ends with.
+	type target struct{ name, scope, subject string }
+	family := map[target]map[string]bool{}
+	for _, f := range facts {
+		for _, in := range f.intents {
+			if policyOf(in) == projection.PolicyLatest {
+				t := target{f.key.name, scopeOf(f.key), in.Subject}
+				if family[t] == nil {
+					family[t] = map[string]bool{}
+				}
+				family[t][in.Kind] = true
+			}
 		}
 	}
-	// Which subjects' final revisions ask for a latest effect on each
-	// downstream subject.
+	last := map[target]pt.Arrival{}
+	for _, a := range o.arrivals {
+		if !a.Applied {
+			continue
+		}
+		for t, kinds := range family {
+			if t.scope == a.Scope && t.subject == a.Subject && kinds[a.Kind] {
+				last[t] = a
+			}
+		}
+	}
+	// Which subjects' final revisions sync each downstream subject.
 	askers := map[target][]subjectKey{}
 	for _, key := range keys {
 		for _, in := range x.final[key].by.intents {
 			if policyOf(in) == projection.PolicyLatest {
-				t := target{scopeOf(key), in.Subject, in.Kind}
+				t := target{key.name, scopeOf(key), in.Subject}
 				askers[t] = append(askers[t], key)
 			}
 		}
@@ -230,21 +249,21 @@ func checkFinalPayloads(keys []subjectKey, x expectation, steps []step, o observ
 		for _, in := range fin.by.intents {
 			switch policyOf(in) {
 			case projection.PolicyLatest:
-				t := target{scope, in.Subject, in.Kind}
+				t := target{key.name, scope, in.Subject}
 				a, ok := last[t]
-				if ok && samePayload(a.Payload, in.Payload) {
+				if ok && a.Kind == in.Kind && samePayload(a.Payload, in.Payload) {
 					continue
 				}
 				got := "no call of it"
 				if ok {
-					got = fmt.Sprintf("its last call carrying %s (operation %s)", renderRaw(a.Payload), a.Key)
+					got = fmt.Sprintf("%s carrying %s (operation %s)", a.Kind, renderRaw(a.Payload), a.Key)
 				}
 				fix := "an older revision's call came last, or the final revision's intent was never written: is the operation id reused across revisions? Include the version in it"
 				if len(askers[t]) > 1 {
 					fix = fmt.Sprintf("the final revisions of %d subjects (%s) sync this one downstream subject, and only one of them can be last: give each its own downstream subject, or combine them into one projection", len(askers[t]), keyList(askers[t]))
 				}
-				fail(LatestEndsFinal, "projection %s, subject %s: the downstream ends with %s of %s (scope %s) at %s, but the final revision (%s, version %d) asks for %s: %s",
-					key.name, key.subject, in.Kind, in.Subject, scope, got, fin.by.id, fin.version, renderPayload(in.Payload), fix)
+				fail(LatestEndsFinal, "projection %s, subject %s: the last sync of %s (scope %s) the downstream applied is %s, but the final revision (%s, version %d) asks for %s with %s: %s",
+					key.name, key.subject, in.Subject, scope, got, fin.by.id, fin.version, in.Kind, renderPayload(in.Payload), fix)
 			case projection.PolicyWhileCurrent:
 				if !holds(in.Condition, fin.values) {
 					continue

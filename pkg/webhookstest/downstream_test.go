@@ -151,7 +151,7 @@ func TestAOnceEffectWithDifferingPayloadsWarnsAndDoesNotFail(t *testing.T) {
 func TestTwoSubjectsSyncingOneDownstreamSubjectFailTheFinalPayload(t *testing.T) {
 	got := mustReport(t, seatsPipeline(seats{}), webhookstest.LatestEndsFinal,
 		seat("sub_1", 1, 5, "active"), seat("sub_2", 1, 8, "active"))
-	if !strings.Contains(got[0], "set_seat_limit") || !strings.Contains(got[0], "acct_1") || !strings.Contains(got[0], `"seats":`) {
+	if !strings.Contains(got[0], "set_seat_limit") || !strings.Contains(got[0], "sync of acct_1") || !strings.Contains(got[0], `"seats":`) {
 		t.Fatalf("the failure does not name the kind, the downstream subject and the payloads:\n%s", got[0])
 	}
 }
