@@ -189,8 +189,8 @@ func (k *kit) checkOperationIDs() {
 	pairs:
 		for i, a := range all {
 			for _, b := range all[i+1:] {
-				if a.f.key == b.f.key && a.f.version == b.f.version {
-					continue // one revision: the version rule keeps one of them
+				if a.f.key == b.f.key && (a.f.version == b.f.version || k.sameStateThrough(a.f, b.f)) {
+					continue // b never writes its intents after a: the version rule keeps a's state
 				}
 				gone := a.f.key == b.f.key && k.removedBetween(a.in, a.f, b.f)
 				switch judge(a.in, a.f.version, gone, b.in, b.f.version) {
@@ -210,6 +210,21 @@ func (k *kit) checkOperationIDs() {
 			}
 		}
 	}
+}
+
+// sameStateThrough reports whether b (newer) gives a's state and every
+// event of the subject between them does too: processed after a, b only
+// advances the version and writes no intents.
+func (k *kit) sameStateThrough(a, b *fact) bool {
+	if a.write.Fingerprint != b.write.Fingerprint {
+		return false
+	}
+	for _, h := range k.facts {
+		if h.key == a.key && h.version > a.version && h.version < b.version && h.write.Fingerprint != a.write.Fingerprint {
+			return false
+		}
+	}
+	return true
 }
 
 // removedBetween reports whether an event of the subject between a and b

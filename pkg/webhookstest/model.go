@@ -25,7 +25,12 @@ import (
 // version with the same state changes nothing, an older version or
 // anything after a terminal state is stale. A re-sent copy of an event is
 // the same fact: the model gives it its original's result, so a projection
-// whose result depends on the delivery is caught. At each dispatch the
+// whose result depends on the delivery is caught. An intent whose
+// operation id the model already holds is judged as the ledger judges it
+// (judge): the same action is not written again, a once intent of
+// another revision is deduplicated, and a reuse refuses the whole commit
+// (the event is quarantined operation_id_reused, nothing of it applied).
+// At each dispatch the
 // model decides what the dispatcher must do with every intent written and
 // not yet decided: a once intent is performed; a while_current intent is
 // performed when the model's state of its subject satisfies its condition
