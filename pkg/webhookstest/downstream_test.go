@@ -109,6 +109,19 @@ func TestALatestOperationIDReusedAcrossRevisionsFails(t *testing.T) {
 		!strings.Contains(got[0], "include the revision in the operation id") {
 		t.Fatalf("the first failure does not name the rule, the kind and the fix:\n%s", got[0])
 	}
+	// The mistake is the headline, once: not a cascade of mismatches.
+	r, err := seatsPipeline(seats{limitWithoutVersion: true}).Report(fiveEightThree...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Failures); n == 0 || n > 2 || r.Failures[0].Rule != webhookstest.OneActionPerOperationID {
+		t.Fatalf("%d failures, want the reuse first and at most one more (the pipeline's disagreement): %v", n, r.Failures)
+	}
+	for _, f := range r.Failures {
+		if f.Rule != webhookstest.OneActionPerOperationID {
+			t.Errorf("a failure besides the reuse: %s", f)
+		}
+	}
 }
 
 // A while_current effect keyed without the revision: access granted,

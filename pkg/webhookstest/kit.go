@@ -393,14 +393,18 @@ func (k *kit) failures() ([]Failure, error) {
 }
 
 // afterReuse is what a run's failures add to a reused operation id
-// already reported: one failure saying the pipeline did not refuse it as
-// the model expects (the first of the run's failures), not every
-// mismatch that follows from it.
+// already reported: when the pipeline did not refuse it as the model
+// expects (the later event QUARANTINED operation_id_reused, nothing of it
+// written), one failure saying so, not every mismatch that follows from
+// it; else the run's failures, which the reuse does not explain.
 func (k *kit) afterReuse(fs []Failure) []Failure {
 	if !k.reused {
 		return fs
 	}
-	return []Failure{{Rule: OneActionPerOperationID, Detail: fmt.Sprintf(
-		"the pipeline did not refuse the reused operation id as expected (the later event QUARANTINED %s, nothing of it written): %s",
-		codeOperationIDReused, fs[0])}}
+	for _, f := range fs {
+		if f.Rule == OneActionPerOperationID {
+			return []Failure{{Rule: OneActionPerOperationID, Detail: "the pipeline did not refuse the reused operation id as expected: " + f.Detail}}
+		}
+	}
+	return fs
 }
