@@ -1,6 +1,8 @@
 package webhookstest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -31,11 +33,16 @@ func (k *kit) check(s schedule, o observed) []Failure {
 
 	// Every event processed, every intent finished by the dispatcher
 	// itself (not left to an operator).
-	for _, st := range steps {
+	for i, st := range steps {
 		ev, ok := o.events[st.name()]
+		held, refused := x.quarantined[i]
 		switch {
 		case !ok:
 			fail(Processed, "event %s was accepted but has no ledger row", st.name())
+		case refused && (ev.Status != ledger.StatusQuarantined || ev.ErrorCode != codeOperationIDReused):
+			fail(OneActionPerOperationID, "event %s asks for an action under operation id %s, which %s's %s holds: its commit must be refused and the event QUARANTINED %s; it ended %s",
+				st.name(), held.in.OperationID, held.by.id, held.in.Kind, codeOperationIDReused, ev.Status)
+		case refused:
 		case ev.Status != ledger.StatusProcessed:
 			fail(Processed, "event %s ended %s (%s)", st.name(), ev.Status, lastReason(ev))
 		}
@@ -188,7 +195,179 @@ func (k *kit) check(s schedule, o observed) []Failure {
 		}
 		top[sk] = last{m.version, a.Key}
 	}
+	checkFinalPayloads(keys, x, k.facts, steps, o, fail)
 	return dedupe(out)
+}
+
+// checkFinalPayloads checks, on the payloads the downstream received,
+// what each subject's final revision asks of it: LatestEndsFinal and
+// ReasonHeldInForce.
+func checkFinalPayloads(keys []subjectKey, x expectation, facts []*fact, steps []step, o observed, fail func(Rule, string, ...any)) {
+	// A projection's latest kinds on one downstream subject are one sync
+	// (a grant and a revoke of one entitlement): the last call of any of
+	// them is what the downstream ends with.
+	type target struct{ name, scope, subject string }
+	family := map[target]map[string]bool{}
+	for _, f := range facts {
+		for _, in := range f.intents {
+			if policyOf(in) == projection.PolicyLatest {
+				t := target{f.key.name, scopeOf(f.key), in.Subject}
+				if family[t] == nil {
+					family[t] = map[string]bool{}
+				}
+				family[t][in.Kind] = true
+			}
+		}
+	}
+	last := map[target]pt.Arrival{}
+	for _, a := range o.arrivals {
+		if !a.Applied {
+			continue
+		}
+		for t, kinds := range family {
+			if t.scope == a.Scope && t.subject == a.Subject && kinds[a.Kind] {
+				last[t] = a
+			}
+		}
+	}
+	// Which subjects' final revisions sync each downstream subject.
+	askers := map[target][]subjectKey{}
+	for _, key := range keys {
+		for _, in := range x.final[key].by.intents {
+			if policyOf(in) == projection.PolicyLatest {
+				t := target{key.name, scopeOf(key), in.Subject}
+				askers[t] = append(askers[t], key)
+			}
+		}
+	}
+	for _, key := range keys {
+		fin := x.final[key]
+		if !processed(o, fin.by) {
+			continue // its own failure says why
+		}
+		scope := scopeOf(key)
+		for _, in := range fin.by.intents {
+			switch policyOf(in) {
+			case projection.PolicyLatest:
+				t := target{key.name, scope, in.Subject}
+				a, ok := last[t]
+				if ok && a.Kind == in.Kind && samePayload(a.Payload, in.Payload) {
+					continue
+				}
+				got := "no call of it"
+				if ok {
+					got = fmt.Sprintf("%s carrying %s (operation %s)", a.Kind, renderRaw(a.Payload), a.Key)
+				}
+				fix := "an older revision's call came last, or the final revision's intent was never written: is the operation id reused across revisions? Include the version in it"
+				if len(askers[t]) > 1 {
+					fix = fmt.Sprintf("the final revisions of %d subjects (%s) sync this one downstream subject, and only one of them can be last: give each its own downstream subject, or combine them into one projection", len(askers[t]), keyList(askers[t]))
+				}
+				fail(LatestEndsFinal, "projection %s, subject %s: the last sync of %s (scope %s) the downstream applied is %s, but the final revision (%s, version %d) asks for %s with %s: %s",
+					key.name, key.subject, in.Subject, scope, got, fin.by.id, fin.version, in.Kind, renderPayload(in.Payload), fix)
+			case projection.PolicyWhileCurrent:
+				if !holds(in.Condition, fin.values) {
+					continue
+				}
+				checkInForce(key, in, x, steps, o, fail)
+			}
+		}
+	}
+}
+
+// checkInForce checks ReasonHeldInForce for one while_current intent of
+// a subject's final revision whose condition its final state satisfies.
+func checkInForce(key subjectKey, in projection.Intent, x expectation, steps []step, o observed, fail func(Rule, string, ...any)) {
+	// since: the first step from which the subject's state satisfied the
+	// condition up to the end.
+	since := len(steps) - 1
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].f.key != key {
+			continue
+		}
+		if !holds(in.Condition, x.after[i].values) {
+			break
+		}
+		since = i
+	}
+	scope := scopeOf(key)
+	performed, undone := 0, ""
+	for j, a := range o.arrivals {
+		if !a.Applied || a.Scope != scope || a.Subject != in.Subject {
+			continue
+		}
+		switch {
+		case a.Kind == in.Kind && samePayload(a.Payload, in.Payload) && x.phaseStep[phaseOf(o.phaseEnd, j)] >= since:
+			performed++
+			undone = ""
+		case a.Kind == in.Compensation && in.Compensation != "" && performed > 0:
+			undone = a.Key
+		}
+	}
+	what := fmt.Sprintf("projection %s, subject %s: its final state satisfies the condition %s of %s of %s (scope %s), asked for by %s (version %d)",
+		key.name, key.subject, conditionText(in.Condition), in.Kind, in.Subject, scope, x.final[key].by.id, x.final[key].version)
+	switch {
+	case performed == 0:
+		fail(ReasonHeldInForce, "%s, but the downstream got no call of it with its payload %s since that reason began to hold: is its operation id held by an intent whose reason a revision removed? Include the version in it",
+			what, renderPayload(in.Payload))
+	case undone != "":
+		fail(ReasonHeldInForce, "%s, but after it was performed the downstream applied %s of %s (operation %s), which undid it: another subject's revision compensates what this one still justifies; key the effect by the subject whose reason it is",
+			what, in.Compensation, in.Subject, undone)
+	}
+}
+
+// samePayload reports whether a payload the downstream received is an
+// intent's payload (compared as JSON, numbers exactly; an absent payload
+// is an empty one).
+func samePayload(raw json.RawMessage, want map[string]any) bool {
+	got, err := canonical(raw)
+	if err != nil {
+		return false
+	}
+	if want == nil {
+		want = map[string]any{}
+	}
+	b, err := json.Marshal(want)
+	if err != nil {
+		return false
+	}
+	w, err := canonical(b)
+	return err == nil && got == w
+}
+
+// canonical is a JSON object re-encoded with its keys sorted and its
+// numbers as written; null or nothing is the empty object.
+func canonical(raw []byte) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}", nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// renderRaw is a received payload as a message shows it.
+func renderRaw(raw json.RawMessage) string {
+	s, err := canonical(raw)
+	if err != nil {
+		s = string(raw)
+	}
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return s
+}
+
+func keyList(keys []subjectKey) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // twin is the model's operation for the effect a call performed under an

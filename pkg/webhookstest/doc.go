@@ -59,7 +59,44 @@
 // event projects alone, every due effect performed exactly once, none
 // performed twice or against the model, latest effects in version order
 // per scope and subject, and every event and intent processed without an
-// operator. The Rule constants name these properties; each Failure names
+// operator.
+//
+// An intent whose operation id the ledger already holds is judged as the
+// ledger judges it: the same action again (the same kind, policy and
+// payload at the same revision, or a while_current intent whose reason
+// still holds) is not written again; a once intent of another revision
+// is the declared deduplication, not performed again; anything else (a
+// latest intent of another revision or payload, another kind, policy,
+// payload or condition, a while_current intent asked for again after a
+// revision removed its reason) is a reused operation id: the pipeline
+// quarantines the later event (operation_id_reused) and writes nothing of
+// it. The events projected alone show every such pair before any run:
+// each is reported once, first, under OneActionPerOperationID with the
+// fix (put the revision in the id), and a run that disagrees with the
+// model's prediction adds one failure, not one per mismatch.
+//
+// # What the downstream ends with
+//
+// The kit also checks, on the payloads its downstream received rather
+// than on operation ids, what each subject's final revision asks of it:
+// the last sync of each latest effect (per scope and downstream subject; a
+// projection's latest kinds on one downstream subject are one sync)
+// carries the final revision's payload (LatestEndsFinal), and a
+// while_current effect whose condition the final state satisfies was
+// performed since the reason last began to hold and not undone by a call
+// of its compensation since (ReasonHeldInForce). Two subjects whose
+// effects act on one downstream subject break them: only one can be last.
+//
+// # Warnings
+//
+// A Warning is something probably not meant that breaks no rule: a once
+// effect whose payload differs between the revisions asking for it under
+// one operation id (OncePayload; the downstream keeps the first one
+// performed: did you mean latest?). Check logs each with the prefix
+// "webhookstest: WARNING: " and does not fail; Report returns them beside
+// the failures, for a test that asserts them.
+//
+// The Rule constants name these properties; each Failure names
 // the one it broke, the subject, operation or event, what was expected and
 // what happened, and the run (order, copies, dispatch mode, crash, seed).
 //
@@ -85,7 +122,11 @@
 // from the team's projection: it checks that the pipeline does what they
 // say, not that they say what the business needs (a refund declared once
 // instead of while_current passes); the events' declared states are where
-// a test says that.
+// a test says that. The kit sees only the calls its downstream receives:
+// effects a team's services perform outside the pipeline, rules that
+// depend on time, a resolver's remote truth and the business meaning of
+// a downstream subject that several subjects act on are beyond it
+// (docs/testing.md lists what it cannot know).
 //
 // # Reproducing a run
 //
@@ -95,10 +136,11 @@
 //
 // # Compatibility
 //
-// Pipeline, Event, Failure and the Rule names are a promise: fields are
-// only added, and a rule keeps its name. The wording of a Failure's
-// Detail may improve; assert the Rule (and, if needed, the subject or
-// kind it names), not the sentence. A team's regression test for a
-// mistake it must never make again runs its broken variant with
-// Failures and asserts the Rule.
+// Pipeline, Event, Failure, Warning, Report and the Rule names are a
+// promise: fields are only added, and a rule keeps its name. The wording
+// of a Failure's or Warning's Detail may improve; assert the Rule (and,
+// if needed, the subject or kind it names), not the sentence. A team's
+// regression test for a mistake it must never make again runs its broken
+// variant with Report (or Failures) and asserts the Rule of a failure or
+// a warning.
 package webhookstest

@@ -97,3 +97,50 @@ func ExamplePipeline_Failures() {
 	// state of the highest version
 	// every event and intent processed
 }
+
+// paidAt is receipts with the receipt and the state carrying when the
+// invoice was paid: a second invoice.paid (the invoice paid again after
+// an amendment) asks for the one receipt, keyed by the invoice, with
+// another payload.
+type paidAt struct{ receipts }
+
+func (r paidAt) Project(ev projection.Event) (projection.Result, error) {
+	res, err := r.receipts.Project(ev)
+	if err != nil || res.Write == nil {
+		return res, err
+	}
+	var e struct{ Created int64 }
+	_ = json.Unmarshal(ev.Payload, &e)
+	state := map[string]any{"paid_at": e.Created}
+	for k, v := range res.Write.State {
+		state[k] = v
+	}
+	res.Write.State, res.Write.Fingerprint = state, projection.Fingerprint(state)
+	for i := range res.Intents {
+		res.Intents[i].Payload = map[string]any{"paid_at": e.Created}
+	}
+	return res, nil
+}
+
+// Report returns the warnings Check only logs: a test asserts that a
+// broken variant warns (or fails) with the rule named.
+func ExamplePipeline_Report() {
+	reg := projection.NewRegistry()
+	reg.Register("stripe", []string{"invoice.paid"}, paidAt{})
+	p := webhookstest.Pipeline{
+		Rules:   app.Rules{Registry: reg},
+		Sources: `{"sources":[{"name":"billing","kind":"stripe"}]}`,
+		Effects: `{"effects":[{"kind":"send_receipt","scopes":["billing"]}]}`,
+	}
+	r, err := p.Report(
+		webhookstest.Event{Body: invoice("evt_1", "invoice.paid", "paid", 1796040000), Subject: "in_1", Version: 17960400001},
+		webhookstest.Event{Body: invoice("evt_2", "invoice.paid", "paid", 1796040060), Subject: "in_1", Version: 17960400601},
+	)
+	fmt.Println(len(r.Failures), err)
+	for _, w := range r.Warnings {
+		fmt.Println(w.Rule)
+	}
+	// Output:
+	// 0 <nil>
+	// a once effect carries one payload
+}

@@ -19,6 +19,12 @@ type kit struct {
 	cfg   config
 	facts []*fact
 	alone []Failure // broken rules found by projecting each event alone
+	// warnings are what the events projected alone show that is probably
+	// not what the team means, without breaking a rule.
+	warnings []Warning
+	// reused: an operation id is reused (reported in alone): a run that
+	// disagrees with the model adds one failure, not a cascade.
+	reused bool
 	// unusable: a fact the model cannot use (no result, another
 	// subject): no run is played.
 	unusable bool
@@ -156,6 +162,121 @@ func (k *kit) checkAlone() {
 		}
 		seen[f.key][f.version] = f
 	}
+	if !k.unusable {
+		k.checkOperationIDs()
+	}
+}
+
+// checkOperationIDs compares the intents of every two events that share
+// an operation id, as the ledger will when the later one commits: a
+// reuse (another action under the id) is the rule's mistake, reported
+// once per id with its fix; a once effect whose payload differs between
+// the revisions that ask for it is a warning (the downstream keeps the
+// first one performed, which may be the older).
+func (k *kit) checkOperationIDs() {
+	type asked struct {
+		f  *fact
+		in projection.Intent
+	}
+	byID := map[string][]asked{}
+	var ids []string
+	for _, f := range k.facts {
+		for _, in := range f.intents {
+			if byID[in.OperationID] == nil {
+				ids = append(ids, in.OperationID)
+			}
+			byID[in.OperationID] = append(byID[in.OperationID], asked{f, in})
+		}
+	}
+	for _, id := range ids {
+		all := byID[id]
+		sort.SliceStable(all, func(i, j int) bool { return all[i].f.version < all[j].f.version })
+	pairs:
+		for i, a := range all {
+			for _, b := range all[i+1:] {
+				if a.f.key == b.f.key && (a.f.version == b.f.version || k.sameStateThrough(a.f, b.f)) {
+					continue // b never writes its intents after a: the version rule keeps a's state
+				}
+				gone := a.f.key == b.f.key && k.removedBetween(a.in, a.f, b.f)
+				switch judge(a.in, a.f.version, gone, b.in, b.f.version) {
+				case reused:
+					k.reused = true
+					k.fail(OneActionPerOperationID, "%s: the pipeline refuses the later event's commit and quarantines it (%s): nothing of %s is written and the downstream never gets what it asks for. Fix the rule: include the revision in the operation id, e.g. projection.OperationID(subject, kind, strconv.FormatInt(version, 10))",
+						reuseText(a.f, a.in, b.f, b.in, gone), codeOperationIDReused, b.f.id)
+					break pairs
+				case deduplicated:
+					if payloadHash(a.in.Payload) != payloadHash(b.in.Payload) {
+						k.warnings = append(k.warnings, Warning{Rule: OncePayload, Detail: fmt.Sprintf(
+							"%s of %s (operation %s, once) is asked for by %s (version %d) with %s and by %s (version %d) with %s: the pipeline performs the first one it processes and records the other as deduplicated, so the downstream may keep the older payload: did you mean latest? If the effect must happen once per subject, give it one payload",
+							a.in.Kind, a.in.Subject, id, a.f.id, a.f.version, renderPayload(a.in.Payload), b.f.id, b.f.version, renderPayload(b.in.Payload))})
+						break pairs
+					}
+				}
+			}
+		}
+	}
+}
+
+// sameStateThrough reports whether b (newer) gives a's state and every
+// event of the subject between them does too: processed after a, b only
+// advances the version and writes no intents.
+func (k *kit) sameStateThrough(a, b *fact) bool {
+	if a.write.Fingerprint != b.write.Fingerprint {
+		return false
+	}
+	for _, h := range k.facts {
+		if h.key == a.key && h.version > a.version && h.version < b.version && h.write.Fingerprint != a.write.Fingerprint {
+			return false
+		}
+	}
+	return true
+}
+
+// removedBetween reports whether an event of the subject between a and b
+// (by version) gives a state that breaks the while_current intent in's
+// condition: processed in version order, it removes the reason of a's
+// intent before b asks for it again.
+func (k *kit) removedBetween(in projection.Intent, a, b *fact) bool {
+	if policyOf(in) != projection.PolicyWhileCurrent {
+		return false
+	}
+	for _, h := range k.facts {
+		if h.key == a.key && h.version > a.version && h.version < b.version && !holds(in.Condition, h.write.State) {
+			return true
+		}
+	}
+	return false
+}
+
+// codeOperationIDReused is the processor's quarantine code for a commit
+// refused because one of its intents reuses an operation id.
+const codeOperationIDReused = "operation_id_reused"
+
+// reuseText says how two events' intents share an operation id.
+func reuseText(a *fact, ai projection.Intent, b *fact, bi projection.Intent, gone bool) string {
+	var differ string
+	switch {
+	case ai.Kind != bi.Kind || policyOf(ai) != policyOf(bi):
+		differ = fmt.Sprintf("%s (%s) and %s (%s), two actions", ai.Kind, policyOf(ai), bi.Kind, policyOf(bi))
+	case payloadHash(ai.Payload) != payloadHash(bi.Payload):
+		differ = fmt.Sprintf("two payloads, %s and %s", renderPayload(ai.Payload), renderPayload(bi.Payload))
+	case conditionText(ai.Condition) != conditionText(bi.Condition):
+		differ = fmt.Sprintf("two conditions, %s and %s", conditionText(ai.Condition), conditionText(bi.Condition))
+	case gone:
+		differ = "a reason that a revision between them removes (the first intent ends OBSOLETE or compensated, the second is a new action)"
+	default:
+		differ = "two revisions, each of which the downstream must end with"
+	}
+	return fmt.Sprintf("operation id %s reused: projection %s asks for %s of %s (%s) for subject %s at version %d (event %s) and at version %d (event %s), with %s",
+		ai.OperationID, a.key.name, bi.Kind, bi.Subject, policyOf(bi), b.key.subject, a.version, a.id, b.version, b.id, differ)
+}
+
+// renderPayload is an intent's payload as a message shows it.
+func renderPayload(p map[string]any) string {
+	if p == nil {
+		return "no payload"
+	}
+	return render(p)
 }
 
 // fate says what the pipeline does with an event whose projection fails
@@ -259,7 +380,7 @@ func (k *kit) failures() ([]Failure, error) {
 			counts = obs.counts
 		}
 		if fs := k.check(s, obs); len(fs) > 0 {
-			return append(out, fs...), nil
+			return append(out, k.afterReuse(fs)...), nil
 		}
 	}
 	for i, c := range crashPlan(counts, k.p.Crashes, k.p.Seed) {
@@ -270,8 +391,25 @@ func (k *kit) failures() ([]Failure, error) {
 			return nil, err
 		}
 		if fs := k.check(s, obs); len(fs) > 0 {
-			return append(out, fs...), nil
+			return append(out, k.afterReuse(fs)...), nil
 		}
 	}
 	return out, nil
+}
+
+// afterReuse is what a run's failures add to a reused operation id
+// already reported: when the pipeline did not refuse it as the model
+// expects (the later event QUARANTINED operation_id_reused, nothing of it
+// written), one failure saying so, not every mismatch that follows from
+// it; else the run's failures, which the reuse does not explain.
+func (k *kit) afterReuse(fs []Failure) []Failure {
+	if !k.reused {
+		return fs
+	}
+	for _, f := range fs {
+		if f.Rule == OneActionPerOperationID {
+			return []Failure{{Rule: OneActionPerOperationID, Detail: "the pipeline did not refuse the reused operation id as expected: " + f.Detail}}
+		}
+	}
+	return fs
 }

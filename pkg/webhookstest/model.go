@@ -25,7 +25,12 @@ import (
 // version with the same state changes nothing, an older version or
 // anything after a terminal state is stale. A re-sent copy of an event is
 // the same fact: the model gives it its original's result, so a projection
-// whose result depends on the delivery is caught. At each dispatch the
+// whose result depends on the delivery is caught. An intent whose
+// operation id the model already holds is judged as the ledger judges it
+// (judge): the same action is not written again, a once intent of
+// another revision is deduplicated, and a reuse refuses the whole commit
+// (the event is quarantined operation_id_reused, nothing of it applied).
+// At each dispatch the
 // model decides what the dispatcher must do with every intent written and
 // not yet decided: a once intent is performed; a while_current intent is
 // performed when the model's state of its subject satisfies its condition
@@ -115,15 +120,23 @@ type expectation struct {
 	// step phaseStep[p].
 	phases    []map[subjectKey]state
 	phaseStep []int
+	// after[i] is the model's state of the subject step i is about, once
+	// step i is done.
+	after []state
+	// quarantined are the steps whose event the pipeline quarantines
+	// (projection code operation_id_reused), with the operation that
+	// holds the reused id.
+	quarantined map[int]*op
 }
 
 // simulate replays steps on the model, with a dispatch after each step
 // (eager) or after the last only.
 func simulate(steps []step, eager bool) expectation {
-	x := expectation{ops: map[string]*op{}, final: map[subjectKey]state{}}
+	x := expectation{ops: map[string]*op{}, final: map[subjectKey]state{}, quarantined: map[int]*op{}}
 	states := map[subjectKey]state{}
 	for i, s := range steps {
 		x.apply(states, s.f, i)
+		x.after = append(x.after, states[s.f.key])
 		if eager || i == len(steps)-1 {
 			x.dispatch(states, len(x.phases))
 			snap := make(map[subjectKey]state, len(states))
@@ -160,11 +173,24 @@ func (x *expectation) apply(states map[subjectKey]state, f *fact, i int) {
 		states[f.key] = cur
 		return
 	}
-	states[f.key] = state{version: f.version, fp: f.write.Fingerprint, values: f.write.State, terminal: f.write.Terminal, by: f}
+	// An intent whose operation id the ledger already holds is the same
+	// action (not written again), a once intent's declared deduplication
+	// (not written, recorded on the event), or a reuse: the commit is
+	// refused and the event quarantined, nothing of it written.
+	var write []projection.Intent
 	for _, in := range f.intents {
-		if _, dup := x.ops[in.OperationID]; dup {
-			continue // the ledger writes an operation id once
+		held, dup := x.ops[in.OperationID]
+		if !dup {
+			write = append(write, in)
+			continue
 		}
+		if judge(held.in, held.version, held.gone, in, f.version) == reused {
+			x.quarantined[i] = held
+			return
+		}
+	}
+	states[f.key] = state{version: f.version, fp: f.write.Fingerprint, values: f.write.State, terminal: f.write.Terminal, by: f}
+	for _, in := range write {
 		x.add(&op{in: in, by: f, key: f.key, version: f.version, fp: f.write.Fingerprint, step: i, phase: -1})
 	}
 	// The commit of a revision checks the while_current intents its
@@ -209,6 +235,66 @@ func (x *expectation) dispatch(states map[subjectKey]state, phase int) {
 			o.perform, o.must = true, true
 		}
 	}
+}
+
+// verdict is what an intent under an operation id the ledger already
+// holds is.
+type verdict int
+
+const (
+	// sameAction: the intent the ledger holds, asked for again (a retry,
+	// the same fact under another event id, or a while_current reason
+	// that still holds).
+	sameAction verdict = iota
+	// deduplicated: a once intent of the same kind from another
+	// revision: the declared deduplication, not performed again.
+	deduplicated
+	// reused: another action under the id (another kind or policy, a
+	// latest intent of another revision or payload, a while_current one
+	// of another payload or condition, or of a reason a revision removed
+	// since): the rule's mistake, which the pipeline refuses.
+	reused
+)
+
+// judge compares an intent of revision version with the one that holds
+// its operation id (held, of revision heldVersion; gone when a revision
+// removed its reason since).
+func judge(held projection.Intent, heldVersion int64, gone bool, in projection.Intent, version int64) verdict {
+	if held.Kind != in.Kind || policyOf(held) != policyOf(in) {
+		return reused
+	}
+	same := payloadHash(held.Payload) == payloadHash(in.Payload)
+	switch policyOf(in) {
+	case projection.PolicyOnce:
+		if same && heldVersion == version {
+			return sameAction
+		}
+		return deduplicated
+	case projection.PolicyWhileCurrent:
+		// The held intent acts on the same reason for as long as it
+		// holds: a newer revision that keeps the reason asks for the
+		// same action.
+		if same && conditionText(held.Condition) == conditionText(in.Condition) && !gone {
+			return sameAction
+		}
+		return reused
+	default:
+		// A latest intent carries its revision's state: the held one is
+		// superseded by the newer revision, whose own intent must exist.
+		if same && heldVersion == version {
+			return sameAction
+		}
+		return reused
+	}
+}
+
+// payloadHash is the canonical hash of an intent's payload, an absent
+// payload hashed as an empty one.
+func payloadHash(p map[string]any) string {
+	if p == nil {
+		p = map[string]any{}
+	}
+	return projection.Fingerprint(p)
 }
 
 // holds reports whether a state satisfies a condition: every field equal,

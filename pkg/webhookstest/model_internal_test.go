@@ -201,3 +201,52 @@ func TestCheckWarehouseNamesTheSubjectBehind(t *testing.T) {
 		}
 	}
 }
+
+// The model's prediction for an operation id the ledger already holds:
+// a latest intent of another revision is refused (the event quarantined,
+// nothing of it written), a once intent of another revision is
+// deduplicated (the event applies, the intent is not written again), and
+// a while_current intent whose reason still holds is the same action.
+func TestTheModelRefusesAReusedOperationIDAndDeduplicatesAOnceIntent(t *testing.T) {
+	key := subjectKey{name: "billing/seats", subject: "sub_1"}
+	rev := func(v int64, seats int, policy projection.Policy, status string) *fact {
+		st := map[string]any{"seats": seats, "status": status}
+		in := projection.Intent{OperationID: "op", Kind: "k", Subject: "acct_1", Policy: policy, Payload: map[string]any{"seats": seats}}
+		if policy == projection.PolicyWhileCurrent {
+			in.Condition = map[string]string{"status": "active"}
+			in.Payload = nil
+		}
+		return &fact{id: fmt.Sprintf("evt_%d", v), key: key, version: v,
+			write: projection.Write{Fingerprint: projection.Fingerprint(st), State: st}, intents: []projection.Intent{in}}
+	}
+	cases := []struct {
+		name        string
+		policy      projection.Policy
+		second      string
+		quarantined bool
+	}{
+		{"latest", projection.PolicyLatest, "active", true},
+		{"once", projection.PolicyOnce, "active", false},
+		{"while_current, its reason still holding", projection.PolicyWhileCurrent, "active", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			first, second := rev(1, 5, c.policy, "active"), rev(2, 8, c.policy, c.second)
+			x := simulate([]step{{f: first}, {f: second}}, true)
+			_, refused := x.quarantined[1]
+			if refused != c.quarantined {
+				t.Fatalf("second revision quarantined %v, want %v", refused, c.quarantined)
+			}
+			want := int64(2)
+			if c.quarantined {
+				want = 1
+			}
+			if got := x.final[key].version; got != want {
+				t.Errorf("final version %d, want %d", got, want)
+			}
+			if len(x.ops) != 1 || x.ops["op"].by != first {
+				t.Errorf("operations %v, want only the first revision's", x.ops)
+			}
+		})
+	}
+}

@@ -119,7 +119,57 @@ const (
 	// warehouse's current row (its highest-version record) is the version
 	// and state of HighestVersion, and no record is of a version above it.
 	WarehouseFollows Rule = "the warehouse follows the canonical state"
+	// OneActionPerOperationID: no two events ask for different actions
+	// under one operation id (another kind or policy; a latest intent of
+	// another revision or payload; a while_current intent of another
+	// payload or condition, or asked for again after a revision removed
+	// its reason). The ledger refuses such a commit and quarantines the
+	// later event (operation_id_reused): the downstream never gets what
+	// it asks for. Found by projecting the events alone, reported once
+	// per operation id with the fix (put the revision in the id), before
+	// any run; the runs then expect the quarantine.
+	OneActionPerOperationID Rule = "one operation id, one action"
+	// LatestEndsFinal: for each latest intent of each subject's final
+	// revision, the last effective call of its kind at the downstream,
+	// per scope and intent subject, carries that intent's payload. It is
+	// checked on the payloads the downstream received, not on operation
+	// ids: two subjects whose latest effects sync one downstream subject
+	// break it (only one of them can be last).
+	LatestEndsFinal Rule = "the downstream ends with the final latest payload"
+	// ReasonHeldInForce: for each while_current intent of each subject's
+	// final revision whose condition the final state satisfies, its
+	// effect was performed exactly once since the reason last began to
+	// hold, and, when it declares a compensation, no call of that
+	// compensation for its intent subject came after it (the effect is
+	// still in force at the downstream).
+	ReasonHeldInForce Rule = "a while_current effect whose reason holds is in force"
+	// OncePayload (a warning, never a failure): a once effect whose
+	// payload differs between the revisions that ask for it under one
+	// operation id. The pipeline performs the first one it processes and
+	// records the others as deduplicated, so the downstream may keep an
+	// older payload: the effect is probably meant latest, or its payload
+	// should not depend on the revision.
+	OncePayload Rule = "a once effect carries one payload"
 )
+
+// Warning is something in the events' projections that is probably not
+// what the team means but breaks no rule: Check logs it (prefixed
+// "webhookstest: WARNING: ") and does not fail, and Report returns it so
+// a test can assert it.
+type Warning struct {
+	Rule   Rule
+	Detail string
+}
+
+// String is the rule and the detail.
+func (w Warning) String() string { return string(w.Rule) + ": " + w.Detail }
+
+// Report is everything one check found: the broken rules (as Failures
+// returns them) and the warnings.
+type Report struct {
+	Failures []Failure
+	Warnings []Warning
+}
 
 // Failure is one broken rule, with what the kit saw.
 type Failure struct {
@@ -137,13 +187,31 @@ func (f Failure) String() string { return string(f.Rule) + ": " + f.Detail }
 // (an invalid document, an event it cannot sign) fails t at once.
 func (p Pipeline) Check(t testing.TB, events ...Event) {
 	t.Helper()
-	fs, err := p.Failures(events...)
+	r, err := p.Report(events...)
 	if err != nil {
 		t.Fatalf("webhookstest: %v", err)
 	}
-	for _, f := range fs {
+	for _, w := range r.Warnings {
+		t.Logf("webhookstest: WARNING: %s", w)
+	}
+	for _, f := range r.Failures {
 		t.Errorf("webhookstest: %s", f)
 	}
+}
+
+// Report runs what Check runs and returns its failures (as Failures
+// does) and its warnings, which Check only logs. It returns an error
+// when the kit cannot run the configuration.
+func (p Pipeline) Report(events ...Event) (Report, error) {
+	k, err := newKit(p, events)
+	if err != nil {
+		return Report{}, err
+	}
+	fs, err := k.failures()
+	if err != nil {
+		return Report{}, err
+	}
+	return Report{Failures: fs, Warnings: k.warnings}, nil
 }
 
 // Failures runs what Check runs and returns the broken rules instead of

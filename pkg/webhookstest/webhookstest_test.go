@@ -83,10 +83,13 @@ func TestOurSubscriptionsPass(t *testing.T) {
 type recorder struct {
 	testing.TB
 	errors []string
+	logs   []string
 	fatal  string
 }
 
-func (r *recorder) Helper() {}
+func (r *recorder) Helper()                      {}
+func (r *recorder) Logf(format string, a ...any) { r.logs = append(r.logs, fmt.Sprintf(format, a...)) }
+func (r *recorder) Log(a ...any)                 { r.logs = append(r.logs, fmt.Sprint(a...)) }
 func (r *recorder) Errorf(format string, a ...any) {
 	r.errors = append(r.errors, fmt.Sprintf(format, a...))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/effectively-once/webhooks/pkg/app"
+	"github.com/effectively-once/webhooks/pkg/builtin"
 	"github.com/effectively-once/webhooks/pkg/projection"
 	"github.com/effectively-once/webhooks/pkg/webhookstest"
 
@@ -186,4 +187,156 @@ func TestRegressionAnOperationIDMadeOfTheEventIDIsRefused(t *testing.T) {
 		}
 	}
 	t.Fatalf("no failure names ship_order and its two operation ids:\n%s", strings.Join(got, "\n"))
+}
+
+// What the downstream ends with. The kit also checks, on the payloads
+// the fake downstream received, that each subject's final revision got
+// what it asks for: the last sync of a latest effect carries its
+// payload, a while_current effect whose reason holds at the end is in
+// force, and an operation id names one action. A once effect whose
+// payload differs between revisions is a warning.
+
+// membersKeyedWithoutVersion is the pipeline's Stripe subscriptions with
+// the entitlement sync keyed by the subscription and the kind alone: the
+// ledger holds the first revision's sync under that id, so a newer
+// revision's sync would never reach the membership service.
+type membersKeyedWithoutVersion struct{ *builtin.StripeSubscriptions }
+
+func (p membersKeyedWithoutVersion) Project(ev projection.Event) (projection.Result, error) {
+	res, err := p.StripeSubscriptions.Project(ev)
+	for i, in := range res.Intents {
+		res.Intents[i].OperationID = projection.OperationID(builtin.StripeSubscriptionProjection, res.Write.Subject, in.Kind)
+	}
+	return res, err
+}
+
+// shippedPerCustomer is the shop's orders with the shipment addressed to
+// the customer instead of the order: one order's refund cancels "the
+// customer's shipment", which another paid order still justifies.
+type shippedPerCustomer struct{ rules.Orders }
+
+func (p shippedPerCustomer) Project(ev projection.Event) (projection.Result, error) {
+	res, err := p.Orders.Project(ev)
+	for i, in := range res.Intents {
+		if in.Kind == "ship_order" {
+			res.Intents[i].Subject = fmt.Sprint(res.Write.State["customer"])
+		}
+	}
+	return res, err
+}
+
+// confirmationWithRefunds is the shop's orders with the confirmation
+// carrying what was refunded so far: a payment and its partial refund ask
+// for one confirmation with two payloads, and the customer gets whichever
+// is processed first.
+type confirmationWithRefunds struct{ rules.Orders }
+
+func (p confirmationWithRefunds) Project(ev projection.Event) (projection.Result, error) {
+	res, err := p.Orders.Project(ev)
+	for i, in := range res.Intents {
+		if in.Kind == "send_confirmation" {
+			payload := map[string]any{"amount_refunded": res.Write.State["amount_refunded"]}
+			for k, v := range in.Payload {
+				payload[k] = v
+			}
+			res.Intents[i].Payload = payload
+		}
+	}
+	return res, err
+}
+
+// withMembers registers the shop's orders and the given membership
+// projection.
+func withMembers(members projection.Projection) *projection.Registry {
+	reg := projection.NewRegistry()
+	reg.Register("stripe", rules.NewOrders().EventTypes(), rules.NewOrders())
+	reg.Register("stripe", builtin.NewStripeSubscriptions(builtin.StripeOptions{}).EventTypes(), members)
+	return reg
+}
+
+// report runs the kit on a registry and returns everything it found.
+func report(t *testing.T, reg *projection.Registry, events ...webhookstest.Event) webhookstest.Report {
+	t.Helper()
+	r, err := shop(reg).Report(events...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Failures {
+		t.Log(f)
+	}
+	for _, w := range r.Warnings {
+		t.Log("WARNING: ", w)
+	}
+	return r
+}
+
+func TestTheShopsRulesEndWithWhatTheirFinalRevisionsAskForWithoutWarnings(t *testing.T) {
+	r := report(t, rules.Registry(),
+		paid("evt_shop_paid_6", "O-1006", t0),
+		refund("evt_shop_part_6", "O-1006", t0+60, 2900),
+		member("evt_shop_member_6a", "created", "active", t0, 1),
+		member("evt_shop_member_6b", "updated", "past_due", t0+600, 2),
+		member("evt_shop_member_6c", "updated", "active", t0+1200, 2),
+	)
+	if len(r.Failures) > 0 || len(r.Warnings) > 0 {
+		t.Fatalf("the shop's rules: %d failures, %d warnings", len(r.Failures), len(r.Warnings))
+	}
+}
+
+func TestRegressionAMembershipSyncKeyedWithoutItsVersionIsRefused(t *testing.T) {
+	r := report(t, withMembers(membersKeyedWithoutVersion{builtin.NewStripeSubscriptions(builtin.StripeOptions{})}),
+		member("evt_shop_member_7a", "created", "active", t0, 1),
+		member("evt_shop_member_7b", "updated", "past_due", t0+600, 2),
+	)
+	if len(r.Failures) == 0 || r.Failures[0].Rule != webhookstest.OneActionPerOperationID {
+		t.Fatalf("the first failure is not %q", webhookstest.OneActionPerOperationID)
+	}
+	d := r.Failures[0].Detail
+	if !strings.Contains(d, "entitlement.grant") || !strings.Contains(d, "shop-stripe/stripe_subscription") || !strings.Contains(d, "include the revision in the operation id") {
+		t.Fatalf("the failure does not name the projection, the kind and the fix: %s", d)
+	}
+}
+
+func TestRegressionAShipmentAddressedToTheCustomerIsRefused(t *testing.T) {
+	r := report(t, variant(shippedPerCustomer{}),
+		paid("evt_shop_paid_8a", "O-1008", t0),
+		paid("evt_shop_paid_8b", "O-1009", t0+1),
+		refund("evt_shop_full_8b", "O-1009", t0+3600, amount),
+	)
+	for _, f := range r.Failures {
+		if f.Rule == webhookstest.ReasonHeldInForce && strings.Contains(f.Detail, "subject O-1008") && strings.Contains(f.Detail, "cancel_shipment of cus_shop_42") {
+			return
+		}
+	}
+	t.Fatalf("no %q failure says O-1008's shipment was cancelled by the other order's refund", webhookstest.ReasonHeldInForce)
+}
+
+func TestAConfirmationWhosePayloadChangesWithTheRevisionIsAWarningNotAFailure(t *testing.T) {
+	r := report(t, variant(confirmationWithRefunds{}),
+		paid("evt_shop_paid_9", "O-1010", t0),
+		refund("evt_shop_part_9", "O-1010", t0+60, 2900),
+	)
+	if len(r.Failures) > 0 {
+		t.Fatalf("%d failures, want none", len(r.Failures))
+	}
+	if len(r.Warnings) != 1 || r.Warnings[0].Rule != webhookstest.OncePayload || !strings.Contains(r.Warnings[0].Detail, "send_confirmation") {
+		t.Fatalf("warnings %v, want one %q naming send_confirmation", r.Warnings, webhookstest.OncePayload)
+	}
+}
+
+// A member with two subscriptions: the pipeline's Stripe subscriptions
+// sync the member's account, so the account ends with whichever
+// subscription's sync came last. The shop sells one membership per
+// account; the kit says what a second would do.
+func TestTwoSubscriptionsOfOneMemberEndWithWhicheverSyncCameLast(t *testing.T) {
+	second := member("evt_shop_member_10b", "created", "canceled", t0+60, 1)
+	second.Body = []byte(strings.ReplaceAll(string(second.Body), "sub_shop_7", "sub_shop_8"))
+	second.Subject = "sub_shop_8"
+	r := report(t, rules.Registry(), member("evt_shop_member_10a", "created", "active", t0, 1), second)
+	for _, f := range r.Failures {
+		if f.Rule == webhookstest.LatestEndsFinal && strings.Contains(f.Detail, "acct_7") && strings.Contains(f.Detail, "only one of them can be last") {
+			return
+		}
+	}
+	t.Fatalf("no %q failure names the account both subscriptions sync", webhookstest.LatestEndsFinal)
 }

@@ -101,6 +101,9 @@ type Arrival struct {
 	// headers; BodyScope and BodySource the body's "scope" and "source".
 	Scope, Source         string
 	BodyScope, BodySource string
+	// Payload is the body's "payload" as sent (raw JSON; nil without
+	// one): what the downstream was asked to apply.
+	Payload json.RawMessage
 	// Applied: the downstream applied this call (an effective call, not a
 	// replay of a remembered key), whether or not the client saw the
 	// answer. Exact when calls with one key do not overlap (the chaos
@@ -212,9 +215,11 @@ func (o *Outbox) record(next http.Handler) http.Handler {
 					Version json.RawMessage `json:"subject_version"`
 					Scope   string          `json:"scope"`
 					Source  string          `json:"source"`
+					Payload json.RawMessage `json:"payload"`
 				}
 				if json.Unmarshal(body, &wire) == nil {
 					a.Subject, a.BodyVersion, a.BodyScope, a.BodySource = wire.Subject, wire.Version, wire.Scope, wire.Source
+					a.Payload = wire.Payload
 				}
 			}
 			before = o.Down.Effective(a.Key)
