@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -22,12 +23,13 @@ import (
 //     subject, version) and the same payload hash. Not written again, and
 //     nothing to say: it is this very commit's intent, or its twin's;
 //   - a once intent of the same kind and policy from another revision or
-//     event: the declared deduplication. Not written again, and recorded
-//     on the event in the commit itself (Result.Deduplicated and an audit
-//     entry "intent_deduplicated");
-//   - anything else (a latest or while_current intent of another
-//     revision or payload, or another kind or policy under the id): a
-//     reuse, the rule's bug. Nothing of the commit is written; the event
+//     event, or a while_current one with the same payload hash and
+//     condition: the declared deduplication. Not written again, and
+//     recorded on the event in the commit itself (Result.Deduplicated and
+//     an audit entry "intent_deduplicated");
+//   - anything else (a latest intent of another revision or payload, a
+//     while_current one of another payload or condition, another kind or
+//     policy under the id): a reuse, the rule's bug. Nothing of the commit is written; the event
 //     is QUARANTINED projection.CodeOperationIDReused, naming the id and
 //     both payload hashes (Reuse).
 //
@@ -85,8 +87,9 @@ func policyName(p Policy) Policy {
 	return p
 }
 
-// Deduplication is a once intent a commit did not write because another
-// intent of the same kind already holds its operation id: the declared
+// Deduplication is a once intent (or a while_current one with the same
+// payload and condition) a commit did not write because another intent of
+// the same kind already holds its operation id: the declared
 // deduplication, recorded on the event.
 type Deduplication struct {
 	OperationID string `json:"operation_id"`
@@ -161,8 +164,17 @@ func judgeHeld(held IntentState, in Intent, w *ProjectionWrite) heldVerdict {
 	if held.Projection == w.Name && held.ProjectionSubject == w.Subject && held.Version == w.Version && held.PayloadHash == IntentPayloadHash(in.Payload) {
 		return heldSame
 	}
-	if policyName(in.Policy) == PolicyOnce {
+	switch policyName(in.Policy) {
+	case PolicyOnce:
 		return heldDeduplicated
+	case PolicyWhileCurrent:
+		// The same action justified by the same condition, carried again
+		// by a later revision that still satisfies it ("ship the order
+		// while it is paid", keyed by order): the held intent is
+		// performed exactly when this one would be.
+		if held.PayloadHash == IntentPayloadHash(in.Payload) && maps.Equal(held.Condition, in.Condition) {
+			return heldDeduplicated
+		}
 	}
 	return heldReused
 }
@@ -253,5 +265,5 @@ func dedupReason(d Deduplication) string {
 	if !d.SamePayload {
 		payload = "another payload"
 	}
-	return fmt.Sprintf("%s (%s) is held by %s at version %d: policy once, not written again (%s)", d.OperationID, d.Kind, d.HeldBy, d.HeldVersion, payload)
+	return fmt.Sprintf("%s (%s) is held by %s at version %d: deduplicated, not written again (%s)", d.OperationID, d.Kind, d.HeldBy, d.HeldVersion, payload)
 }

@@ -157,3 +157,40 @@ func TestARetriedCommitIsNotAReuse(t *testing.T) {
 		t.Fatalf("event %+v %v", ev, err)
 	}
 }
+
+// A while_current intent carried again by a later revision with the same
+// payload and condition (an order shipped once while it is paid, keyed by
+// order) is the same action: deduplicated and recorded, not refused.
+func TestCommitDeduplicatesTheSameWhileCurrentAction(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	ship := func() ledger.Intent {
+		return ledger.Intent{OperationID: "op-ship", Kind: "ship_order", Subject: "sub_1", Policy: ledger.PolicyWhileCurrent,
+			Condition: map[string]string{"paid": "true"}, Payload: map[string]any{"order": "O-1"}}
+	}
+	commit := func(id string, version int64, seats int) {
+		t.Helper()
+		if _, err := f.L.Accept(ctx, delivery(id, `{"id":"`+id+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.L.Claim(ctx, "stripe", id, ledger.ClaimOptions{Owner: "proc", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := map[string]any{"paid": true, "seats": seats}
+		w := &ledger.ProjectionWrite{Name: "orders", Subject: "sub_1", Version: version, Fingerprint: projection.Fingerprint(state), State: state}
+		if _, err := f.L.Commit(ctx, c, w, []ledger.Intent{ship()}); err != nil {
+			skipWithoutTransactions(t, err)
+			t.Fatal(err)
+		}
+	}
+	commit("evt_paid", 1, 1)
+	commit("evt_partial", 2, 2)
+	ev, err := f.L.Get(ctx, "stripe", "evt_partial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Status != ledger.StatusProcessed || len(ev.Result.Deduplicated) != 1 || ev.Result.Deduplicated[0].HeldBy != "stripe/evt_paid" || !ev.Result.Deduplicated[0].SamePayload {
+		t.Fatalf("event %s %q, result %+v", ev.Status, ev.ErrorCode, ev.Result)
+	}
+}
