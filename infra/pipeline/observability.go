@@ -13,7 +13,7 @@ import (
 // without dimensions, in the stage's namespace.
 var (
 	IntakeMetrics     = []string{"Received", "Accepted", "Duplicates", "Rejected", "IntakeLatencyMs"}
-	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "ProcessLatencyMs"}
+	ProcessorMetrics  = []string{"Processed", "Applied", "Noop", "Stale", "Ignored", "Retries", "Quarantined", "Dead", "OperationIDsReused", "ProcessLatencyMs"}
 	DispatcherMetrics = []string{"EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted", "EffectsScopeRefused", "DispatchLatencyMs"}
 	ReconcilerMetrics = []string{"Reenqueued", "IntentsReannounced", "StuckLeases", "DriftFound", "DriftRepaired", "DeadMarked",
 		"UnfinishedEvents", "OldestUnfinishedAgeSeconds", "IntentsPending", "IntentsUncertain", "EventsDLQDepth", "EffectsDLQDepth",
@@ -98,6 +98,10 @@ func (s *Pipeline) alarms() {
 	add("IntentsUncertain", "Effects whose outcome is unknown after the downstream's idempotency window: an operator must check.", s.metric("IntentsUncertain", "Maximum"), 1)
 	add("EventsDead", "Events that exhausted their attempts (DEAD).", s.metric("Dead", "Sum"), 1)
 	add("EventsQuarantined", "Events quarantined (malformed, unknown subject, same-version conflict).", s.metric("Quarantined", "Sum"), 1)
+	add("OperationIDsReused", "Events quarantined operation_id_reused: a rule gave a latest or while_current intent (or another kind) an operation id "+
+		"another intent holds, so the downstream would not follow the truth. The event's error names the projection, kind, id and both payload hashes: "+
+		"fix the rule (the revision in the id), deploy, replay the quarantined events in order.",
+		s.metric("OperationIDsReused", "Sum"), 1)
 	add("EffectsScopeRefused", "Intents quarantined without a call because their scope may not use their effect (the effect's scopes): "+
 		"another source's facts tried to reach the endpoint, or the effect's scopes miss a source. The intent's detail names scope, source and kind.",
 		s.metric("EffectsScopeRefused", "Sum"), 1)
@@ -215,7 +219,7 @@ func (s *Pipeline) dashboard() {
 		},
 		{
 			graph("Deliveries: received, accepted, duplicates, rejected", sum("Received", "Accepted", "Duplicates", "Rejected"), 8),
-			graph("Outcomes: applied, noop, stale, ignored, quarantined, dead", sum("Applied", "Noop", "Stale", "Ignored", "Quarantined", "Dead"), 8),
+			graph("Outcomes: applied, noop, stale, ignored, quarantined (of which an operation id reused), dead", sum("Applied", "Noop", "Stale", "Ignored", "Quarantined", "OperationIDsReused", "Dead"), 8),
 			graph("Effects: succeeded, failed, uncertain, retry wait, quarantined (of which refused for their scope), superseded, obsolete, contradicted",
 				sum("EffectsSucceeded", "EffectsFailed", "EffectsUncertain", "EffectsRetryWait", "EffectsQuarantined", "EffectsScopeRefused", "EffectsSuperseded", "EffectsObsolete", "EffectsContradicted"), 8),
 		},

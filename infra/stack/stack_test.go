@@ -664,6 +664,7 @@ func TestAlarmsCoverDeadLettersAgeErrorsThrottlesDriftAndStuckLeases(t *testing.
 		"webhooks-dev-EventsOldestMessage": {"ApproximateAgeOfOldestMessage", "AWS/SQS", "webhooks-dev-events"},
 		"webhooks-dev-DriftFound":          {"DriftFound", "EffectivelyOnce/dev", ""},
 		"webhooks-dev-StuckLeases":         {"StuckLeases", "EffectivelyOnce/dev", ""},
+		"webhooks-dev-OperationIDsReused":  {"OperationIDsReused", "EffectivelyOnce/dev", ""},
 	}
 	for _, fn := range []string{pipeline.Intake, pipeline.Processor, pipeline.Dispatcher, pipeline.Reconciler} {
 		P := strings.ToUpper(fn[:1]) + fn[1:]

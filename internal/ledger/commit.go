@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/effectively-once/webhooks/internal/warehouse"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // Committed is the outcome of Commit.
@@ -27,6 +29,11 @@ type Committed struct {
 	// (see watch.go): marked, made CONTRADICTED, or compensated (the
 	// compensation intents are among Intents).
 	Contradicted []string
+	// Reused is set when one of the intents reuses an operation id that
+	// another intent holds (see reuse.go): nothing of the commit was
+	// written, and the event was quarantined
+	// projection.CodeOperationIDReused.
+	Reused *Reuse
 }
 
 // Commit completes a claimed event in one TransactWriteItems: the event moves
@@ -50,12 +57,23 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 	// plan's assumption about it (no watch list) was wrong: nil until then,
 	// and never read on the common path.
 	var prev *Projection
+	// dedup are the once intents found held (see reuse.go), recorded by
+	// the commit that drops them.
+	var dedup []Deduplication
 	for range 5 {
 		watch, err := l.planWatch(ctx, write, intents, prev)
 		if err != nil {
 			return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, err)
 		}
-		tx, err := l.commitTx(c, write, intents, prev, watch)
+		if known := heldByWatch(intents, watch); known != nil {
+			var done bool
+			var out Committed
+			if intents, dedup, out, done, err = l.settleHeld(ctx, c, write, intents, dedup, nil, known); done || err != nil {
+				return out, err
+			}
+			continue
+		}
+		tx, err := l.commitTx(c, write, intents, prev, watch, dedup)
 		if err != nil {
 			return Committed{}, err
 		}
@@ -92,14 +110,35 @@ func (l *Ledger) Commit(ctx context.Context, c Claim, write *ProjectionWrite, in
 			// knowing it.
 			prev = &cur
 		case cancelPlanAgain:
-			// An intent with the same operation id exists: another event
-			// already carried this business intent, so it keeps the one
-			// effect and this commit drops its own. (A watched intent that
-			// a dispatcher moved since it was read is read again.)
-			intents = withoutIntents(intents, d.existing)
+			// An intent with the same operation id exists: the same
+			// intent or a once intent's deduplication is dropped, a reuse
+			// refuses the commit (see reuse.go). (A watched intent that a
+			// dispatcher moved since it was read is read again.)
+			var done bool
+			var out Committed
+			if intents, dedup, out, done, err = l.settleHeld(ctx, c, write, intents, dedup, d.existing, nil); done || err != nil {
+				return out, err
+			}
 		}
 	}
 	return Committed{}, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, ErrConflict)
+}
+
+// settleHeld judges the intents whose operation id is held (see
+// sortHeld): it returns the intents left to write and the deduplications
+// so far, or, on a reuse, quarantines the event (done).
+func (l *Ledger) settleHeld(ctx context.Context, c Claim, w *ProjectionWrite, intents []Intent, dedup []Deduplication,
+	held map[int]map[string]types.AttributeValue, known map[int]IntentState) ([]Intent, []Deduplication, Committed, bool, error) {
+	s, err := l.sortHeld(ctx, w, intents, held, known)
+	if err != nil {
+		return nil, nil, Committed{}, true, fmt.Errorf("commit %s/%s: %w", c.Event.Source, c.Event.EventID, err)
+	}
+	if s.reuse != nil {
+		res := Result{Projection: w.Name, Subject: w.Subject, Version: w.Version}
+		out := Committed{Result: res, Reused: s.reuse}
+		return nil, nil, out, true, l.Quarantine(ctx, c, projection.CodeOperationIDReused, truncate(s.reuse.Message(), MaxErrorMessageLen))
+	}
+	return withoutIntents(intents, s.drop), append(dedup, s.dedup...), Committed{}, false, nil
 }
 
 // guardAdmits reports whether the projection's version guard lets w
@@ -284,12 +323,24 @@ func (l *Ledger) finishUpdate(c Claim, res Result, reason string) (*types.Update
 		":done": sv(string(StatusProcessed)), ":proc": sv(string(StatusProcessing)), ":tok": sv(c.Token),
 		":now": nv(ms(now)), ":res": rv, ":ttl": nv(now.Add(l.opts.Retention).Unix()),
 		":dshard": sv(doneShardPrefix + l.dueShard(c.Event.Source, c.Event.EventID)),
-		":audit":  auditValue(now, StatusProcessing, StatusProcessed, c.Owner, "complete", truncate(reason, MaxReasonLen)),
+		":audit":  completionAudit(now, c.Owner, res.Deduplicated, truncate(reason, MaxReasonLen)),
 	})
 	u.Set("#status = :done", "processed_at = :now", "#result = :res", TTLAttribute+" = :ttl", attrDoneShard+" = :dshard", "audit = list_append(audit, :audit)")
 	u.Remove("lease_owner", "lease_token", "lease_expires_at", attrDueShard, attrDueAt, "next_attempt_at", "error_code", "error_message")
 	u.If("#status = :proc", "lease_token = :tok")
 	return u.txUpdate(l.opts.Table, eventKey(c.Event.Source, c.Event.EventID)), nil
+}
+
+// completionAudit is the audit a completion appends: one entry
+// "intent_deduplicated" per once intent it did not write (see reuse.go),
+// then "complete".
+func completionAudit(now time.Time, owner string, dedup []Deduplication, reason string) types.AttributeValue {
+	var entries []types.AttributeValue
+	for _, d := range dedup {
+		entries = append(entries, auditValue(now, StatusProcessing, StatusProcessing, owner, "intent_deduplicated", truncate(dedupReason(d), MaxReasonLen)).(*types.AttributeValueMemberL).Value...)
+	}
+	entries = append(entries, auditValue(now, StatusProcessing, StatusProcessed, owner, "complete", reason).(*types.AttributeValueMemberL).Value...)
+	return &types.AttributeValueMemberL{Value: entries}
 }
 
 // finish moves a claimed event to PROCESSED without touching a projection.

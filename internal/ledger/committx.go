@@ -94,8 +94,9 @@ type cancelDecision struct {
 	// returned it; empty when the store returned none.
 	projection map[string]types.AttributeValue
 	// existing (cancelPlanAgain) holds the indexes of the commit's intents
-	// whose operation id exists.
-	existing map[int]bool
+	// whose operation id exists, with the held item when the refusal
+	// returned it.
+	existing map[int]map[string]types.AttributeValue
 }
 
 // decide reads a cancelled transaction's reasons by the role of the write
@@ -107,7 +108,7 @@ func (tx *commitTx) decide(tce *types.TransactionCanceledException) cancelDecisi
 	failed := conditionFailures(tce)
 	byKind := map[txKind]bool{}
 	var guard map[string]types.AttributeValue
-	existing := map[int]bool{}
+	existing := map[int]map[string]types.AttributeValue{}
 	for i, item := range failed {
 		if i >= len(tx.roles) {
 			continue
@@ -118,7 +119,7 @@ func (tx *commitTx) decide(tce *types.TransactionCanceledException) cancelDecisi
 		case txProjectionGuard:
 			guard = item
 		case txNewIntent:
-			existing[r.intent] = true
+			existing[r.intent] = item
 		}
 	}
 	if byKind[txEventLease] {
@@ -155,8 +156,9 @@ func conditionFailures(tce *types.TransactionCanceledException) map[int]map[stri
 // commitTx plans one attempt: the event's completion, the projection
 // under its guard, each intent, then each contradiction of a watched
 // intent (its compensation first when it has one).
-func (l *Ledger) commitTx(c Claim, w *ProjectionWrite, intents []Intent, prev *Projection, watch watchPlan) (commitTx, error) {
+func (l *Ledger) commitTx(c Claim, w *ProjectionWrite, intents []Intent, prev *Projection, watch watchPlan, dedup []Deduplication) (commitTx, error) {
 	tx := commitTx{result: commitResult(w, intents, watch)}
+	tx.result.Deduplicated = dedup
 	event, err := l.finishUpdate(c, tx.result, commitNote(w.Note, watch))
 	if err != nil {
 		return commitTx{}, err
@@ -338,6 +340,8 @@ func (l *Ledger) intentPut(c Claim, w *ProjectionWrite, in Intent) (*types.Put, 
 	}
 	it := l.intentItem(c, w, in)
 	it["payload"] = &types.AttributeValueMemberM{Value: payload}
+	// What tells a reuse of the id from the same intent (see reuse.go).
+	it["payload_hash"] = sv(IntentPayloadHash(in.Payload))
 	if len(payload) == 0 {
 		// NULL, not an empty map (see the package doc).
 		it["payload"] = &types.AttributeValueMemberNULL{Value: true}
@@ -349,7 +353,10 @@ func (l *Ledger) intentPut(c Claim, w *ProjectionWrite, in Intent) (*types.Put, 
 		}
 		it["condition"] = &types.AttributeValueMemberM{Value: cond}
 	}
-	return newItemOnly().txPut(l.opts.Table, it), nil
+	put := newItemOnly().txPut(l.opts.Table, it)
+	// A refusal returns the intent that holds the id, to judge it by.
+	put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return put, nil
 }
 
 // newItemOnly is the condition of a put that must not replace an item.

@@ -112,6 +112,10 @@ type IntentState struct {
 	Subject     string
 	Status      IntentStatus
 	Payload     map[string]any
+	// PayloadHash is the payload's canonical hash (IntentPayloadHash), as the
+	// commit stored it, or computed from the payload for an item written
+	// before it was stored.
+	PayloadHash string
 	Causation   string
 	CreatedAt   time.Time
 	// Scope owns the fact the intent acts on (the scope of its projection,
@@ -170,6 +174,7 @@ type intentItem struct {
 	Subject        string            `dynamodbav:"subject"`
 	Status         IntentStatus      `dynamodbav:"status"`
 	Payload        any               `dynamodbav:"payload"` // a map; commit stores an empty payload as NULL
+	PayloadHash    string            `dynamodbav:"payload_hash"`
 	Causation      string            `dynamodbav:"causation"`
 	Scope          string            `dynamodbav:"scope"`
 	Source         string            `dynamodbav:"source"`
@@ -232,6 +237,10 @@ func decodeIntent(av map[string]types.AttributeValue) (IntentState, error) {
 	}
 	if p, ok := it.Payload.(map[string]any); ok {
 		in.Payload = exactNumbers(p).(map[string]any)
+	}
+	in.PayloadHash = it.PayloadHash
+	if in.PayloadHash == "" {
+		in.PayloadHash = IntentPayloadHash(in.Payload)
 	}
 	in.Audit = auditEntries(it.Audit)
 	return in, nil

@@ -324,7 +324,7 @@ func commitInputs() (Claim, *ProjectionWrite, []Intent, watchPlan) {
 func plannedCommit(t *testing.T) (commitTx, []Intent) {
 	t.Helper()
 	c, w, intents, watch := commitInputs()
-	tx, err := offline(t).commitTx(c, w, intents, nil, watch)
+	tx, err := offline(t).commitTx(c, w, intents, nil, watch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestCommitTxContradictsAPerformedIntentWithoutCompensation(t *testing.T) {
 	c, w, _, _ := commitInputs()
 	watch := watchPlan{contra: []contradiction{{entry: WatchEntry{OperationID: "op-grant", Kind: "grant", Version: 3},
 		intent: IntentState{OperationID: "op-grant", Kind: "grant", Status: IntentStatusSucceeded}, why: "x"}}}
-	tx, err := l.commitTx(c, w, nil, nil, watch)
+	tx, err := l.commitTx(c, w, nil, nil, watch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

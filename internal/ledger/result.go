@@ -25,6 +25,10 @@ type Result struct {
 	// is not among them. Stored as one compact string attribute (see
 	// Operations.MarshalDynamoDBAttributeValue).
 	Operations Operations `json:"operations,omitempty" dynamodbav:"ops,omitempty"`
+	// Deduplicated are the once intents this event's commit did not write
+	// because another intent of the same kind held their operation id
+	// (the declared deduplication; see Deduplication).
+	Deduplicated Deduplications `json:"deduplicated,omitempty" dynamodbav:"dedup,omitempty"`
 }
 
 // Operation names one intent: what the downstream sees as its

@@ -344,6 +344,15 @@ func (a *App) EventsShow(ctx context.Context, source, eventID string, withBody b
 		for _, op := range r.Operations {
 			lines = append(lines, []string{"operation", op.ID + " " + op.Kind})
 		}
+		// A once intent this event carried again, not written: the
+		// declared deduplication, and who performs it instead.
+		for _, d := range r.Deduplicated {
+			payload := "another payload"
+			if d.SamePayload {
+				payload = "same payload"
+			}
+			lines = append(lines, []string{"deduplicated", fmt.Sprintf("%s %s held by %s at version %d (%s)", d.OperationID, d.Kind, d.HeldBy, d.HeldVersion, payload)})
+		}
 	}
 	lines = append(lines, []string{"payload", payloadLine(d.Payload, withBody)})
 	printLines(a.Out, lines)

@@ -207,6 +207,45 @@ func TestEventsShowDuplicatesAndOperations(t *testing.T) {
 	}
 }
 
+// A once intent a later revision carried again under its operation id
+// (the declared deduplication) is shown on the event that did not write
+// it: which id, which kind, the event and version that hold it, in the
+// text (one line per id), the audit and the JSON.
+func TestEventsShowDeduplicatedIntents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	dunning := func(id string, version int64, attempt int) {
+		f.accept("stripe", id, "invoice.payment_failed", `{"id":"`+id+`"}`)
+		w := &ledger.ProjectionWrite{Name: "billing", Subject: "sub_1", Version: version, Fingerprint: id, State: map[string]any{"attempt": attempt}}
+		in := ledger.Intent{OperationID: "op-dunning-sub_1", Kind: "dunning.email", Subject: "sub_1", Payload: map[string]any{"attempt": attempt}}
+		if _, err := f.L.Commit(ctx, f.claim("stripe", id), w, []ledger.Intent{in}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dunning("evt_fail_1", 1, 1)
+	dunning("evt_fail_2", 2, 2)
+	out := f.mustRun("events", "show", "stripe", "evt_fail_2")
+	for _, want := range []string{
+		"result        applied billing/sub_1 version 2, 0 intents\n",
+		"deduplicated  op-dunning-sub_1 dunning.email held by stripe/evt_fail_1 at version 1 (another payload)\n",
+		"intent_deduplicated",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("events show lacks %q:\n%s", want, out)
+		}
+	}
+	var got struct {
+		Result ledger.Result `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(f.mustRun("events", "show", "stripe", "evt_fail_2", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Result.Deduplicated) != 1 || got.Result.Deduplicated[0] != (ledger.Deduplication{OperationID: "op-dunning-sub_1", Kind: "dunning.email", HeldBy: "stripe/evt_fail_1", HeldVersion: 1}) {
+		t.Fatalf("json result: %+v", got.Result)
+	}
+}
+
 // A conflict (other bytes under a known id) is shown on the event.
 func TestEventsShowConflicts(t *testing.T) {
 	t.Parallel()

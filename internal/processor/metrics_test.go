@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/metrics"
 	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/pkg/builtin"
+	"github.com/effectively-once/webhooks/pkg/projection"
 )
 
 // Each processed message leaves one EMF record naming its outcome: a new
@@ -107,5 +109,46 @@ func TestPayloadNeverStoredMetricsAndHorizon(t *testing.T) {
 	if ev.Status != ledger.StatusQuarantined || ev.ErrorCode != ledger.CodePayloadNeverArrived ||
 		rec["PayloadNeverArrived"] != 1.0 || rec["Quarantined"] != 1.0 || rec["code"] != ledger.CodePayloadNeverArrived || rec["ProjectionFaults"] != 0.0 {
 		t.Fatalf("past the horizon: event %s (%s), record %v; want QUARANTINED %s, counted PayloadNeverArrived", ev.Status, ev.ErrorCode, rec, ledger.CodePayloadNeverArrived)
+	}
+}
+
+// A latest intent that reuses another revision's operation id is a fault
+// of the rules: the event is quarantined operation_id_reused, and its
+// record counts OperationIDsReused (and ProjectionFaults), naming the
+// projection, the kind and the operation id.
+func TestAReusedOperationIDIsCountedNamingProjectionAndKind(t *testing.T) {
+	reg := projection.NewRegistry()
+	rule := pt.NewSeatsRule(true, false)
+	rule.Register(reg)
+	h := pt.NewOrders(t, pt.Options{Registry: reg}, pt.OutboxOptions{Kinds: []string{rule.Kind()}})
+	var buf bytes.Buffer
+	p, err := processor.New(h.Ledger, h.Sources, reg, processor.Options{
+		Owner: "m", Lease: time.Minute, Now: h.Clock.Now, Log: slog.New(slog.DiscardHandler),
+		Metrics: metrics.New(&buf, "EffectivelyOnce/test", h.Clock.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, seats := range []int{5, 8} {
+		id := fmt.Sprintf("msg_%d", i+1)
+		if r := h.DeliverOrder(id, pt.SeatsEvent("O-7", i+1, seats)); r.Status != 202 {
+			t.Fatalf("deliver %d %s", r.Status, r.Body)
+		}
+		p.Process(context.Background(), []processor.Message{{ID: id, Body: `{"v":1,"source":"orders","event_id":"` + id + `"}`}})
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d records: %s", len(lines), buf.String())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[1]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["outcome"] != "quarantined" || rec["OperationIDsReused"] != 1.0 || rec["ProjectionFaults"] != 1.0 || rec["code"] != projection.CodeOperationIDReused ||
+		rec["projection"] != "orders/"+builtin.OrderProjection || rec["kind"] != "seats.set" || rec["operation_id"] != rule.OperationID("O-7", 1) {
+		t.Fatalf("record of the reusing revision: %v", rec)
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first["OperationIDsReused"] != 0.0 {
+		t.Fatalf("record of the first revision: %v %v", first, err)
 	}
 }

@@ -18,7 +18,9 @@
 // committed; either way the event is QUARANTINED at its first attempt
 // with a message naming the projection, its message is settled, and the
 // metrics record counts a ProjectionFaults. A resolver's panic is the
-// same (projection.CodeResolverPanic).
+// same (projection.CodeResolverPanic), and so is an intent that reuses an
+// operation id another intent holds (projection.CodeOperationIDReused,
+// counted OperationIDsReused too: the ledger refuses the commit).
 //
 // A projection that does not return is bounded the same way: each call
 // has a budget (Options.ProjectionTimeout, capped at a third of the time
@@ -438,6 +440,15 @@ func (p *Processor) apply(ctx context.Context, c ledger.Claim, m Message, budget
 	case err == nil && done.Conflict:
 		log.Warn("same version, contradictory state: quarantined", "subject", done.Result.Subject, "version", done.Result.Version)
 		return "quarantined", true
+	case err == nil && done.Reused != nil:
+		// One operation id names one action: the rule gave a different
+		// intent an id another one holds. The ledger quarantined the
+		// event, writing nothing of it; the rule must be fixed.
+		r := done.Reused
+		*f = fault{code: projection.CodeOperationIDReused, projection: name, kind: r.Kind, operation: r.OperationID}
+		log.Warn("fault of the rules: an operation id reused for another intent; the event is quarantined", "code", f.code,
+			"projection", name, "kind", r.Kind, "operation_id", r.OperationID, "held_by", r.HeldBy, "payload_hash", r.PayloadHash, "held_payload_hash", r.HeldPayloadHash)
+		return "quarantined", true
 	case err == nil:
 		*written = append(*written, done.Intents...)
 		if len(done.Contradicted) > 0 {
@@ -609,6 +620,9 @@ func (p *Processor) awaitPayload(ctx context.Context, c ledger.Claim, src source
 // the projection, or the kind whose resolver, it names.
 type fault struct {
 	code, projection, resolver string
+	// kind and operation are the intent kind and operation id of an
+	// operation id reused (projection.CodeOperationIDReused).
+	kind, operation string
 	// attention is the cause code of an attention item that is not the
 	// rules' fault (ledger.CodePayloadNeverArrived).
 	attention string
@@ -627,7 +641,10 @@ func (p *Processor) fault(ctx context.Context, c ledger.Claim, f fault, cause er
 // ProjectionFaults (a quarantine for a fault of the rules: a projection
 // that panicked, did not return within its budget, or whose result cannot
 // be applied or stored, a resolver that panicked; the record then names
-// its code, and its projection or resolver kind), AwaitingPayload (an
+// its code, and its projection or resolver kind), OperationIDsReused (one
+// of those faults: an intent reused an operation id another intent holds;
+// the record names the projection, the kind and the operation id),
+// AwaitingPayload (an
 // event whose payload was never stored waits for the provider's retry),
 // PayloadNeverArrived (it was quarantined past the source's retry
 // horizon; the record names the code) and ProcessLatencyMs.
@@ -654,6 +671,9 @@ func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Dur
 		if f.resolver != "" {
 			props["resolver"] = f.resolver
 		}
+		if f.kind != "" {
+			props["kind"], props["operation_id"] = f.kind, f.operation
+		}
 	}
 	p.o.Metrics.Emit(props,
 		metrics.N("Processed", is(string(ledger.OutcomeApplied), string(ledger.OutcomeNoop), string(ledger.OutcomeStale), string(ledger.OutcomeIgnored))),
@@ -665,6 +685,7 @@ func (p *Processor) emit(ev ledger.Event, outcome string, f fault, took time.Dur
 		metrics.N("Quarantined", is("quarantined")),
 		metrics.N("Dead", is("dead")),
 		metrics.N("ProjectionFaults", faulted),
+		metrics.N("OperationIDsReused", boolN(f.code == projection.CodeOperationIDReused && outcome == "quarantined")),
 		metrics.N("AwaitingPayload", is("awaiting_payload")),
 		metrics.N("PayloadNeverArrived", boolN(f.attention == ledger.CodePayloadNeverArrived && outcome == "quarantined")),
 		metrics.Latency("ProcessLatencyMs", took))

@@ -33,6 +33,17 @@ const (
 	// pipeline stops waiting for it, discards whatever it returns later,
 	// and quarantines the event with this code.
 	CodeTimeout = "projection_timeout"
+	// CodeOperationIDReused: an intent reuses an operation id that
+	// another intent already holds for another action (a latest intent of
+	// another revision or payload, a while_current one of another payload
+	// or condition, any intent of another kind or policy). One operation
+	// id names one action, so the pipeline quarantines the event rather
+	// than drop the newer intent: the rule must put the revision in the
+	// id, e.g. OperationID(subject, kind, strconv.FormatInt(version, 10)).
+	// A once intent of the same kind under a held id (and a while_current
+	// one with the same payload and condition) is the declared
+	// deduplication instead: not written again, and recorded on the event.
+	CodeOperationIDReused = "operation_id_reused"
 )
 
 // MaxIntents is the most intents one result may return. One commit is one

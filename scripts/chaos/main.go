@@ -28,16 +28,17 @@ func main() {
 func run() int {
 	n := flag.Int("n", 100, "schedules per design")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()%1_000_000), "first seed; schedule i has seed+i")
-	design := flag.String("design", "ours", "ours|checkthen|split|nolease|dispatch-everything|warehouse-overwrite|warehouse-unobserved|all (or a comma-separated list)")
+	design := flag.String("design", "ours", "ours|checkthen|split|nolease|dispatch-everything|warehouse-overwrite|warehouse-unobserved|reuse-drop|all (or a comma-separated list)")
 	parallel := flag.Int("parallel", 2, "schedules run at once")
 	shrink := flag.Int("shrink", 1, "failures shrunk and printed per design")
 	jsonOut := flag.String("json", "", "write the summaries as JSON to this file")
 	lost := flag.Int("lost", 0, "percent of crash steps that lose the call's answer instead (the SDK retries it; nothing dies)")
 	sfn := flag.Int("sfn", 25, "percent of schedules whose effects a Step Functions target performs instead of the HTTP downstream (0: none)")
 	wh := flag.Int("warehouse", 50, "percent of schedules with the warehouse sink on (its store failing now and then; I9); a naive warehouse writer's design runs every schedule with it")
+	reuse := flag.Int("reuse", 20, "percent of schedules whose orders run under a rule that reuses its state sync's operation id across revisions (I10); the reuse-drop design runs every schedule with it")
 	flag.Parse()
-	if *lost < 0 || *lost > 100 || *sfn < 0 || *sfn > 100 || *wh < 0 || *wh > 100 {
-		fmt.Fprintln(os.Stderr, "chaos: -lost, -sfn and -warehouse are percents, 0 to 100")
+	if *lost < 0 || *lost > 100 || *sfn < 0 || *sfn > 100 || *wh < 0 || *wh > 100 || *reuse < 0 || *reuse > 100 {
+		fmt.Fprintln(os.Stderr, "chaos: -lost, -sfn, -warehouse and -reuse are percents, 0 to 100")
 		return 2
 	}
 
@@ -52,7 +53,7 @@ func run() int {
 	start := time.Now()
 	step := max(*n/20, 1)
 	sums, err := chaos.RunBatch(chaos.BatchOptions{
-		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink, Config: chaos.Config{LostPercent: *lost, StepFunctionsPercent: *sfn, WarehousePercent: *wh},
+		N: *n, Seed: *seed, Designs: designs, Parallel: *parallel, ShrinkFirst: *shrink, Config: chaos.Config{LostPercent: *lost, StepFunctionsPercent: *sfn, WarehousePercent: *wh, ReusePercent: *reuse},
 		Progress: func(d string, done, total, failed int) {
 			if done%step == 0 || done == total {
 				fmt.Fprintf(os.Stderr, "  %-10s %5d/%d schedules, %d failing, %s\n", d, done, total, failed, time.Since(start).Round(time.Second))

@@ -79,6 +79,9 @@ func runDesign(d Design, o BatchOptions) Summary {
 	if d.WarehouseWriter != nil {
 		cfg.WarehousePercent = 100 // a naive writer is measured where it writes
 	}
+	if d.ReuseIDs {
+		cfg.ReusePercent = 100 // a design that drops reused ids is measured where ids are reused
+	}
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range o.Parallel {
@@ -154,6 +157,8 @@ func (s *Stats) add(o Stats) {
 	s.DispatcherPauses += o.DispatcherPauses
 	s.Kills += o.Kills
 	s.StepFunctions += o.StepFunctions
+	s.ReuseIDs += o.ReuseIDs
+	s.ReuseTold += o.ReuseTold
 	s.Waited += o.Waited
 	s.OverrideQueued += o.OverrideQueued
 	s.OverridePerformed += o.OverridePerformed
@@ -176,7 +181,7 @@ func (s *Stats) add(o Stats) {
 // violating each invariant, and time.
 func Table(sums []Summary) string {
 	var b strings.Builder
-	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I9", "harness"}
+	cols := []string{"I1", "I2", "I3", "I4", "I5", "I6", "I7", "I9", "I10", "harness"}
 	fmt.Fprintf(&b, "%-19s %9s %7s", "design", "schedules", "failed")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %7s", c)
@@ -200,6 +205,10 @@ func Table(sums []Summary) string {
 		if st.StepFunctions > 0 {
 			fmt.Fprintf(&b, "%s: %d of %d schedules performed their effects through a Step Functions target (executions started per operation id)\n",
 				s.Design, st.StepFunctions, s.Schedules)
+		}
+		if st.ReuseIDs > 0 {
+			fmt.Fprintf(&b, "%s I10: %d of %d schedules ran their orders under a rule that reuses its latest intent's operation id across revisions; %d events were quarantined operation_id_reused for an operator\n",
+				s.Design, st.ReuseIDs, s.Schedules, st.ReuseTold)
 		}
 		if st.Warehouse > 0 {
 			fmt.Fprintf(&b, "%s warehouse: %d of %d schedules with the sink on, %d records at the end; the store down %d times and a PutObject held past its timeout %d times; %d record intents waited, %d ended FAILED; the reconciler's check recreated %d, repaired %d, re-announced %d; %d schedules wrote a subject's older record after a newer one\n",

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,11 +23,12 @@ const (
 	I6      = "I6 auditable"
 	I7      = "I7 the downstream follows the truth"
 	I9      = "I9 the warehouse follows the truth"
+	I10     = "I10 an operation id names one action"
 	Harness = "harness error"
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{I1, I2, I3, I4, I5, I6, I7, I9, Harness}
+var Invariants = []string{I1, I2, I3, I4, I5, I6, I7, I9, I10, Harness}
 
 // Violation is one broken invariant with what the checker saw.
 type Violation struct {
@@ -126,6 +128,12 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		}
 	}
 
+	// I10: a rule that reuses an operation id converges or is told; an
+	// event told for wrote nothing, so the model leaves it out.
+	if told := checkReuse(s, ids, byID, o, settled, add); len(told) > 0 {
+		ids = slices.DeleteFunc(ids, func(id string) bool { return told[id] })
+	}
+
 	// I3: the final state of each subject against the model.
 	truth := StripeTruth(s.Events)
 	subjects := map[string][]Event{}
@@ -161,6 +169,12 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 	for _, k := range keys {
 		n := o.effects[k]
 		c, known := opOf[k]
+		if s.ReuseIDs && isReuseOp(k, byID) {
+			if n > 1 {
+				add(I2, "operation %s (%s) was effective %d times downstream", short(k), SyncKind, n)
+			}
+			continue // the state sync is I10's (checkReuse)
+		}
 		switch {
 		case n > 1:
 			add(I2, "operation %s (%s r%d) was effective %d times downstream", short(k), c.subject, c.revision, n)
@@ -240,6 +254,9 @@ func check(s Schedule, accepted []bool, o observed, settled bool) []Violation {
 		}
 		if in.Kind == warehouse.Kind {
 			continue // a change record, not a downstream effect: I9 (checkWarehouse)
+		}
+		if in.Kind == SyncKind && s.ReuseIDs {
+			continue // the reusing rule's state sync: I10 (checkReuse)
 		}
 		if in.Status == ledger.IntentStatusSucceeded && o.effects[in.OperationID] != 1 {
 			add(I2, "intent %s is SUCCEEDED but was effective %d times", short(in.OperationID), o.effects[in.OperationID])

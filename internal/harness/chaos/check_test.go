@@ -484,3 +484,55 @@ func TestCheckWarehouse(t *testing.T) {
 	o.warehouse.intents[rep.OperationID] = rep
 	wantDetail(t, I9, "version 1 was applied", check(s, accepted, o, true))
 }
+
+// I10 on hand-made runs under the rule that reuses its state sync's
+// operation id: O-1 goes created (r1) → confirmed (r3). The downstream
+// synced at r3, or left at r1 with r3's event quarantined
+// operation_id_reused naming the id, is right (the quarantined event is
+// then left out of the model: the projection stays at r1); left at r1 and
+// nobody told is I10, and so is such a quarantine outside the rule.
+func TestCheckReuseConvergesOrTells(t *testing.T) {
+	s := Schedule{ReuseIDs: true, Events: []Event{
+		{ID: "a", Subject: "O-1", Revision: 1, Status: "created"},
+		{ID: "b", Subject: "O-1", Revision: 3, Status: "confirmed"},
+	}}
+	accepted := []bool{true, true}
+	op := ReuseOp("O-1")
+	audit := func(to ledger.Status, action string) []ledger.AuditEntry {
+		return []ledger.AuditEntry{{Action: "accept", To: ledger.StatusReceived, Actor: "intake"},
+			{Action: "claim", From: ledger.StatusReceived, To: ledger.StatusProcessing, Actor: "w1"},
+			{Action: action, From: ledger.StatusProcessing, To: to, Actor: "w1", Reason: "why"}}
+	}
+	applied := func(id string) ledger.Event {
+		return ledger.Event{EventID: id, Status: ledger.StatusProcessed, Result: &ledger.Result{Outcome: ledger.OutcomeApplied}, Audit: audit(ledger.StatusProcessed, "complete")}
+	}
+	sync := func(version string) []pt.Arrival {
+		return []pt.Arrival{{Method: "POST", Key: op, Kind: SyncKind, Subject: "O-1", Version: version, Applied: true, Seq: 1}}
+	}
+	converged := observed{
+		events:      map[string]ledger.Event{"a": applied("a"), "b": applied("b")},
+		projections: map[string]ledger.Projection{"O-1": {Subject: "O-1", Version: 3, State: map[string]any{"status": "confirmed"}}},
+		effects:     map[string]int{op: 1}, arrivals: sync("3"),
+	}
+	if v := check(s, accepted, converged, true); len(v) != 0 {
+		t.Fatalf("a downstream synced at the truth was judged wrong: %v", v)
+	}
+	told := observed{
+		events: map[string]ledger.Event{"a": applied("a"), "b": {EventID: "b", Status: ledger.StatusQuarantined, ErrorCode: projection.CodeOperationIDReused,
+			ErrorMessage: `operation id "` + op + `" reused: ...`, Audit: audit(ledger.StatusQuarantined, "quarantine")}},
+		projections: map[string]ledger.Projection{"O-1": {Subject: "O-1", Version: 1, State: map[string]any{"status": "created"}}},
+		effects:     map[string]int{op: 1}, arrivals: sync("1"),
+	}
+	if v := check(s, accepted, told, true); len(v) != 0 {
+		t.Fatalf("a reuse an operator was told about was judged wrong: %v", v)
+	}
+	silent := observed{
+		events:      map[string]ledger.Event{"a": applied("a"), "b": applied("b")},
+		projections: map[string]ledger.Projection{"O-1": {Subject: "O-1", Version: 3, State: map[string]any{"status": "confirmed"}}},
+		effects:     map[string]int{op: 1}, arrivals: sync("1"),
+	}
+	wantDetail(t, I10, "no operator was told", check(s, accepted, silent, true))
+	outside := s
+	outside.ReuseIDs = false
+	wantDetail(t, I10, "reuse no operation id", check(outside, accepted, told, true))
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/harness/chaos/naive"
 	pt "github.com/effectively-once/webhooks/internal/harness/pipelinetest"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/internal/reconciler"
 )
 
@@ -71,9 +72,21 @@ func warehouseDesign(name string, writer func(*outbox.WarehouseEffect) outbox.Ef
 	return d
 }
 
+// ReuseDropDesign is ours with a processor whose commit drops an intent
+// whose operation id another intent holds, silently (naive.ReuseDrop),
+// every schedule run under the rule that reuses an operation id across
+// revisions (Schedule.ReuseIDs). I10 catches it: the downstream stays
+// at the first revision's state and no operator is told.
+var ReuseDropDesign = func() Design {
+	d := Ours
+	d.Name, d.ReuseIDs = "reuse-drop", true
+	d.ProcessorLedger = func(l processor.Ledger) processor.Ledger { return naive.ReuseDrop{Ledger: l} }
+	return d
+}()
+
 // Designs returns every design by name: "ours" and the naive ones.
 func Designs() map[string]Design {
-	ds := map[string]Design{Ours.Name: Ours, DispatchEverything.Name: DispatchEverything,
+	ds := map[string]Design{Ours.Name: Ours, DispatchEverything.Name: DispatchEverything, ReuseDropDesign.Name: ReuseDropDesign,
 		WarehouseOverwrite.Name: WarehouseOverwrite, WarehouseUnobserved.Name: WarehouseUnobserved}
 	for _, k := range naive.Kinds {
 		ds[string(k)] = Naive(k)

@@ -102,6 +102,16 @@
 // run ends with one more check, whose re-drives are settled in turn. The
 // store being down counts as not settled.
 //
+// # A rule that reuses an operation id
+//
+// A share of the schedules (Config.ReusePercent; scripts/chaos -reuse,
+// 20% by default, its own random stream) runs the orders under a rule
+// with a bug a team can write: besides the order's own intents, each
+// applied revision emits a state sync "order.sync" (policy latest, its
+// payload the status) keyed by subject and kind without the revision
+// (ReuseOp), so every revision after the first reuses the first one's
+// operation id (Schedule.ReuseIDs).
+//
 // # Running one
 //
 // Redelivery follows the manual clock (pipelinetest.Virtual): a message
@@ -198,6 +208,15 @@
 //     otherwise. Every call carries the model's version of its truth in
 //     X-Subject-Version and as the body's subject_version string, exactly
 //     (a Stripe deletion's is above 2^53).
+//   - I10 (reuse.go): an operation id names one action. Under the
+//     reusing rule, derived from the rule and the schedule: each order's
+//     truth is its highest accepted revision; once settled, the
+//     downstream's last applied order.sync of the subject is of a
+//     revision with that status, or an operator was told (an event of
+//     the subject QUARANTINED operation_id_reused whose error names the
+//     id). A told event wrote nothing, so I1-I9 leave it out of the model
+//     (its revision was never applied); a quarantine with that code
+//     outside the rule, or naming another id, is a violation.
 //   - I9 (warehouse.go): the warehouse follows the truth, judged from the
 //     same model as I3 (the schedule, the business rules and the recorded
 //     processing order), never from the ledger's projections. Every record
@@ -232,7 +251,11 @@
 // the subject's object); and a writer that counts a record written
 // whatever the store answered (naive.Unobserved). I9 catches both, the
 // first by a late older revision as the current row, the second by
-// SUCCEEDED intents without their records.
+// SUCCEEDED intents without their records. reuse-drop is ours with a
+// commit that drops an intent whose operation id exists, silently
+// (naive.ReuseDrop: the behaviour before a reused id was told from a
+// retry), every schedule under the reusing rule: I10 catches it, the
+// downstream left at an older revision's status and nobody told.
 //
 // # Not covered
 //

@@ -25,6 +25,7 @@ import (
 	"github.com/effectively-once/webhooks/internal/intake"
 	"github.com/effectively-once/webhooks/internal/ledger"
 	"github.com/effectively-once/webhooks/internal/outbox"
+	"github.com/effectively-once/webhooks/internal/processor"
 	"github.com/effectively-once/webhooks/internal/queue"
 	"github.com/effectively-once/webhooks/internal/reconciler"
 	"github.com/effectively-once/webhooks/internal/warehouse"
@@ -58,6 +59,12 @@ type Design struct {
 	// WarehouseHead, when set, wraps the S3 client of the reconciler's
 	// warehouse check (a naive sink's notion of a record being there).
 	WarehouseHead func(reconciler.S3Header) reconciler.S3Header
+	// ProcessorLedger, when set, wraps each of our processors' ledger (a
+	// design whose commit is told something else than ours).
+	ProcessorLedger func(processor.Ledger) processor.Ledger
+	// ReuseIDs runs every schedule under the rule that reuses an
+	// operation id (RunBatch generates them all with Schedule.ReuseIDs).
+	ReuseIDs bool
 }
 
 // DispatcherLease is the chaos dispatchers' lease on an intent (manual
@@ -113,6 +120,10 @@ type Stats struct {
 	// StepFunctions counts the schedules whose effects a Step Functions
 	// target performed (Schedule.EffectTarget).
 	StepFunctions int
+	// ReuseIDs counts the schedules whose orders ran under the rule that
+	// reuses an operation id (Schedule.ReuseIDs); ReuseTold the events an
+	// operator was told about (QUARANTINED operation_id_reused).
+	ReuseIDs, ReuseTold int
 	// The warehouse sink (I9): Warehouse counts the schedules that ran
 	// with it on; Records the records their warehouses held at the end;
 	// StoreOutages and StoreHangs the store's scripted failures (down for
@@ -210,7 +221,14 @@ func Run(s Schedule, d Design) (res Result) {
 		r.stats.Lost = int(r.lost.Load())
 		res.Violations, res.Stats, res.Took = r.viol, r.stats, time.Since(start)
 	}()
-	r.h = pt.NewChaos(tb, pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{Lease: DispatcherLease})
+	po, oo := pt.Options{MaxReceiveCount: 4}, pt.OutboxOptions{Lease: DispatcherLease}
+	if s.ReuseIDs {
+		po.Registry = reuseRegistry()
+		oo.Kinds, oo.Scopes = []string{SyncKind}, map[string][]string{SyncKind: {"orders"}}
+		r.stats.ReuseIDs++
+	}
+	r.h = pt.NewChaos(tb, po, oo)
+	r.h.ProcessorLedger = d.ProcessorLedger
 	if s.EffectTarget == TargetStepFunctions && d.Outbox {
 		// Every kind's effect starts an execution; its workflow performs
 		// the call on the downstream the checker reads.

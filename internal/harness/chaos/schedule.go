@@ -138,9 +138,14 @@ type Schedule struct {
 	// change record is written to a local S3 (I9), whose failures the
 	// schedule's OpStore steps and a share of its dispatcher crash steps
 	// (at S3.PutObject) script.
-	Warehouse bool    `json:"warehouse,omitempty"`
-	Events    []Event `json:"events"`
-	Steps     []Step  `json:"steps"`
+	Warehouse bool `json:"warehouse,omitempty"`
+	// ReuseIDs runs the orders under a rule that also emits a state sync,
+	// "order.sync" (policy latest, payload the status), keyed by subject
+	// and kind without the revision (ReuseOp): every revision after the
+	// first reuses its operation id. See the package doc (I10).
+	ReuseIDs bool    `json:"reuse_ids,omitempty"`
+	Events   []Event `json:"events"`
+	Steps    []Step  `json:"steps"`
 }
 
 // TargetStepFunctions, as a schedule's EffectTarget: every effect starts
@@ -181,6 +186,11 @@ type Config struct {
 	// every schedule as it was: the choice, its store steps and which
 	// crash steps hit S3.PutObject have their own random stream.
 	WarehousePercent int
+	// ReusePercent is the chance (percent) that a schedule runs its
+	// orders under the rule that reuses an operation id across revisions
+	// (Schedule.ReuseIDs). 0 (the default) leaves every schedule as it
+	// was: the choice has its own random stream.
+	ReusePercent int
 }
 
 func (c Config) withDefaults() Config {
@@ -246,6 +256,8 @@ func Generate(seed uint64, cfg Config) Schedule {
 		s.EffectTarget = TargetStepFunctions
 	}
 	s.Warehouse = cfg.WarehousePercent > 0 && wh.IntN(100) < cfg.WarehousePercent
+	reuse := rand.New(rand.NewPCG(seed, seed^0x2e05e1d5))
+	s.ReuseIDs = cfg.ReusePercent > 0 && reuse.IntN(100) < cfg.ReusePercent
 
 	nSub := between(cfg.MinSubjects, cfg.MaxSubjects)
 	stripeSub := make([]bool, nSub)

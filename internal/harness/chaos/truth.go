@@ -426,6 +426,11 @@ func checkedBefore(o observed, at, commit int64) bool {
 func exercised(s Schedule, accepted []bool, o observed) Stats {
 	var st Stats
 	ids, byID := acceptedFacts(s, accepted)
+	for _, id := range ids {
+		if ev, ok := o.events[id]; ok && reuseTold(ev, byID[id].Subject) {
+			st.ReuseTold++
+		}
+	}
 	m := newModel(ids, byID, StripeTruth(s.Events), o)
 	applies := appliedArrivals(o)
 	firstApplied := map[string]int64{}

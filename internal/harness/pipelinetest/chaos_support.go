@@ -291,7 +291,11 @@ func (h *Harness) NewChaosWorker(name string, extra ...APIOption) *Worker {
 	if h.Warehouse != nil {
 		po.Warehouse = &warehouse.Config{MaxState: h.Warehouse.MaxState}
 	}
-	p, err := processor.New(h.newLedger(h.Dynamo.Client(opts...), name), h.Sources, h.opts.Registry, po)
+	var l processor.Ledger = h.newLedger(h.Dynamo.Client(opts...), name)
+	if h.ProcessorLedger != nil {
+		l = h.ProcessorLedger(l)
+	}
+	p, err := processor.New(l, h.Sources, h.opts.Registry, po)
 	if err != nil {
 		h.T.Fatal(err)
 	}

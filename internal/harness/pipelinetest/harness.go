@@ -98,6 +98,9 @@ type Harness struct {
 	// Stripe is the fake Stripe API, once EnableStripeAPI has added it;
 	// workers started after that fetch thin events' objects from it.
 	Stripe *stripefake.Server
+	// ProcessorLedger, when set, wraps the ledger of each chaos worker
+	// (NewChaosWorker): a naive design's processor told something else.
+	ProcessorLedger func(processor.Ledger) processor.Ledger
 	// stripeAPI is the "stripe" source's api while the fake serves it.
 	stripeAPI *projection.SourceAPI
 
