@@ -280,14 +280,19 @@ func repairValue(av any, refs []*types.Item, path string) (any, bool, error) {
 	}
 	typeless := len(m) == 0
 	if isNull := len(m) == 1 && m["NULL"] == true; typeless || isNull {
+		// The first stored item that holds the value decides: a NULL it
+		// holds as NULL stays one.
 		for _, r := range refs {
+			if r == nil {
+				continue
+			}
 			switch {
-			case r == nil:
 			case r.L != nil && len(r.L) == 0:
 				return map[string]any{"L": []any{}}, true, nil
 			case r.M != nil && len(r.M) == 0:
 				return map[string]any{"M": map[string]any{}}, true, nil
 			}
+			break
 		}
 		if typeless {
 			return av, false, fmt.Errorf("%w: %s", errNoStoredValue, path)
