@@ -1,7 +1,9 @@
 package webhookstest_test
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -75,6 +77,59 @@ func TestOurSubscriptionsPass(t *testing.T) {
 		subscription("created", "active", t0, t0*4+1),
 		subscription("updated", "past_due", t0+60, (t0+60)*4+2),
 		subscription("updated", "unpaid", t0+120, (t0+120)*4+2),
+	)
+}
+
+// emptyPrices is builtin.StripeSubscriptions with the price ids of a
+// subscription without items as an empty list (the builtin projects none:
+// null), the way a team's projection may hold one.
+type emptyPrices struct{ projection.Projection }
+
+func (e emptyPrices) Project(ev projection.Event) (projection.Result, error) {
+	res, err := e.Projection.Project(ev)
+	if err != nil || res.Write == nil {
+		return res, err
+	}
+	w := *res.Write
+	w.State = maps.Clone(w.State)
+	if p, _ := w.State["price_ids"].([]string); len(p) == 0 {
+		w.State["price_ids"] = []string{}
+		w.Fingerprint = projection.Fingerprint(w.State)
+	}
+	res.Write = &w
+	intents := make([]projection.Intent, len(res.Intents))
+	for i, in := range res.Intents {
+		in.Payload = maps.Clone(in.Payload)
+		if p, _ := in.Payload["price_ids"].([]string); len(p) == 0 {
+			in.Payload["price_ids"] = []string{}
+		}
+		intents[i] = in
+	}
+	res.Intents = intents
+	return res, nil
+}
+
+// A subscription without items whose state holds "price_ids": [] (an
+// empty list) runs as any other: the kit's DynamoDB stores and reads back
+// empty lists as DynamoDB does.
+func TestASubscriptionWithoutItemsHoldsAnEmptyList(t *testing.T) {
+	const t0 = 1796040000
+	reg := projection.NewRegistry()
+	subs := builtin.NewStripeSubscriptions(builtin.StripeOptions{})
+	reg.Register("stripe", subs.EventTypes(), emptyPrices{subs})
+	p := webhookstest.Pipeline{
+		Rules:   app.Rules{Registry: reg},
+		Sources: `{"sources":[{"name":"billing","kind":"stripe"}]}`,
+		Effects: `{"effects":[{"kind":"entitlement.grant","scopes":["billing"]},{"kind":"entitlement.revoke","scopes":["billing"]}]}`,
+	}
+	noItems := func(ev webhookstest.Event) webhookstest.Event {
+		ev.Body = bytes.Replace(ev.Body, []byte(`"data":[{"id":"si_1","current_period_end":1798000000,"price":{"id":"price_pro"}}]`), []byte(`"data":[]`), 1)
+		ev.State = map[string]any{"price_ids": []any{}}
+		return ev
+	}
+	p.Check(t,
+		noItems(subscription("created", "active", t0, t0*4+1)),
+		noItems(subscription("updated", "past_due", t0+60, (t0+60)*4+2)),
 	)
 }
 

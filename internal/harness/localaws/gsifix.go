@@ -165,6 +165,14 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		return
 	}
 	op := opName(r.Header.Get("X-Amz-Target"))
+	// current are the stored items as they are (for a read's answer).
+	current := func(table string) (map[string]map[string]*types.Item, bool) {
+		t, ok := f.tables[table]
+		if !ok {
+			return nil, false
+		}
+		return t.Data, true
+	}
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems":
 	case "UpdateTable", "CreateTable":
@@ -173,9 +181,14 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		f.rebuildAll()
 		return
 	case "Query":
-		if f.fullQuery || !f.query(w, r, body) {
-			f.srv.ServeHTTP(w, r)
-		}
+		f.recordAnswer(w, op, body, func(w http.ResponseWriter) {
+			if f.fullQuery || !f.query(w, r, body) {
+				f.srv.ServeHTTP(w, r)
+			}
+		}, current, current)
+		return
+	case "GetItem", "Scan", "BatchGetItem", "TransactGetItems":
+		f.recordAnswer(w, op, body, func(w http.ResponseWriter) { f.srv.ServeHTTP(w, r) }, current, current)
 		return
 	default:
 		f.srv.ServeHTTP(w, r)
@@ -189,8 +202,20 @@ func (f *indexRepair) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		f.rebuildAll()
 		return
 	}
-	rec := &httpstatus.Writer{ResponseWriter: w}
-	f.runScratch(touched, exactNumbers(body), func() { f.srv.ServeHTTP(rec, r) }, func() bool { return rec.Code == 0 || rec.Code == http.StatusOK })
+	before := f.snapshot(touched)
+	old := func(table string) (map[string]map[string]*types.Item, bool) {
+		items, ok := before[table]
+		return items, ok
+	}
+	var after storedItems
+	f.recordAnswer(w, op, body, func(w http.ResponseWriter) {
+		rec := &httpstatus.Writer{ResponseWriter: w}
+		f.runScratch(touched, exactNumbers(body), func() { f.srv.ServeHTTP(rec, r) }, func() bool { return rec.Code == 0 || rec.Code == http.StatusOK })
+		after = f.snapshot(touched)
+	}, old, func(table string) (map[string]map[string]*types.Item, bool) {
+		items, ok := after[table]
+		return items, ok
+	})
 }
 
 // touchedTable is what one write does to one table: the primary keys it
@@ -398,6 +423,12 @@ func (f *indexRepair) runScratch(touched map[string]*touchedTable, exact map[flo
 		for ixName, iv := range s.indexes {
 			*iv.refs, *iv.sorted = s.refs[ixName], s.ixKeys[ixName]
 		}
+		if !succeeded {
+			// A refused write changed nothing, as in DynamoDB; what minidyn
+			// left is dropped (its rollback copies items without their
+			// empty lists and maps, emptyvalues.go).
+			continue
+		}
 		keys := make(map[string]bool, len(tt.keys)+len(produced))
 		for k := range tt.keys {
 			keys[k] = true
@@ -407,13 +438,11 @@ func (f *indexRepair) runScratch(touched map[string]*touchedTable, exact map[flo
 		}
 		for k := range keys {
 			it, exists := produced[k]
-			if exists && succeeded {
+			if exists {
 				for _, a := range tt.removes[k] {
 					delete(it, a)
 				}
 				restoreNumbers(it, t.Data[k], exact, tt.named[k])
-			}
-			if exists {
 				if _, had := t.Data[k]; !had {
 					t.SortedKeys = insertSorted(t.SortedKeys, k)
 				}

@@ -17,9 +17,14 @@
 //     expressions; it rewrites every number of an item it updates through
 //     a float64, so integers above 2^53 are rounded (DynamoHandler gives
 //     them back their exact text, numbers.go; the ledger also keeps a
-//     text copy of intents' versions: version_s); it cannot
-//     rewrite an item holding an empty map, nor one whose set a DELETE
-//     emptied (DynamoDB removes the attribute); it does not return the old item
+//     text copy of intents' versions: version_s); it answers an empty
+//     list or map (L or M with no elements) as a value of no type, or NULL,
+//     and a transaction it cancels puts its items back without them
+//     (DynamoHandler gives them back, emptyvalues.go); it cannot rewrite
+//     an item whose set a DELETE emptied (DynamoDB removes the
+//     attribute); a PutItem answers the new item whatever its
+//     ReturnValues asks (DynamoDB: the old item for ALL_OLD, else
+//     nothing); it does not return the old item
 //     in a transaction's cancellation reasons (the ledger reads it, one
 //     request more than on AWS); it mis-maintains index key lists, which
 //     DynamoHandler repairs (gsifix.go); it accepts numbers out of
@@ -124,7 +129,7 @@ func NewDynamo() *Dynamo {
 	return &Dynamo{URL: srv.URL, srv: srv}
 }
 
-// DynamoHandler is minidyn's DynamoDB API handler with two fixes that make
+// DynamoHandler is minidyn's DynamoDB API handler with fixes that make
 // it behave like DynamoDB on the wire:
 //   - it reads each request body whole before minidyn decodes it: minidyn
 //     answers as soon as its JSON decoder is done, and with a large body (a
@@ -139,7 +144,9 @@ func NewDynamo() *Dynamo {
 //     DynamoDB does, not every key of the index (query.go);
 //   - a TransactWriteItems is idempotent by its ClientRequestToken for 10
 //     minutes, as in DynamoDB (tokens.go): the SDK's retry of an applied
-//     transaction whose answer was lost succeeds without applying it again.
+//     transaction whose answer was lost succeeds without applying it again;
+//   - the items of every answer hold their empty lists and maps, and a
+//     refused write leaves every item as it was (emptyvalues.go).
 func DynamoHandler() http.Handler { return dynamoHandler(newIndexRepair()) }
 
 func dynamoHandler(h *indexRepair) http.Handler {
