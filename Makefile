@@ -126,15 +126,17 @@ test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cac
 test-examples-infra: ## the example shop's own CDK app (examples/shop/infra, its own module over infra/pipeline): synthesized, cdk-nag clean, its grant checked
 	cd examples/shop/infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
-# cdk.out must exist before the app runs: the CLI points the app's
-# performance-counters file into it, and on a clean checkout the app's
-# write of that file fails (ENOENT) before anything else creates the folder.
+# cdk.out must exist before the app runs, and be named by an absolute
+# path: the CLI points the app's performance-counters and error files into
+# it by the path it was given, and the app runs in infra/ (cdk.json), where
+# a relative cdk.out/ does not exist (ENOENT at the end of the synth).
+CDK_OUT := $(CURDIR)/cdk.out
 synth: $(CDK) ## synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
-	@mkdir -p cdk.out
-	$(CDK_ENV) $(CDK) synth --no-notices --quiet $(CDK_CTX)
+	@mkdir -p $(CDK_OUT)
+	$(CDK_ENV) $(CDK) synth --output $(CDK_OUT) --no-notices --quiet $(CDK_CTX)
 	@ls cdk.out/*.template.json
 
 deploy: build $(CDK) ## build every function, then cdk deploy into the account of your AWS credentials (STAGE=, CDK_ARGS=)
-	@mkdir -p cdk.out
-	$(CDK_ENV) $(CDK) deploy --no-notices -c strictAssets=true $(CDK_CTX)
+	@mkdir -p $(CDK_OUT)
+	$(CDK_ENV) $(CDK) deploy --output $(CDK_OUT) --no-notices -c strictAssets=true $(CDK_CTX)
 FORCE:
