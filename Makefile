@@ -131,12 +131,14 @@ test-examples-infra: ## the example shop's own CDK app (examples/shop/infra, its
 # it by the path it was given, and the app runs in infra/ (cdk.json), where
 # a relative cdk.out/ does not exist (ENOENT at the end of the synth).
 CDK_OUT := $(CURDIR)/cdk.out
-synth: $(CDK) ## synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
+synth: $(CDK) ## build every function (linux/arm64) and synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
 	@mkdir -p $(CDK_OUT)
 	$(CDK_ENV) $(CDK) synth --output $(CDK_OUT) --no-notices --quiet $(CDK_CTX)
 	@ls cdk.out/*.template.json
 
-deploy: build $(CDK) ## build every function, then cdk deploy into the account of your AWS credentials (STAGE=, CDK_ARGS=)
+# The app builds every function from functions/<fn> at synth
+# (pipeline.GoBuild); -c prebuilt=true takes build/<fn>/bootstrap instead.
+deploy: $(CDK) ## cdk deploy (building every function at synth) into the account of your AWS credentials (STAGE=, CDK_ARGS=)
 	@mkdir -p $(CDK_OUT)
-	$(CDK_ENV) $(CDK) deploy --output $(CDK_OUT) --no-notices -c strictAssets=true $(CDK_CTX)
+	$(CDK_ENV) $(CDK) deploy --output $(CDK_OUT) --no-notices $(CDK_CTX)
 FORCE:

@@ -37,8 +37,10 @@ import (
 // when it exists, so an unchanged function is not built again.
 //
 // With Build set, a function is never synthesized from the placeholder
-// unless Placeholder says so: New fails when `go` is not on PATH, when a
-// package does not exist, and the synth fails when a build does.
+// unless Placeholder says so: New returns a *PropError when `go` is not on
+// PATH (saying what to do), when a function's package is not a main
+// package, and when a build fails (with the compiler's output; CDK builds
+// while New creates the function).
 type GoBuild struct {
 	// ModuleDir is the folder holding the team's go.mod, absolute or
 	// relative to the CDK app's working directory (`go run .` in the
