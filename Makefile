@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
-BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
+BUILD_FLAGS := -tags lambda.norpc -trimpath -buildvcs=false -ldflags "-s -w"
 
 .PHONY: help dev dev-shop demo warehouse build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
 

@@ -27,7 +27,8 @@ import (
 //	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -buildvcs=false -ldflags "-s -w" -o <asset>/bootstrap <package>
 //
 // in ModuleDir, never Docker. An asset's hash is computed from what the
-// build reads, not from the binary: the Go version, the flags above, the
+// build reads, not from the binary: the Go version (and GOARM64,
+// GOEXPERIMENT, GOFIPS140), the flags above, the
 // module's go.mod and go.sum, and every Go source and embedded file of the
 // packages the function imports from the module and from modules replaced
 // by a local folder (`go list -deps` with the same GOOS, GOARCH and tags);
@@ -120,9 +121,11 @@ func (b *GoBuild) resolveBuild(fns []string) (map[string]*goAsset, error) {
 	if _, err := exec.LookPath("go"); err != nil {
 		return nil, &PropError{Prop: "Build", Err: errNoGo}
 	}
-	version, err := goCommand(dir, "env", "GOVERSION").Output()
+	// The toolchain and the settings that change its output beside the
+	// flags: GOARM64 (the instruction set), GOEXPERIMENT, GOFIPS140.
+	version, err := goCommand(dir, "env", "GOVERSION", "GOARM64", "GOEXPERIMENT", "GOFIPS140").Output()
 	if err != nil {
-		return nil, propErr("Build", "go env GOVERSION in %s: %v", dir, cmdErr(err))
+		return nil, propErr("Build", "go env in %s: %v", dir, cmdErr(err))
 	}
 	out := map[string]*goAsset{}
 	for _, fn := range fns {
