@@ -123,7 +123,7 @@ test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cac
 	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
 .PHONY: test-examples-infra
-test-examples-infra: ## the example shop's own CDK app (examples/shop/infra, its own module over infra/pipeline): synthesized, cdk-nag clean, its grant checked
+test-examples-infra: ## the example shop's own CDK app (examples/shop/infra, its own module over infra/pipeline): synthesized, cdk-nag clean, its grant checked, its four functions built from its module (linux/arm64)
 	cd examples/shop/infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
 # cdk.out must exist before the app runs, and be named by an absolute
