@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO    ?= go
 FUNCTIONS := $(notdir $(patsubst %/,%,$(wildcard functions/*/)))
-BUILD_FLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
+BUILD_FLAGS := -tags lambda.norpc -trimpath -buildvcs=false -ldflags "-s -w"
 
 .PHONY: help dev dev-shop demo warehouse build fuzz test test-race test-short test-infra test-dynalite synth deploy lint tidy-check clean bench chaos load FORCE
 
@@ -125,19 +125,23 @@ test-infra: ## the CDK stack's assertion tests and cdk-nag checks (a cold Go cac
 	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
 .PHONY: test-examples-infra
-test-examples-infra: ## the example modules' own CDK apps (examples/shop/infra, examples/saas/infra, each its own module over infra/pipeline): synthesized, cdk-nag clean, their grants checked
+test-examples-infra: ## the example modules' own CDK apps (examples/shop/infra, examples/saas/infra, each its own module over infra/pipeline): synthesized, cdk-nag clean, their grants checked, their functions built from their module (linux/arm64)
 	cd examples/shop/infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 	cd examples/saas/infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
-# cdk.out must exist before the app runs: the CLI points the app's
-# performance-counters file into it, and on a clean checkout the app's
-# write of that file fails (ENOENT) before anything else creates the folder.
-synth: $(CDK) ## synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
-	@mkdir -p cdk.out
-	$(CDK_ENV) $(CDK) synth --no-notices --quiet $(CDK_CTX)
+# cdk.out must exist before the app runs, and be named by an absolute
+# path: the CLI points the app's performance-counters and error files into
+# it by the path it was given, and the app runs in infra/ (cdk.json), where
+# a relative cdk.out/ does not exist (ENOENT at the end of the synth).
+CDK_OUT := $(CURDIR)/cdk.out
+synth: $(CDK) ## build every function (linux/arm64) and synthesize the CloudFormation template offline into cdk.out/ (STAGE=, CDK_ARGS=)
+	@mkdir -p $(CDK_OUT)
+	$(CDK_ENV) $(CDK) synth --output $(CDK_OUT) --no-notices --quiet $(CDK_CTX)
 	@ls cdk.out/*.template.json
 
-deploy: build $(CDK) ## build every function, then cdk deploy into the account of your AWS credentials (STAGE=, CDK_ARGS=)
-	@mkdir -p cdk.out
-	$(CDK_ENV) $(CDK) deploy --no-notices -c strictAssets=true $(CDK_CTX)
+# The app builds every function from functions/<fn> at synth
+# (pipeline.GoBuild); -c prebuilt=true takes build/<fn>/bootstrap instead.
+deploy: $(CDK) ## cdk deploy (building every function at synth) into the account of your AWS credentials (STAGE=, CDK_ARGS=)
+	@mkdir -p $(CDK_OUT)
+	$(CDK_ENV) $(CDK) deploy --output $(CDK_OUT) --no-notices $(CDK_CTX)
 FORCE:

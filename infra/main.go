@@ -1,6 +1,7 @@
 // Command infra is the CDK app: `cdk synth` and `cdk deploy` (from the
 // repository root, through cdk.json) run it. It reads the stage's
-// configuration from CDK context, builds one stack and checks it with
+// configuration from CDK context, builds one stack, whose functions it
+// compiles from functions/<fn> (pipeline.GoBuild), and checks it with
 // cdk-nag's AwsSolutions rules.
 package main
 
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/effectively-once/webhooks/infra/pipeline"
 	"github.com/effectively-once/webhooks/infra/stack"
 )
 
@@ -40,13 +42,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	strict := false
-	if v, ok := get("strictAssets").(string); ok && v == "true" {
-		strict = true
-	} else if b, ok := get("strictAssets").(bool); ok {
-		strict = b
+	// The functions are built from functions/<fn> at synth (go build,
+	// linux/arm64), so a deploy needs no build step and cannot ship a
+	// placeholder. -c prebuilt=true takes build/<fn>/bootstrap instead
+	// (`make build`), with placeholders for missing ones unless
+	// -c strictAssets=true.
+	if contextBool(get("prebuilt")) {
+		cfg.Assets = stack.AssetsFromBuild(root, contextBool(get("strictAssets")))
+	} else {
+		cfg.Build = &pipeline.GoBuild{ModuleDir: root}
 	}
-	cfg.Assets = stack.AssetsFromBuild(root, strict)
 	// Environment-agnostic: `cdk deploy` targets the account and region of
 	// the caller's credentials, and synth needs none.
 	if _, err := stack.New(app, cfg, nil); err != nil {
@@ -55,4 +60,10 @@ func run() error {
 	stack.AddChecks(app, true)
 	app.Synth(nil)
 	return nil
+}
+
+// contextBool reads a context flag given as true or "true".
+func contextBool(v any) bool {
+	b, ok := v.(bool)
+	return v == "true" || ok && b
 }

@@ -63,7 +63,7 @@ var appLogLevel = map[string]awslambda.ApplicationLogLevel{
 
 // newFunction creates the function from its code, its role and its log
 // group.
-func (s *Pipeline) newFunction(code asset, p functionProps) (*Function, error) {
+func (s *Pipeline) newFunction(code asset, p functionProps) (f *Function, err error) {
 	cfg := s.props()
 	c := constructs.NewConstruct(s, jsii.String(pascal(p.Name)))
 	dir, built := code.dir, code.built
@@ -97,13 +97,29 @@ func (s *Pipeline) newFunction(code asset, p functionProps) (*Function, error) {
 	if p.ReservedConcurrency > 0 {
 		reserved = jsii.Number(float64(p.ReservedConcurrency))
 	}
+	var lambdaCode awslambda.Code
+	if code.build == nil {
+		lambdaCode = awslambda.Code_FromAsset(jsii.String(dir), nil)
+	} else {
+		lambdaCode = code.build.code()
+		// CDK bundles while the function is created: a failed build
+		// panics through jsii, and is returned as the build's own error.
+		defer func() {
+			if r := recover(); r != nil {
+				if code.build.err == nil {
+					panic(r)
+				}
+				f, err = nil, &PropError{Prop: "Build", Err: code.build.err}
+			}
+		}()
+	}
 	fn := awslambda.NewFunction(c, jsii.String("Function"), &awslambda.FunctionProps{
 		FunctionName: jsii.String(name),
 		Description:  jsii.String("effectively-once webhooks: " + p.Name + " (" + cfg.Stage + ")"),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),
-		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
+		Code:         lambdaCode,
 		MemorySize:   jsii.Number(float64(p.MemoryMB)),
 		Timeout:      p.Timeout,
 		Role:         role,

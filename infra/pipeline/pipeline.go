@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -159,18 +160,9 @@ func New(scope constructs.Construct, id string, props *Props) (*Pipeline, error)
 		region: concreteRegion(scope)}
 	// Everything is decided before the first construct exists: the
 	// documents are rendered and checked, and every function's code found.
-	code := p.Code.resolver()
-	assets := map[string]asset{}
-	for _, fn := range s.functionsToDeploy() {
-		dir, built, err := code(fn)
-		if err != nil {
-			var pe *PropError
-			if errors.As(err, &pe) {
-				return nil, err
-			}
-			return nil, &PropError{Prop: "Code", Err: err}
-		}
-		assets[fn] = asset{dir: dir, built: built}
+	assets, err := p.assets(s.functionsToDeploy())
+	if err != nil {
+		return nil, err
 	}
 	if _, err := s.sourcesDocument(); err != nil {
 		return nil, err
@@ -214,10 +206,54 @@ func New(scope constructs.Construct, id string, props *Props) (*Pipeline, error)
 	return s, nil
 }
 
-// asset is a function's code folder; built is false for the placeholder.
+// asset is a function's code: a folder (built is false for the
+// placeholder), or the build of its package.
 type asset struct {
 	dir   string
 	built bool
+	build *goBundler
+}
+
+// assets finds every function's code: its build with Build (the
+// placeholder only when Build.Placeholder says so), else from Code.
+func (p Props) assets(fns []string) (map[string]asset, error) {
+	assets := map[string]asset{}
+	if p.Build != nil {
+		if !reflect.ValueOf(p.Code).IsZero() {
+			return nil, propErr("Code", "is set beside Build: the functions are either built at synth (Build) or given (Code)")
+		}
+		if p.Build.Placeholder {
+			ph, err := PlaceholderDir()
+			if err != nil {
+				return nil, &PropError{Prop: "Build.Placeholder", Err: err}
+			}
+			for _, fn := range fns {
+				assets[fn] = asset{dir: ph}
+			}
+			return assets, nil
+		}
+		builds, err := p.Build.resolveBuild(fns)
+		if err != nil {
+			return nil, err
+		}
+		for fn, b := range builds {
+			assets[fn] = asset{built: true, build: &goBundler{a: b}}
+		}
+		return assets, nil
+	}
+	code := p.Code.resolver()
+	for _, fn := range fns {
+		dir, built, err := code(fn)
+		if err != nil {
+			var pe *PropError
+			if errors.As(err, &pe) {
+				return nil, err
+			}
+			return nil, &PropError{Prop: "Code", Err: err}
+		}
+		assets[fn] = asset{dir: dir, built: built}
+	}
+	return assets, nil
 }
 
 // functionsToDeploy lists the functions this configuration deploys.

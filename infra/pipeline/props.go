@@ -36,8 +36,14 @@ type Props struct {
 	// (unless the warehouse is on: the dispatcher writes its records, so
 	// the mapping is enabled).
 	Effects []Effect
-	// Code says where each function's built bootstrap is.
+	// Code says where each function's built bootstrap is, when the team
+	// builds its functions itself. Leave it zero when Build is set.
 	Code Code
+	// Build, when set, builds each function from the team's Go module at
+	// synth (CDK asset bundling with a local `go build`, never Docker) and
+	// never deploys a placeholder; see GoBuild. nil: the functions' code
+	// comes from Code.
+	Build *GoBuild
 	// AlarmEmail, when set, subscribes this address to the alarm topic.
 	AlarmEmail string
 	// Tracing turns on X-Ray active tracing for every function.

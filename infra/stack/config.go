@@ -92,7 +92,11 @@ type Config struct {
 	// default, creates nothing.
 	Warehouse *pipeline.WarehouseProps
 	// Assets finds each function's code; AssetsFromBuild is the default.
+	// Unused when Build is set.
 	Assets AssetResolver
+	// Build, when set, builds each function from functions/<fn> of the
+	// module at synth (pipeline.GoBuild) instead of taking it from Assets.
+	Build *pipeline.GoBuild
 }
 
 // Context keys read by FromContext.
@@ -250,7 +254,8 @@ func (c Config) Props() pipeline.Props {
 		Stage:                     c.Stage,
 		Sources:                   c.Sources,
 		Effects:                   c.Effects,
-		Code:                      pipeline.Code{Resolve: c.Assets},
+		Code:                      c.code(),
+		Build:                     c.Build,
 		AlarmEmail:                c.AlarmEmail,
 		Tracing:                   c.Tracing,
 		AllowTableDeletion:        !c.DeletionProtection,
@@ -381,6 +386,15 @@ func intValue(v any, def int) (int, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("want an integer, got %v", v)
+}
+
+// code is the construct's Code: Assets, unless the functions are built at
+// synth.
+func (c Config) code() pipeline.Code {
+	if c.Build != nil {
+		return pipeline.Code{}
+	}
+	return pipeline.Code{Resolve: c.Assets}
 }
 
 // AssetResolver says where a function's code is. built is false when the

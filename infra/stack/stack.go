@@ -29,8 +29,8 @@ type Stack struct {
 // itself (a moved id would make CloudFormation replace the resource, and
 // the named, retained ledger table cannot be replaced).
 func New(scope constructs.Construct, cfg Config, props *awscdk.StackProps) (*Stack, error) {
-	if cfg.Assets == nil {
-		return nil, fmt.Errorf("%w: no asset resolver", ErrConfig)
+	if cfg.Assets == nil && cfg.Build == nil {
+		return nil, fmt.Errorf("%w: no asset resolver and no build", ErrConfig)
 	}
 	pp := cfg.Props()
 	if err := contextError(pp.Validate()); err != nil {

@@ -22,24 +22,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// synth builds the shop's app as main does, without building anything
-// first (missing bootstraps are placeholders: not strict).
+// synth builds the shop's app as main does, from placeholders instead of
+// the shop's functions (what this test checks is the template).
 func synth(t *testing.T) (*Shop, map[string]map[string]any) {
 	t.Helper()
 	app := awscdk.NewApp(nil)
-	shop, err := NewShop(app, "Shop-dev", ShopProps{Stage: "dev", BuildDir: "../build"})
+	shop, err := NewShop(app, "Shop-dev", ShopProps{Stage: "dev", ModuleDir: "..", Placeholder: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-	b, _ := json.Marshal(assertions.Template_FromStack(shop.Stack, nil).ToJSON())
+	return shop, templateResources(t, shop.Stack)
+}
+
+// templateResources is a stack's template as plain JSON, by logical id.
+func templateResources(t *testing.T, st awscdk.Stack) map[string]map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(assertions.Template_FromStack(st, nil).ToJSON())
 	var doc struct {
 		Resources map[string]map[string]any `json:"Resources"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	return shop, doc.Resources
+	return doc.Resources
 }
 
 func TestTheShopsAppSynthesizesCdkNagCleanWithTheOrdersServiceReadingState(t *testing.T) {

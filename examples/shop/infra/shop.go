@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -33,20 +31,18 @@ type Shop struct {
 // ShopProps are what changes between the shop's stages.
 type ShopProps struct {
 	Stage string
-	// BuildDir holds the shop's built functions, <fn>/bootstrap
-	// (examples/shop/build). Missing ones are synthesized from a
-	// placeholder: deploy with Strict.
-	BuildDir string
-	Strict   bool
+	// ModuleDir is the shop's Go module (examples/shop, ".." from this
+	// app): the construct builds the shop's functions/<fn> from it at
+	// synth, linux/arm64, with the shop's rules.
+	ModuleDir string
+	// Placeholder synthesizes placeholders instead of building: for tests
+	// of the template only, never for a deploy.
+	Placeholder bool
 }
 
 // NewShop builds the shop's stack.
 func NewShop(scope constructs.Construct, id string, p ShopProps) (*Shop, error) {
 	st := awscdk.NewStack(scope, jsii.String(id), nil)
-	build, err := filepath.Abs(p.BuildDir)
-	if err != nil {
-		return nil, err
-	}
 	web, err := pipeline.New(st, "Webhooks", &pipeline.Props{
 		Name:  "shop",
 		Stage: p.Stage,
@@ -67,7 +63,10 @@ func NewShop(scope constructs.Construct, id string, p ShopProps) (*Shop, error) 
 		},
 		// The shop's secrets live in its own secrets; the construct creates none.
 		GivenSecretsOnly: true,
-		Code:             pipeline.Code{BuildDir: build, Strict: p.Strict},
+		// Each function is functions/<fn> of the shop's module, built
+		// when the stack is synthesized; a missing Go, or a main that
+		// does not compile, fails the synth: no placeholder is deployed.
+		Build:            &pipeline.GoBuild{ModuleDir: p.ModuleDir, Placeholder: p.Placeholder},
 		AlarmEmail:       "shop-oncall@shop.example",
 		Tracing:          true,
 		RetentionDays:    14,
