@@ -22,24 +22,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// synth builds the SaaS's app as main does, without building anything
-// first (missing bootstraps are placeholders: not strict).
+// synth builds the SaaS's app as main does, with placeholders instead of
+// the functions' builds: the template only.
 func synth(t *testing.T) (*Saas, map[string]map[string]any) {
 	t.Helper()
 	app := awscdk.NewApp(nil)
-	saas, err := NewSaas(app, "Saas-dev", SaasProps{Stage: "dev", BuildDir: "../build"})
+	saas, err := NewSaas(app, "Saas-dev", SaasProps{Stage: "dev", ModuleDir: "..", Placeholder: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-	b, _ := json.Marshal(assertions.Template_FromStack(saas.Stack, nil).ToJSON())
+	return saas, templateResources(t, saas.Stack)
+}
+
+// templateResources is a stack's template as plain JSON, by logical id.
+func templateResources(t *testing.T, st awscdk.Stack) map[string]map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(assertions.Template_FromStack(st, nil).ToJSON())
 	var doc struct {
 		Resources map[string]map[string]any `json:"Resources"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	return saas, doc.Resources
+	return doc.Resources
 }
 
 func TestTheSaasAppSynthesizesCdkNagCleanWithTheBillingServiceReadingState(t *testing.T) {

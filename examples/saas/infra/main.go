@@ -4,9 +4,12 @@
 // the SaaS's billing service, which may read the canonical state.
 // cdk-nag's AwsSolutions rules check the whole app.
 //
-//	cd examples/saas/infra && go run .                  # synthesize into cdk.out/
-//	../../../infra/node_modules/.bin/cdk synth          # the same through the CDK CLI (cdk.json)
-//	../../../infra/node_modules/.bin/cdk deploy -c strict=true
+//	cd examples/saas/infra && go run .        # build the functions, synthesize into cdk.out/
+//	npx cdk deploy                            # the same through the CDK CLI (cdk.json), then deploy
+//
+// The SaaS's functions (../functions/<fn>) are built at synth by the
+// construct's Build (go build, linux/arm64): a deploy needs Go on PATH and
+// no build step of its own, and never deploys a placeholder.
 package main
 
 import (
@@ -20,15 +23,19 @@ import (
 
 func main() {
 	defer jsii.Close()
-	app := awscdk.NewApp(nil)
+	// The CDK CLI names the output folder (CDK_OUTDIR); `go run .` alone
+	// writes cdk.out/ here, as the CLI would, instead of a temporary
+	// folder.
+	props := &awscdk.AppProps{}
+	if os.Getenv("CDK_OUTDIR") == "" {
+		props.Outdir = jsii.String("cdk.out")
+	}
+	app := awscdk.NewApp(props)
 	stage := "dev"
 	if v, ok := app.Node().TryGetContext(jsii.String("stage")).(string); ok && v != "" {
 		stage = v
 	}
-	// Deploys build first (examples/saas/build/<fn>/bootstrap) and pass
-	// -c strict=true, so no placeholder is ever deployed.
-	strict := app.Node().TryGetContext(jsii.String("strict")) == "true"
-	if _, err := NewSaas(app, "Saas-"+stage, SaasProps{Stage: stage, BuildDir: "../build", Strict: strict}); err != nil {
+	if _, err := NewSaas(app, "Saas-"+stage, SaasProps{Stage: stage, ModuleDir: ".."}); err != nil {
 		fmt.Fprintln(os.Stderr, "saas infra: "+err.Error())
 		os.Exit(1)
 	}

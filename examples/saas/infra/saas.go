@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -35,20 +33,18 @@ type Saas struct {
 // SaasProps are what changes between the SaaS's stages.
 type SaasProps struct {
 	Stage string
-	// BuildDir holds the SaaS's built functions, <fn>/bootstrap
-	// (examples/saas/build). Missing ones are synthesized from a
-	// placeholder: deploy with Strict.
-	BuildDir string
-	Strict   bool
+	// ModuleDir is the SaaS's Go module (examples/saas, ".." from this
+	// app): the construct builds the SaaS's functions/<fn> from it at
+	// synth, linux/arm64, with the SaaS's rules.
+	ModuleDir string
+	// Placeholder synthesizes placeholders instead of building: for tests
+	// of the template only, never for a deploy.
+	Placeholder bool
 }
 
 // NewSaas builds the SaaS's stack.
 func NewSaas(scope constructs.Construct, id string, p SaasProps) (*Saas, error) {
 	st := awscdk.NewStack(scope, jsii.String(id), nil)
-	build, err := filepath.Abs(p.BuildDir)
-	if err != nil {
-		return nil, err
-	}
 	web, err := pipeline.New(st, "Webhooks", &pipeline.Props{
 		Name:  "saas",
 		Stage: p.Stage,
@@ -62,7 +58,10 @@ func NewSaas(scope constructs.Construct, id string, p SaasProps) (*Saas, error) 
 		},
 		// The SaaS's secrets live in its own secrets; the construct creates none.
 		GivenSecretsOnly: true,
-		Code:             pipeline.Code{BuildDir: build, Strict: p.Strict},
+		// Each function is functions/<fn> of the SaaS's module, built
+		// when the stack is synthesized; a missing Go, or a main that
+		// does not compile, fails the synth: no placeholder is deployed.
+		Build:            &pipeline.GoBuild{ModuleDir: p.ModuleDir, Placeholder: p.Placeholder},
 		AlarmEmail:       "billing-oncall@saas.example",
 		RetentionDays:    14,
 		LogRetentionDays: 90,

@@ -36,8 +36,9 @@ var heldStatuses = map[string]bool{"unpaid": true, "paused": true}
 // subscription without any invoice event yet follows its own status.
 //
 // The pipeline applies each projection on its own, in its own version
-// order; a service calls Access over what state.Reader.Subject returns
-// for both, so the combination is computed on read and never stored.
+// order; a service calls Access over the states state.Reader.Components
+// reads of both in one consistent read, so the combination is computed on
+// read and never stored.
 func Access(sub, dunning map[string]any) Standing {
 	if sub == nil {
 		return StandingNone

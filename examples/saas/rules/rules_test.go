@@ -1,7 +1,9 @@
 package rules_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/effectively-once/webhooks/pkg/app"
@@ -129,28 +131,73 @@ func TestEveryFailedInvoiceGetsItsOwnDunningEmail(t *testing.T) {
 
 // One subscription's seats and dunning together: it starts with 5 seats,
 // its invoice fails, the customer cancels, and the invoice is paid after
-// the deletion. Both projections converge on their own; combined, the
-// customer's access is ended: the late payment does not restore it.
+// the deletion. Both projections converge on their own; combined, as a
+// billing service reads them, the customer's standing ends "ended" under
+// every order, copy and crash, and after no event does a payment restore
+// the ended subscription.
 func TestSeatsAndDunningOfOneSubscriptionAndALatePaymentAfterItsEnd(t *testing.T) {
-	events := []webhookstest.Event{
-		subscription("evt_saas_FAKE_sub_7", "created", "sub_saas_FAKE_5", "active", 5, t0),
-		invoice("evt_saas_FAKE_inv_7", "payment_failed", "in_saas_FAKE_4", "sub_saas_FAKE_5", 1, t0+30*day),
-		subscription("evt_saas_FAKE_sub_8", "deleted", "sub_saas_FAKE_5", "canceled", 5, t0+32*day),
-		invoice("evt_saas_FAKE_inv_8", "paid", "in_saas_FAKE_4", "sub_saas_FAKE_5", 2, t0+33*day),
-	}
-	saas(rules.Registry()).Check(t, events...)
+	p := saas(rules.Registry())
+	p.Combined = []webhookstest.Combined{standing(access)}
+	p.Check(t, endedThenPaid("sub_saas_FAKE_5")...)
+}
 
-	// The combined standing, over the states the highest version of each
-	// projection holds (what state.Reader.Subject returns for each).
-	sub := project(t, rules.NewSubscriptions(), "customer.subscription.deleted", events[2])
-	dunning := project(t, rules.NewDunning(), "invoice.paid", events[3])
-	if got := rules.Access(sub, dunning); got != rules.StandingEnded {
-		t.Errorf("access after a payment of an ended subscription: %s, want %s", got, rules.StandingEnded)
+// A combine where a payment restores access before it looks at the
+// subscription is caught, naming the combined value.
+func TestRegressionACombineWherePaidRestoresAnEndedSubscriptionIsRefused(t *testing.T) {
+	paidFirst := func(states map[string]map[string]any) map[string]any {
+		if states[rules.DunningProjection]["access"] == rules.AccessGranted {
+			return map[string]any{"standing": string(rules.StandingActive)}
+		}
+		return access(states)
 	}
-	// TODO(kit): when the kit can check a rule over two projections of one
-	// subject, declare here that sub_saas_FAKE_5's combined standing ends
-	// "ended" in every order, instead of the check above over the events
-	// projected alone.
+	p := saas(rules.Registry())
+	p.Combined = []webhookstest.Combined{standing(paidFirst)}
+	r, err := p.Report(endedThenPaid("sub_saas_FAKE_5")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range r.Failures {
+		t.Log(f)
+		if f.Rule == webhookstest.CombinedValue && strings.Contains(f.Detail, "standing of sub_saas_FAKE_5") {
+			return
+		}
+	}
+	t.Fatalf("the kit reported %d failures, none of %q naming the standing of sub_saas_FAKE_5", len(r.Failures), webhookstest.CombinedValue)
+}
+
+// endedThenPaid is a subscription with 5 seats whose invoice fails, which
+// the customer cancels, and whose invoice is paid after the deletion.
+func endedThenPaid(sub string) []webhookstest.Event {
+	return []webhookstest.Event{
+		subscription("evt_saas_FAKE_sub_7", "created", sub, "active", 5, t0),
+		invoice("evt_saas_FAKE_inv_7", "payment_failed", "in_saas_FAKE_4", sub, 1, t0+30*day),
+		subscription("evt_saas_FAKE_sub_8", "deleted", sub, "canceled", 5, t0+32*day),
+		invoice("evt_saas_FAKE_inv_8", "paid", "in_saas_FAKE_4", sub, 2, t0+33*day),
+	}
+}
+
+// access is rules.Access over the components' states, as a billing
+// service calls it over what state.Reader.Components returns.
+func access(states map[string]map[string]any) map[string]any {
+	return map[string]any{"standing": string(rules.Access(states[rules.SubscriptionProjection], states[rules.DunningProjection]))}
+}
+
+// standing declares the combined standing of sub_saas_FAKE_5 with the
+// combine function combine: it ends "ended", and whenever the
+// subscription is ended, a reader sees it ended.
+func standing(combine func(map[string]map[string]any) map[string]any) webhookstest.Combined {
+	return webhookstest.Combined{
+		Name:        "standing",
+		Projections: []string{rules.SubscriptionProjection, rules.DunningProjection},
+		Combine:     combine,
+		Want:        map[string]map[string]any{"sub_saas_FAKE_5": {"standing": string(rules.StandingEnded)}},
+		Always: func(states map[string]map[string]any, v map[string]any) error {
+			if states[rules.SubscriptionProjection]["ended"] == true && v["standing"] != string(rules.StandingEnded) {
+				return errors.New("a payment restored an ended subscription")
+			}
+			return nil
+		},
+	}
 }
 
 // project runs one projection on one event's body, as the processor does.
