@@ -66,7 +66,7 @@ func (k *kit) combinations() ([]combination, error) {
 		what := fmt.Sprintf("Combined[%d] %q", i, c.Name)
 		switch {
 		case c.Name == "":
-			return nil, fmt.Errorf("Combined[%d] has no Name", i)
+			return nil, fmt.Errorf("the combined value Combined[%d] has no Name", i)
 		case names[c.Name]:
 			return nil, fmt.Errorf("%s: two combined values have this name", what)
 		case c.Combine == nil:
